@@ -1,0 +1,522 @@
+/*
+** bpcc.h — the public interface of libbpcc, the backend-pattern fusion and config compiler.
+**
+** bpcc loads a neural-network graph (an FX-compatible IR, stored as a line-oriented text file
+** plus a safetensors weights file), and compiles it through the quantization flow that
+** PyTorch's torch.ao.quantization.quantize_fx defines: fuse -> prepare -> calibrate -> convert.
+** This header is the manual. Everything a caller can do is declared here; nothing else is
+** exported from the library.
+**
+** A first program: load a model, walk its graph, report problems the way the CLI does.
+**
+**     #include <bpcc.h>
+**     #include <stdio.h>
+**
+**     int main(int argc, char **argv)
+**     {
+**         struct bpcc_diag diag;
+**         struct bpcc_graph *g = NULL;
+**         bpcc_diag_init(&diag);
+**         if (bpcc_graph_load(argv[1], &g, &diag) != BPCC_OK) {
+**             char buf[2048];
+**             for (uint32_t i = 0; i < diag.n_entries; i++) {
+**                 bpcc_diag_format(&diag.entries[i], buf, sizeof buf);
+**                 fputs(buf, stderr);
+**             }
+**             return 1;
+**         }
+**         for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n))
+**             printf("%s = %s %s (%u users)\n", bpcc_node_name(n),
+**                    bpcc_node_kind_name(bpcc_node_kind(n)), bpcc_node_target(n),
+**                    bpcc_node_n_users(n));
+**         bpcc_graph_free(g);
+**         return 0;
+**     }
+**
+** Build it with:  cc prog.c $(pkg-config --cflags --libs bpcc)
+**
+** Conventions
+** - Every fallible call returns enum bpcc_status (BPCC_OK = 0) and, when it fails, fills the
+**   caller-owned struct bpcc_diag with the location and the message. The library never prints,
+**   never exits, and never aborts on bad input.
+** - Results come back through trailing *_out pointers.
+** - Ownership is stated per parameter: "borrowed" (the library keeps no pointer after the call),
+**   "copied" (the library keeps its own copy), or "owned by the graph" (lives until
+**   bpcc_graph_free; never free it yourself).
+** - A graph owns one arena: nodes, values, names, modules and tensor data created through the
+**   graph's functions live in it and are released together by bpcc_graph_free.
+** - Strings handed out by the library (names, targets) are interned per graph: two equal strings
+**   from the same graph are the same pointer.
+*/
+#ifndef BPCC_H
+#define BPCC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(BPCC_BUILDING) && defined(__GNUC__)
+#define BPCC_API __attribute__((visibility("default")))
+#else
+#define BPCC_API
+#endif
+
+#define BPCC_VERSION_MAJOR 0
+#define BPCC_VERSION_MINOR 1
+#define BPCC_VERSION_PATCH 0
+
+/* The library's version string, e.g. "0.1.0". */
+BPCC_API const char *bpcc_version(void);
+
+/* {====================================================================================
+** Status and diagnostics
+** ==================================================================================== */
+
+/* Append-only: values never change meaning. */
+enum bpcc_status {
+    BPCC_OK = 0,
+    BPCC_ERR_NOMEM = 1,    /* an allocation failed; nothing was changed                       */
+    BPCC_ERR_IO = 2,       /* a file could not be opened, read, written or renamed            */
+    BPCC_ERR_PARSE = 3,    /* a text file (model, YAML) is malformed                          */
+    BPCC_ERR_FORMAT = 4,   /* a binary file (safetensors) is malformed or inconsistent        */
+    BPCC_ERR_GRAPH = 5,    /* the graph breaks an IR invariant (see bpcc_graph_verify)        */
+    BPCC_ERR_INVALID = 6,  /* an argument to a library call is invalid (caller's mistake)     */
+    BPCC_ERR_CONFIG = 7,   /* a backend or qconfig file is invalid                            */
+    BPCC_ERR_LIMIT = 8,    /* input exceeds a hard limit (size, depth, count)                 */
+    BPCC_ERR_INTERNAL = 9, /* a bug in bpcc                                                    */
+    BPCC_STATUS_COUNT
+};
+
+/* "ok", "out of memory", ... */
+BPCC_API const char *bpcc_status_name(enum bpcc_status s);
+
+enum bpcc_severity { BPCC_SEV_ERROR = 0, BPCC_SEV_WARNING = 1, BPCC_SEV_NOTE = 2 };
+
+#define BPCC_DIAG_FILE_MAX 256
+#define BPCC_DIAG_MSG_MAX 384
+#define BPCC_DIAG_MAX_ENTRIES 20
+
+/*
+** One message. Positions are 1-based; line == 0 means "no line" (then, for binary files,
+** has_offset says whether `offset` holds the byte offset the problem was found at).
+** A message may carry one note with its own position: the enclosing construct.
+*/
+struct bpcc_diag_entry {
+    enum bpcc_severity severity;
+    enum bpcc_status code;
+    char file[BPCC_DIAG_FILE_MAX];
+    uint32_t line, col;
+    bool has_offset;
+    uint64_t offset;
+    char msg[BPCC_DIAG_MSG_MAX];
+    bool has_note;
+    uint32_t note_line, note_col;
+    char note[BPCC_DIAG_MSG_MAX];
+};
+
+/*
+** Caller-owned diagnostic sink. The first BPCC_DIAG_MAX_ENTRIES messages are kept; later ones
+** are only counted. `code` is the status of the first error (BPCC_OK while there is none).
+*/
+struct bpcc_diag {
+    enum bpcc_status code;
+    uint32_t n_errors, n_warnings;
+    uint32_t n_entries;
+    struct bpcc_diag_entry entries[BPCC_DIAG_MAX_ENTRIES];
+};
+
+BPCC_API void bpcc_diag_init(struct bpcc_diag *d);
+
+/*
+** Format one entry as compilers do, into buf (always NUL-terminated, truncated to n):
+**   "file:line:col: error: msg\n" (+ "file:line:col: note: note\n")
+** Binary-file positions print as "file: offset N: error: msg". Returns the length that the full
+** text would have (like snprintf).
+*/
+BPCC_API size_t bpcc_diag_format(const struct bpcc_diag_entry *e, char *buf, size_t n);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Allocation hook
+** All memory the library allocates goes through these three functions (libyaml's internal
+** buffers excepted). Set them before any other call; NULL restores malloc/realloc/free.
+** ==================================================================================== */
+
+struct bpcc_allocator {
+    void *(*malloc_fn)(void *ud, size_t size);
+    void *(*realloc_fn)(void *ud, void *ptr, size_t size);
+    void (*free_fn)(void *ud, void *ptr);
+    void *ud;
+};
+
+BPCC_API void bpcc_set_allocator(const struct bpcc_allocator *a /* copied; NULL = default */);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Element types
+** ==================================================================================== */
+
+/* Append-only. The quantized types are stored in safetensors as their integer carrier. */
+enum bpcc_dtype {
+    BPCC_DTYPE_NONE = 0,
+    BPCC_DTYPE_F32,
+    BPCC_DTYPE_F64,
+    BPCC_DTYPE_F16,
+    BPCC_DTYPE_BF16,
+    BPCC_DTYPE_I64,
+    BPCC_DTYPE_I32,
+    BPCC_DTYPE_I16,
+    BPCC_DTYPE_I8,
+    BPCC_DTYPE_U8,
+    BPCC_DTYPE_BOOL,
+    BPCC_DTYPE_QUINT8,  /* torch.quint8, carrier U8  */
+    BPCC_DTYPE_QINT8,   /* torch.qint8,  carrier I8  */
+    BPCC_DTYPE_QINT32,  /* torch.qint32, carrier I32 */
+    BPCC_DTYPE_COUNT
+};
+
+BPCC_API const char *bpcc_dtype_name(enum bpcc_dtype t);       /* torch name: "float32", "quint8" */
+BPCC_API const char *bpcc_dtype_short_name(enum bpcc_dtype t); /* IR name: "f32", "qu8"          */
+BPCC_API size_t bpcc_dtype_size(enum bpcc_dtype t);            /* bytes per element; 0 for NONE  */
+/* Look up by torch name ("float32", "torch.float32", "float", "quint8") or IR short name. */
+BPCC_API enum bpcc_dtype bpcc_dtype_from_name(const char *name);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Values: the literal trees of node arguments, kwargs and module attributes
+** ==================================================================================== */
+
+enum bpcc_value_kind {
+    BPCC_VAL_NONE = 0,  /* None                                                   */
+    BPCC_VAL_BOOL,      /* True / False                                           */
+    BPCC_VAL_INT,       /* 64-bit signed                                          */
+    BPCC_VAL_FLOAT,     /* double; inf and nan allowed                            */
+    BPCC_VAL_STR,       /* UTF-8 string                                           */
+    BPCC_VAL_NODE,      /* a reference to a node of the same graph                */
+    BPCC_VAL_LIST,      /* [a, b]                                                 */
+    BPCC_VAL_TUPLE,     /* (a, b)                                                 */
+    BPCC_VAL_DICT,      /* {key: value}, string keys, insertion order kept        */
+    BPCC_VAL_SLICE,     /* slice(start, stop, step): three items                  */
+    BPCC_VAL_DTYPE,     /* torch.float32                                          */
+    BPCC_VAL_ELLIPSIS,  /* ...                                                    */
+    BPCC_VAL_SYMBOL,    /* a named constant: torch.contiguous_format, torch.per_channel_affine */
+    BPCC_VAL_DEVICE,    /* device("cpu")                                          */
+    BPCC_VAL_TTYPE,     /* a tensor type, only in node metadata: f32[1, 3, 8, 8]  */
+    BPCC_VAL_COUNT
+};
+
+#define BPCC_MAX_DIMS 8
+
+struct bpcc_node;
+
+/*
+** A value. Sequences (list, tuple, slice, dict values) point at an array of `n` items; dicts
+** also at `n` keys. Values reachable from a graph are owned by the graph.
+*/
+struct bpcc_value {
+    enum bpcc_value_kind kind;
+    uint32_t n;                     /* item count for LIST, TUPLE, DICT, SLICE (3); dims for TTYPE */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        const char *s;              /* STR, SYMBOL, DEVICE */
+        struct bpcc_node *node;     /* NODE */
+        enum bpcc_dtype dtype;      /* DTYPE */
+        struct {                    /* LIST, TUPLE, SLICE, DICT */
+            struct bpcc_value *items;
+            const char **keys;      /* DICT only */
+        } seq;
+        struct {                    /* TTYPE */
+            enum bpcc_dtype dtype;
+            int64_t dims[BPCC_MAX_DIMS];
+        } ttype;
+    } u;
+};
+
+/* Scalars need no allocation. */
+BPCC_API struct bpcc_value bpcc_value_none(void);
+BPCC_API struct bpcc_value bpcc_value_bool(bool b);
+BPCC_API struct bpcc_value bpcc_value_int(int64_t i);
+BPCC_API struct bpcc_value bpcc_value_float(double f);
+BPCC_API struct bpcc_value bpcc_value_node(struct bpcc_node *n);
+BPCC_API struct bpcc_value bpcc_value_dtype(enum bpcc_dtype t);
+
+/* Value kind name: "none", "int", "tuple", ... */
+BPCC_API const char *bpcc_value_kind_name(enum bpcc_value_kind k);
+
+/* Structural equality (node references compare by identity, floats bit-exactly). */
+BPCC_API bool bpcc_value_equal(const struct bpcc_value *a, const struct bpcc_value *b);
+
+/* Item i of a LIST/TUPLE/SLICE/DICT, NULL when out of range or not a sequence. */
+BPCC_API const struct bpcc_value *bpcc_value_item(const struct bpcc_value *v, uint32_t i);
+/* Value of `key` in a DICT, NULL when absent. */
+BPCC_API const struct bpcc_value *bpcc_value_get(const struct bpcc_value *dict, const char *key);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Graphs
+** ==================================================================================== */
+
+struct bpcc_graph;
+struct bpcc_module;
+struct bpcc_tensor;
+
+/* Append-only. Names as in torch.fx: "placeholder", "get_attr", ... */
+enum bpcc_node_kind {
+    BPCC_NODE_PLACEHOLDER = 0,
+    BPCC_NODE_GET_ATTR,
+    BPCC_NODE_CALL_MODULE,
+    BPCC_NODE_CALL_FUNCTION,
+    BPCC_NODE_CALL_METHOD,
+    BPCC_NODE_OUTPUT,
+    BPCC_NODE_KIND_COUNT
+};
+
+BPCC_API const char *bpcc_node_kind_name(enum bpcc_node_kind k);
+/* Returns BPCC_NODE_KIND_COUNT for an unknown name. */
+BPCC_API enum bpcc_node_kind bpcc_node_kind_from_name(const char *name);
+
+/* A new, empty graph (returned, free with bpcc_graph_free). */
+BPCC_API enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d);
+BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
+
+/*
+** Intern a string in the graph (copied). The result lives as long as the graph. NULL on
+** out-of-memory.
+*/
+BPCC_API const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s);
+
+/*
+** Sequence builders: an array of n items (LIST, TUPLE, DICT) owned by the graph, all None.
+** Fill items (and, for DICT, keys — interned with bpcc_graph_intern) before using the value.
+*/
+BPCC_API enum bpcc_status bpcc_value_seq_new(struct bpcc_graph *g, enum bpcc_value_kind kind,
+                                             uint32_t n, struct bpcc_value *out);
+/* A STR, SYMBOL or DEVICE value holding a copy of s. */
+BPCC_API enum bpcc_status bpcc_value_str_new(struct bpcc_graph *g, enum bpcc_value_kind kind,
+                                             const char *s, struct bpcc_value *out);
+
+/*
+** Create a node and append it at the end of the graph (move it with bpcc_node_move_before/
+** _after). `name` may be NULL or taken: a unique name is then derived FX-style ("add_1").
+** `target` is copied (interned). `args` must be a TUPLE (or NULL for ()), `kwargs` a DICT (or NULL
+** for {}); both are deep-copied into the graph, and every node they reference gains this node
+** as a user. Node references must belong to g.
+*/
+BPCC_API enum bpcc_status bpcc_graph_create_node(struct bpcc_graph *g, enum bpcc_node_kind kind,
+                                                 const char *name, const char *target,
+                                                 const struct bpcc_value *args,
+                                                 const struct bpcc_value *kwargs,
+                                                 struct bpcc_node **out, struct bpcc_diag *d);
+
+BPCC_API struct bpcc_node *bpcc_graph_first(const struct bpcc_graph *g);
+BPCC_API struct bpcc_node *bpcc_graph_last(const struct bpcc_graph *g);
+BPCC_API uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g);
+BPCC_API struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name);
+/* The output node, NULL if there is none. */
+BPCC_API struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g);
+
+BPCC_API struct bpcc_node *bpcc_node_next(const struct bpcc_node *n);
+BPCC_API struct bpcc_node *bpcc_node_prev(const struct bpcc_node *n);
+BPCC_API const char *bpcc_node_name(const struct bpcc_node *n);
+BPCC_API const char *bpcc_node_target(const struct bpcc_node *n);
+BPCC_API enum bpcc_node_kind bpcc_node_kind(const struct bpcc_node *n);
+/* A stable number, unique in its graph, assigned at creation. */
+BPCC_API uint32_t bpcc_node_id(const struct bpcc_node *n);
+/* Always a TUPLE / a DICT. Owned by the graph; change them only through bpcc_node_set_args. */
+BPCC_API const struct bpcc_value *bpcc_node_args(const struct bpcc_node *n);
+BPCC_API const struct bpcc_value *bpcc_node_kwargs(const struct bpcc_node *n);
+
+/* Distinct users in first-use order (torch.fx's node.users). */
+BPCC_API uint32_t bpcc_node_n_users(const struct bpcc_node *n);
+BPCC_API struct bpcc_node *bpcc_node_user(const struct bpcc_node *n, uint32_t i);
+
+/* Metadata from shape propagation: a TTYPE, a TUPLE/LIST of metas, or NONE when unknown. */
+BPCC_API const struct bpcc_value *bpcc_node_meta(const struct bpcc_node *n);
+BPCC_API enum bpcc_status bpcc_node_set_meta(struct bpcc_node *n, const struct bpcc_value *meta,
+                                             struct bpcc_diag *d);
+
+/* Replace args and/or kwargs (NULL keeps the current one); use-def is updated. */
+BPCC_API enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value *args,
+                                             const struct bpcc_value *kwargs, struct bpcc_diag *d);
+/* Retarget (interned copy). */
+BPCC_API enum bpcc_status bpcc_node_set_target(struct bpcc_node *n, const char *target,
+                                               struct bpcc_diag *d);
+
+/* Every use of `from` becomes a use of `to`; *n_changed_out (may be NULL) = users changed.
+** On failure nothing is changed. */
+BPCC_API enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_node *to,
+                                                     uint32_t *n_changed_out,
+                                                     struct bpcc_diag *d);
+
+/* Move n just before / after `anchor` in graph order. */
+BPCC_API void bpcc_node_move_before(struct bpcc_node *n, struct bpcc_node *anchor);
+BPCC_API void bpcc_node_move_after(struct bpcc_node *n, struct bpcc_node *anchor);
+
+/* Remove a node that has no users (BPCC_ERR_INVALID otherwise). Its name stays reserved. */
+BPCC_API enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d);
+
+/*
+** Reorder the nodes topologically, keeping the current order wherever it is already valid.
+** BPCC_ERR_GRAPH (naming a node on the cycle) when the graph has a cycle.
+*/
+BPCC_API enum bpcc_status bpcc_graph_topo_sort(struct bpcc_graph *g, struct bpcc_diag *d);
+
+/*
+** Check the IR invariants: every node reference is to a live node of this graph that comes
+** earlier; names are unique; exactly one output node, and it is last; users lists agree with
+** the arguments; call_module targets name modules; get_attr targets resolve to a module, a
+** module tensor or a module attribute; tensors agree with their declared type.
+** All violations are reported (first BPCC_DIAG_MAX_ENTRIES kept).
+*/
+BPCC_API enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Modules and tensors
+** A graph carries a module table like a torch.fx.GraphModule: dotted names -> type, attributes
+** (a DICT value) and tensors. Submodules are modules whose name extends their parent's
+** ("layer1.0" holds "layer1.0.conv1"); the root module is named "".
+** ==================================================================================== */
+
+enum bpcc_tensor_role {
+    BPCC_TENSOR_PARAM = 0, /* nn.Parameter          */
+    BPCC_TENSOR_BUFFER,    /* registered buffer     */
+    BPCC_TENSOR_CONSTANT,  /* plain tensor attribute */
+    BPCC_TENSOR_ROLE_COUNT
+};
+
+BPCC_API const char *bpcc_tensor_role_name(enum bpcc_tensor_role r); /* "param", "buffer", "constant" */
+
+/* Add a module (name and type copied). BPCC_ERR_INVALID when the name is taken. */
+BPCC_API enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name,
+                                                const char *type, struct bpcc_module **out,
+                                                struct bpcc_diag *d);
+BPCC_API struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name);
+/* Modules in insertion order. */
+BPCC_API uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g);
+BPCC_API struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i);
+/* Remove a module (and its tensors) from the table. */
+BPCC_API enum bpcc_status bpcc_graph_remove_module(struct bpcc_graph *g, const char *name,
+                                                   struct bpcc_diag *d);
+
+BPCC_API const char *bpcc_module_name(const struct bpcc_module *m);
+BPCC_API const char *bpcc_module_type(const struct bpcc_module *m);
+/* All attributes, a DICT. */
+BPCC_API const struct bpcc_value *bpcc_module_attrs(const struct bpcc_module *m);
+BPCC_API const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const char *key);
+/* Set (or add, keeping insertion order) one attribute; value deep-copied. No node references. */
+BPCC_API enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
+                                               const struct bpcc_value *v, struct bpcc_diag *d);
+
+BPCC_API uint32_t bpcc_module_n_tensors(const struct bpcc_module *m);
+/* Tensor i with its attribute name and role. */
+BPCC_API struct bpcc_tensor *bpcc_module_tensor_at(const struct bpcc_module *m, uint32_t i,
+                                                   const char **name_out,
+                                                   enum bpcc_tensor_role *role_out);
+BPCC_API struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *name);
+/*
+** Attach tensor t (created in the same graph) as attribute `name` with `role`; an existing
+** tensor of that name is replaced.
+*/
+BPCC_API enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
+                                                 enum bpcc_tensor_role role, struct bpcc_tensor *t,
+                                                 struct bpcc_diag *d);
+
+/* A new zero-filled tensor owned by the graph. */
+BPCC_API enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype,
+                                          uint32_t ndim, const int64_t *dims /* borrowed */,
+                                          struct bpcc_tensor **out, struct bpcc_diag *d);
+BPCC_API enum bpcc_dtype bpcc_tensor_dtype(const struct bpcc_tensor *t);
+BPCC_API uint32_t bpcc_tensor_ndim(const struct bpcc_tensor *t);
+BPCC_API const int64_t *bpcc_tensor_dims(const struct bpcc_tensor *t);
+BPCC_API uint64_t bpcc_tensor_numel(const struct bpcc_tensor *t);
+BPCC_API size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t);
+/* Element data, little-endian, row-major, aligned to the element size. NULL if unbound. */
+BPCC_API void *bpcc_tensor_data(struct bpcc_tensor *t);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Model files: IR text (docs/FORMAT.md) + safetensors weights
+** ==================================================================================== */
+
+/*
+** Load a model: parse the IR text at `path`, map the weights file it names (relative to the
+** text file's directory), bind and check every declared tensor, and verify the graph.
+*/
+BPCC_API enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out,
+                                          struct bpcc_diag *d);
+
+/*
+** Parse IR text only (no weights are read; tensors stay unbound). `filename` is used in
+** messages and may be NULL.
+*/
+BPCC_API enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *filename,
+                                           struct bpcc_graph **out, struct bpcc_diag *d);
+
+/*
+** Print the canonical IR text (returned in *text_out, free with bpcc_free). Printing a parsed
+** canonical file gives back the same bytes. `weights_name` is the file name written on the
+** `weights` line (NULL: the name the graph was loaded with, or none when there are no tensors).
+*/
+BPCC_API enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weights_name,
+                                           char **text_out, size_t *len_out, struct bpcc_diag *d);
+
+/*
+** Save a model: the weights to <path without extension>.safetensors and the text to path. Each
+** file is written to a temporary file in the same directory and renamed over the target, so a
+** failure leaves any existing files untouched and no partial file behind.
+*/
+BPCC_API enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
+                                          struct bpcc_diag *d);
+
+/* Release memory returned by the library (bpcc_graph_print, bpcc_graph_to_json ...). */
+BPCC_API void bpcc_free(void *p);
+
+/*
+** A JSON description of the model (nodes, modules, tensors; shape documented in docs/SHOW.md),
+** returned in *json_out (free with bpcc_free). `indent` 0 prints compactly.
+*/
+BPCC_API enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent,
+                                             char **json_out, struct bpcc_diag *d);
+
+/* {------------------------------------------------------------------------------------
+** safetensors, on their own (the model loader uses these)
+** ------------------------------------------------------------------------------------ */
+
+struct bpcc_safetensors;
+
+/* Map and validate a safetensors file (returned, free with bpcc_safetensors_close). */
+BPCC_API enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors **out,
+                                                struct bpcc_diag *d);
+BPCC_API void bpcc_safetensors_close(struct bpcc_safetensors *st);
+BPCC_API uint32_t bpcc_safetensors_count(const struct bpcc_safetensors *st);
+/*
+** Tensor i in file order (by data offset): its name, dtype (the safetensors dtype mapped to
+** bpcc's: F32 -> BPCC_DTYPE_F32 ...), shape and data (aligned copy when the file's is not).
+*/
+BPCC_API enum bpcc_status bpcc_safetensors_get(const struct bpcc_safetensors *st, uint32_t i,
+                                               const char **name_out, enum bpcc_dtype *dtype_out,
+                                               uint32_t *ndim_out, const int64_t **dims_out,
+                                               const void **data_out, size_t *nbytes_out);
+/* Index of the tensor named `name`, or UINT32_MAX. */
+BPCC_API uint32_t bpcc_safetensors_find(const struct bpcc_safetensors *st, const char *name);
+
+/* }==================================================================================== */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BPCC_H */

@@ -1,0 +1,24 @@
+/*
+** cli.h — the bpcc command-line tool: shared helpers for the verbs. The CLI alone prints
+** diagnostics and maps statuses to exit codes (0 ok, 1 bad input, 2 usage, 3 internal).
+*/
+#ifndef BPCC_CLI_H
+#define BPCC_CLI_H
+
+#include "bpcc.h"
+
+#include <stdio.h>
+
+enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
+
+/* Print every kept message of d to stderr (and a count of dropped ones). */
+void cli_print_diag(const struct bpcc_diag *d);
+/* Exit code for a failed status. */
+int cli_exit_code(enum bpcc_status s);
+/* "bpcc VERB: msg" + a hint to --help, exit code 2. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int cmd_show(int argc, char **argv);
+int cmd_fmt(int argc, char **argv);
+
+#endif

@@ -1,0 +1,86 @@
+/*
+** main.c — argv dispatch for the bpcc tool. No compiler logic lives here.
+*/
+#include "cli.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: bpcc [--help] [--version] VERB [ARGS]\n"
+    "\n"
+    "bpcc compiles neural-network graphs through the quantization flow of PyTorch's\n"
+    "quantize_fx (fuse -> prepare -> calibrate -> convert), driven by backend pattern configs.\n"
+    "\n"
+    "verbs:\n"
+    "  show MODEL [--json]     print the graph, modules and tensors of a model\n"
+    "  fmt MODEL -o OUT        check a model and write it back in canonical form\n"
+    "\n"
+    "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
+    "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
+
+void cli_print_diag(const struct bpcc_diag *d)
+{
+    char buf[2 * BPCC_DIAG_MSG_MAX + 2 * BPCC_DIAG_FILE_MAX + 64];
+    for (uint32_t i = 0; i < d->n_entries; i++) {
+        bpcc_diag_format(&d->entries[i], buf, sizeof buf);
+        fputs(buf, stderr);
+    }
+    uint32_t total = d->n_errors + d->n_warnings;
+    if (total > d->n_entries)
+        fprintf(stderr, "bpcc: %u more message(s) not shown\n", total - d->n_entries);
+}
+
+int cli_exit_code(enum bpcc_status s)
+{
+    switch (s) {
+    case BPCC_OK: return EXIT_OK;
+    case BPCC_ERR_NOMEM:
+    case BPCC_ERR_INTERNAL: return EXIT_INTERNAL;
+    case BPCC_ERR_INVALID: return EXIT_INTERNAL; /* the CLI misused the library */
+    default: return EXIT_INPUT;
+    }
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "bpcc%s%s: ", verb ? " " : "", verb ? verb : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'bpcc %s--help' for more information.\n", verb ? "" : "");
+    return EXIT_USAGE;
+}
+
+struct verb {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+};
+
+static const struct verb verbs[] = {
+    {"show", cmd_show},
+    {"fmt", cmd_fmt},
+};
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return EXIT_USAGE;
+    }
+    const char *v = argv[1];
+    if (strcmp(v, "--help") == 0 || strcmp(v, "-h") == 0 || strcmp(v, "help") == 0) {
+        fputs(usage_text, stdout);
+        return EXIT_OK;
+    }
+    if (strcmp(v, "--version") == 0) {
+        printf("bpcc %s\n", bpcc_version());
+        return EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (strcmp(v, verbs[i].name) == 0) return verbs[i].fn(argc - 1, argv + 1);
+    if (v[0] == '-') return cli_usage_error(NULL, "unknown option '%s'", v);
+    return cli_usage_error(NULL, "unknown verb '%s'", v);
+}

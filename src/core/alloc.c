@@ -1,0 +1,76 @@
+/*
+** alloc.c — the single allocation hook every part of libbpcc goes through, with a
+** fail-at-the-N-th-allocation switch for out-of-memory tests.
+*/
+#include "core.h"
+
+static void *default_malloc(void *ud, size_t n) { (void)ud; return malloc(n); }
+static void *default_realloc(void *ud, void *p, size_t n) { (void)ud; return realloc(p, n); }
+static void default_free(void *ud, void *p) { (void)ud; free(p); }
+
+static struct bpcc_allocator alloc = {default_malloc, default_realloc, default_free, NULL};
+
+static uint64_t n_allocs;   /* allocations since the last bpcc_alloc_fail_at call */
+static uint64_t fail_at;    /* 0: never fail */
+static bool fail_sticky;
+
+void bpcc_set_allocator(const struct bpcc_allocator *a)
+{
+    if (a && a->malloc_fn && a->realloc_fn && a->free_fn)
+        alloc = *a;
+    else
+        alloc = (struct bpcc_allocator){default_malloc, default_realloc, default_free, NULL};
+}
+
+uint64_t bpcc_alloc_fail_at(uint64_t n, bool sticky)
+{
+    uint64_t made = n_allocs;
+    n_allocs = 0;
+    fail_at = n;
+    fail_sticky = sticky;
+    return made;
+}
+
+static bool should_fail(void)
+{
+    n_allocs++;
+    if (fail_at == 0) return false;
+    if (n_allocs == fail_at) return true;
+    return fail_sticky && n_allocs > fail_at;
+}
+
+void *bpcc_malloc(size_t n)
+{
+    if (should_fail()) return NULL;
+    return alloc.malloc_fn(alloc.ud, n ? n : 1);
+}
+
+void *bpcc_realloc(void *p, size_t n)
+{
+    if (should_fail()) return NULL;
+    return alloc.realloc_fn(alloc.ud, p, n ? n : 1);
+}
+
+void bpcc_xfree(void *p)
+{
+    if (p) alloc.free_fn(alloc.ud, p);
+}
+
+void bpcc_free(void *p) { bpcc_xfree(p); }
+
+char *bpcc_strdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *r = bpcc_malloc(n);
+    if (r) memcpy(r, s, n);
+    return r;
+}
+
+void bpcc_assert_fail(const char *expr, const char *file, int line)
+{
+    /* The one place the library writes to stderr: a broken invariant inside bpcc itself. */
+    fprintf(stderr, "%s:%d: bpcc internal assertion failed: %s\n", file, line, expr);
+    abort();
+}
+
+const char *bpcc_version(void) { return BPCC_VERSION_STRING; }

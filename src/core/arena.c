@@ -1,0 +1,73 @@
+/*
+** arena.c — bump allocation in growing chunks. Everything allocated from an arena is released
+** at once by bpcc_arena_release; nothing is freed individually. Addresses are stable.
+*/
+#include "core.h"
+
+struct arena_chunk {
+    struct arena_chunk *next;
+    size_t cap;
+    _Alignas(64) unsigned char data[];
+};
+
+#define ARENA_MIN_CHUNK (64 * 1024 - sizeof(struct arena_chunk) - 64)
+
+void bpcc_arena_init(struct bpcc_arena *a) { memset(a, 0, sizeof *a); }
+
+void bpcc_arena_release(struct bpcc_arena *a)
+{
+    struct arena_chunk *c = a->head;
+    while (c) {
+        struct arena_chunk *next = c->next;
+        bpcc_xfree(c);
+        c = next;
+    }
+    memset(a, 0, sizeof *a);
+}
+
+void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
+{
+    BPCC_ASSERT(align && align <= 64 && (align & (align - 1)) == 0);
+    if (a->head) {
+        size_t off = (a->used + align - 1) & ~(align - 1);
+        if (off <= a->cap && size <= a->cap - off) {
+            a->used = off + size;
+            void *p = a->head->data + off;
+            memset(p, 0, size);
+            return p;
+        }
+    }
+    /* A large request gets a chunk of its own behind the head, so the head's free space
+    ** stays usable; otherwise a new head chunk, double the previous one (the chunk count
+    ** stays logarithmic), capped at 64 MiB. */
+    size_t cap = a->head ? a->head->cap * 2 : ARENA_MIN_CHUNK;
+    if (cap > ((size_t)64 << 20)) cap = (size_t)64 << 20;
+    bool dedicated = a->head && size > cap / 4;
+    if (dedicated || size > cap) cap = size;
+    if (cap > SIZE_MAX - sizeof(struct arena_chunk)) return NULL;
+    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap);
+    if (!c) return NULL;
+    c->cap = cap;
+    if (dedicated) {
+        c->next = a->head->next;
+        a->head->next = c;
+    } else {
+        c->next = a->head;
+        a->head = c;
+        a->cap = cap;
+        a->used = size;
+    }
+    a->total += sizeof *c + cap;
+    memset(c->data, 0, size);
+    return c->data;
+}
+
+char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n)
+{
+    char *r = bpcc_arena_alloc(a, n + 1, 1);
+    if (r) {
+        memcpy(r, s, n);
+        r[n] = 0;
+    }
+    return r;
+}

@@ -1,0 +1,89 @@
+/*
+** buf.c — a growable byte buffer with sticky out-of-memory, for printers and writers.
+*/
+#include "core.h"
+
+#include <math.h>
+
+void bpcc_buf_init(struct bpcc_buf *b) { memset(b, 0, sizeof *b); }
+
+void bpcc_buf_release(struct bpcc_buf *b)
+{
+    bpcc_xfree(b->data);
+    memset(b, 0, sizeof *b);
+}
+
+static bool reserve(struct bpcc_buf *b, size_t extra)
+{
+    if (b->oom) return false;
+    if (extra > SIZE_MAX - b->len - 1) {
+        b->oom = true;
+        return false;
+    }
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap) return true;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    char *p = bpcc_realloc(b->data, cap);
+    if (!p) {
+        b->oom = true;
+        return false;
+    }
+    b->data = p;
+    b->cap = cap;
+    return true;
+}
+
+void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n)
+{
+    if (!reserve(b, n)) return;
+    memcpy(b->data + b->len, p, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void bpcc_buf_adds(struct bpcc_buf *b, const char *s) { bpcc_buf_add(b, s, strlen(s)); }
+
+void bpcc_buf_addc(struct bpcc_buf *b, char c) { bpcc_buf_add(b, &c, 1); }
+
+void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || !reserve(b, (size_t)n)) return;
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+char *bpcc_buf_take(struct bpcc_buf *b, size_t *len_out)
+{
+    if (!reserve(b, 0)) {
+        bpcc_buf_release(b);
+        return NULL;
+    }
+    char *r = b->data;
+    if (len_out) *len_out = b->len;
+    memset(b, 0, sizeof *b);
+    return r;
+}
+
+void bpcc_format_double(double v, char out[32])
+{
+    if (isnan(v)) {
+        strcpy(out, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        strcpy(out, v < 0 ? "-inf" : "inf");
+        return;
+    }
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, 32, "%.*g", prec, v);
+        if (strtod(out, NULL) == v) break;
+    }
+    if (!strpbrk(out, ".eE")) strcat(out, ".0");
+}

@@ -1,0 +1,160 @@
+/*
+** core.h — internal foundations shared by every subsystem: allocation, arenas, growable
+** buffers, interning and diagnostics. Nothing here is exported from the shared library.
+*/
+#ifndef BPCC_CORE_H
+#define BPCC_CORE_H
+
+#include "bpcc.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define BPCC_INTERNAL __attribute__((visibility("hidden")))
+#define BPCC_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define BPCC_INTERNAL
+#define BPCC_PRINTF(f, a)
+#endif
+
+#define BPCC_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Programmer errors only; user input never reaches an assertion. */
+#define BPCC_ASSERT(x)                                                                   \
+    do {                                                                                 \
+        if (!(x)) bpcc_assert_fail(#x, __FILE__, __LINE__);                              \
+    } while (0)
+BPCC_INTERNAL void bpcc_assert_fail(const char *expr, const char *file, int line);
+
+/* {==================== allocation (one hook for the whole library) ==================== */
+
+BPCC_INTERNAL void *bpcc_malloc(size_t n);
+BPCC_INTERNAL void *bpcc_realloc(void *p, size_t n);
+BPCC_INTERNAL void bpcc_xfree(void *p);
+BPCC_INTERNAL char *bpcc_strdup(const char *s);
+
+/*
+** Test hook: make the n-th allocation from now fail (n >= 1), and every allocation after it
+** while `sticky`; n == 0 disables. Returns the number of allocations made since the last call.
+*/
+BPCC_INTERNAL uint64_t bpcc_alloc_fail_at(uint64_t n, bool sticky);
+
+/* }===================================================================================== */
+
+/* {==================== arena: bump allocation, freed all at once ====================== */
+
+struct bpcc_arena {
+    struct arena_chunk *head;
+    size_t used, cap;     /* in head */
+    size_t total;         /* bytes obtained from the allocator */
+};
+
+BPCC_INTERNAL void bpcc_arena_init(struct bpcc_arena *a);
+BPCC_INTERNAL void bpcc_arena_release(struct bpcc_arena *a);
+/* Zero-filled, aligned to `align` (a power of two <= 64). NULL on out-of-memory. */
+BPCC_INTERNAL void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align);
+BPCC_INTERNAL char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n);
+
+#define BPCC_ARENA_NEW(a, T) ((T *)bpcc_arena_alloc((a), sizeof(T), _Alignof(T)))
+static inline void *bpcc_arena_alloc_n(struct bpcc_arena *a, size_t n, size_t size, size_t align)
+{
+    return n > SIZE_MAX / size ? NULL : bpcc_arena_alloc(a, n * size, align);
+}
+#define BPCC_ARENA_NEWN(a, T, n) ((T *)bpcc_arena_alloc_n((a), (n), sizeof(T), _Alignof(T)))
+
+/* }===================================================================================== */
+
+/* {==================== string interning (per arena) =================================== */
+
+struct bpcc_intern {
+    struct intern_entry *table; /* uthash head */
+    struct bpcc_arena *arena;
+};
+
+BPCC_INTERNAL void bpcc_intern_init(struct bpcc_intern *in, struct bpcc_arena *a);
+BPCC_INTERNAL void bpcc_intern_release(struct bpcc_intern *in);
+BPCC_INTERNAL const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n);
+BPCC_INTERNAL const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s);
+
+/* }===================================================================================== */
+
+/* {==================== growable byte buffer =========================================== */
+
+struct bpcc_buf {
+    char *data;
+    size_t len, cap;
+    bool oom; /* sticky: once an append failed, all later appends are no-ops */
+};
+
+BPCC_INTERNAL void bpcc_buf_init(struct bpcc_buf *b);
+BPCC_INTERNAL void bpcc_buf_release(struct bpcc_buf *b);
+BPCC_INTERNAL void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n);
+BPCC_INTERNAL void bpcc_buf_adds(struct bpcc_buf *b, const char *s);
+BPCC_INTERNAL void bpcc_buf_addc(struct bpcc_buf *b, char c);
+BPCC_INTERNAL void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...) BPCC_PRINTF(2, 3);
+/* Hand the NUL-terminated contents to the caller (free with bpcc_xfree); NULL after OOM. */
+BPCC_INTERNAL char *bpcc_buf_take(struct bpcc_buf *b, size_t *len_out);
+
+/* }===================================================================================== */
+
+/* {==================== diagnostics ===================================================== */
+
+/* Record an error; returns `code` so that callers can `return bpcc_diag_error(...)`. */
+BPCC_INTERNAL enum bpcc_status bpcc_diag_error(struct bpcc_diag *d, enum bpcc_status code,
+                                               const char *file, uint32_t line, uint32_t col,
+                                               const char *fmt, ...) BPCC_PRINTF(6, 7);
+BPCC_INTERNAL void bpcc_diag_warning(struct bpcc_diag *d, const char *file, uint32_t line,
+                                     uint32_t col, const char *fmt, ...) BPCC_PRINTF(5, 6);
+/* An error in a binary file at a byte offset. */
+BPCC_INTERNAL enum bpcc_status bpcc_diag_error_at_offset(struct bpcc_diag *d,
+                                                         enum bpcc_status code, const char *file,
+                                                         uint64_t offset, const char *fmt, ...)
+    BPCC_PRINTF(5, 6);
+/* Attach a note to the message recorded last (if it was kept). */
+BPCC_INTERNAL void bpcc_diag_note(struct bpcc_diag *d, uint32_t line, uint32_t col,
+                                  const char *fmt, ...) BPCC_PRINTF(4, 5);
+BPCC_INTERNAL enum bpcc_status bpcc_diag_nomem(struct bpcc_diag *d);
+
+/* }===================================================================================== */
+
+/* {==================== files ========================================================== */
+
+/* Read a whole file (free with bpcc_xfree); NUL-terminated for convenience. */
+BPCC_INTERNAL enum bpcc_status bpcc_file_read(const char *path, char **data_out,
+                                              size_t *len_out, struct bpcc_diag *d);
+
+/*
+** Atomic output: open a temporary file beside `path`, write, then commit (fsync + rename) or
+** abort (unlink). No partial file is ever visible under `path`.
+*/
+struct bpcc_atomic_file {
+    FILE *fp;         /* NULL once finished */
+    char *tmp_path;
+    char *path;
+};
+BPCC_INTERNAL enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
+                                                struct bpcc_diag *d);
+/* Flush, fsync and close the temporary (no rename yet); on failure it is removed. */
+BPCC_INTERNAL enum bpcc_status bpcc_atomic_finish(struct bpcc_atomic_file *af,
+                                                  struct bpcc_diag *d);
+/* Finish (if not yet) and rename the temporary over the target. */
+BPCC_INTERNAL enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af,
+                                                  struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_atomic_abort(struct bpcc_atomic_file *af);
+
+/* Directory part of a path ("." when none), malloc'd; and joining. NULL on OOM. */
+BPCC_INTERNAL char *bpcc_path_dirname(const char *path);
+BPCC_INTERNAL char *bpcc_path_join(const char *dir, const char *name);
+/* The last component of path (a pointer into it). */
+BPCC_INTERNAL const char *bpcc_path_basename(const char *path);
+
+/* }===================================================================================== */
+
+/* Shortest "%.*g" text that reads back as the same double, always with '.', 'e', "inf" or
+** "nan" so that it lexes as a float. Writes at most 32 bytes. */
+BPCC_INTERNAL void bpcc_format_double(double v, char out[32]);
+
+#endif /* BPCC_CORE_H */

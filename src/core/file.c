@@ -1,0 +1,148 @@
+/*
+** file.c — whole-file reads, atomic writes (temporary file + rename), path helpers.
+*/
+#include "core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum bpcc_status bpcc_file_read(const char *path, char **data_out, size_t *len_out,
+                                struct bpcc_diag *d)
+{
+    *data_out = NULL;
+    *len_out = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(fp);
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "not a regular file");
+    }
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, fp)) > 0) bpcc_buf_add(&b, chunk, n);
+    bool err = ferror(fp);
+    fclose(fp);
+    if (err) {
+        bpcc_buf_release(&b);
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "read error");
+    }
+    char *data = bpcc_buf_take(&b, len_out);
+    if (!data) return bpcc_diag_nomem(d);
+    *data_out = data;
+    return BPCC_OK;
+}
+
+char *bpcc_path_dirname(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return bpcc_strdup(".");
+    size_t n = slash == path ? 1 : (size_t)(slash - path);
+    char *r = bpcc_malloc(n + 1);
+    if (!r) return NULL;
+    memcpy(r, path, n);
+    r[n] = 0;
+    return r;
+}
+
+const char *bpcc_path_basename(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+char *bpcc_path_join(const char *dir, const char *name)
+{
+    if (name[0] == '/' || !dir[0] || strcmp(dir, ".") == 0) return bpcc_strdup(name);
+    size_t a = strlen(dir), b = strlen(name);
+    char *r = bpcc_malloc(a + b + 2);
+    if (!r) return NULL;
+    memcpy(r, dir, a);
+    r[a] = '/';
+    memcpy(r + a + 1, name, b + 1);
+    return r;
+}
+
+enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
+                                  struct bpcc_diag *d)
+{
+    memset(af, 0, sizeof *af);
+    af->path = bpcc_strdup(path);
+    size_t n = strlen(path) + 32;
+    af->tmp_path = bpcc_malloc(n);
+    if (!af->path || !af->tmp_path) {
+        bpcc_atomic_abort(af);
+        return bpcc_diag_nomem(d);
+    }
+    /* Hidden temporary beside the target (same file system, so rename is atomic). */
+    const char *base = bpcc_path_basename(path);
+    int dir_len = (int)(base - path);
+    snprintf(af->tmp_path, n, "%.*s.%s.tmpXXXXXX", dir_len, path, base);
+    int fd = mkstemp(af->tmp_path);
+    if (fd < 0) {
+        int e = errno;
+        bpcc_xfree(af->tmp_path);
+        af->tmp_path = NULL;
+        bpcc_atomic_abort(af);
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot create output: %s",
+                               strerror(e));
+    }
+    /* mkstemp makes 0600; an output file should get the usual umask-governed mode. */
+    mode_t um = umask(0);
+    umask(um);
+    (void)fchmod(fd, 0666 & ~um);
+    af->fp = fdopen(fd, "wb");
+    if (!af->fp) {
+        close(fd);
+        bpcc_atomic_abort(af);
+        return bpcc_diag_nomem(d);
+    }
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_atomic_finish(struct bpcc_atomic_file *af, struct bpcc_diag *d)
+{
+    if (!af->fp) return BPCC_OK;
+    bool ok = !ferror(af->fp);
+    ok = fflush(af->fp) == 0 && ok;
+    ok = fsync(fileno(af->fp)) == 0 && ok;
+    int e = errno;
+    ok = fclose(af->fp) == 0 && ok;
+    af->fp = NULL;
+    if (!ok) {
+        enum bpcc_status s = bpcc_diag_error(d, BPCC_ERR_IO, af->path ? af->path : "", 0, 0,
+                                             "write error: %s", strerror(e ? e : EIO));
+        bpcc_atomic_abort(af);
+        return s;
+    }
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af, struct bpcc_diag *d)
+{
+    enum bpcc_status s = bpcc_atomic_finish(af, d);
+    if (s) return s;
+    if (rename(af->tmp_path, af->path) != 0) {
+        s = bpcc_diag_error(d, BPCC_ERR_IO, af->path, 0, 0, "cannot rename output: %s",
+                            strerror(errno));
+        bpcc_atomic_abort(af);
+        return s;
+    }
+    bpcc_xfree(af->tmp_path);
+    bpcc_xfree(af->path);
+    memset(af, 0, sizeof *af);
+    return BPCC_OK;
+}
+
+void bpcc_atomic_abort(struct bpcc_atomic_file *af)
+{
+    if (af->fp) fclose(af->fp);
+    if (af->tmp_path) unlink(af->tmp_path);
+    bpcc_xfree(af->tmp_path);
+    bpcc_xfree(af->path);
+    memset(af, 0, sizeof *af);
+}

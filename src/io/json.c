@@ -1,0 +1,227 @@
+/*
+** json.c — JSON output (jansson): the model description behind `bpcc show --json`, whose
+** shape docs/SHOW.md documents, and the value encoding shared by every --json output.
+*/
+#include "json.h"
+
+#include <math.h>
+
+static void *json_alloc(size_t n) { return bpcc_malloc(n); }
+static void json_release(void *p) { bpcc_xfree(p); }
+
+void bpcc_json_init(void)
+{
+    static bool done;
+    if (!done) {
+        json_set_alloc_funcs(json_alloc, json_release);
+        done = true;
+    }
+}
+
+static json_t *tagged(const char *tag, json_t *v)
+{
+    json_t *o = json_object();
+    if (!o || !v || json_object_set_new(o, tag, v)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *ttype_json(const struct bpcc_value *v)
+{
+    json_t *o = json_object(), *shape = json_array();
+    bool ok = o && shape &&
+              json_object_set_new(o, "dtype", json_string(bpcc_dtype_name(v->u.ttype.dtype))) == 0;
+    for (uint32_t i = 0; ok && i < v->n; i++)
+        ok = json_array_append_new(shape, json_integer(v->u.ttype.dims[i])) == 0;
+    if (ok) {
+        ok = json_object_set_new(o, "shape", shape) == 0;
+        shape = NULL;
+    }
+    json_decref(shape);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Encoding: None null, bool, int, float (non-finite: {"float": "inf"}), str, and tagged objects
+** {"node"}, {"tuple"}, {"dict"}, {"slice"}, {"dtype"}, {"ellipsis"}, {"symbol"}, {"device"};
+** lists are arrays. `top` encodes a TUPLE as an array and a DICT as an object (args, kwargs,
+** attributes). */
+json_t *bpcc_value_to_json(const struct bpcc_value *v, bool top)
+{
+    switch (v->kind) {
+    case BPCC_VAL_NONE: return json_null();
+    case BPCC_VAL_BOOL: return json_boolean(v->u.b);
+    case BPCC_VAL_INT: return json_integer(v->u.i);
+    case BPCC_VAL_FLOAT:
+        if (isfinite(v->u.f)) return json_real(v->u.f);
+        return tagged("float", json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf"));
+    case BPCC_VAL_STR: return json_string(v->u.s);
+    case BPCC_VAL_NODE: return tagged("node", json_string(v->u.node->name));
+    case BPCC_VAL_DTYPE: return tagged("dtype", json_string(bpcc_dtype_name(v->u.dtype)));
+    case BPCC_VAL_ELLIPSIS: return tagged("ellipsis", json_true());
+    case BPCC_VAL_SYMBOL: return tagged("symbol", json_string(v->u.s));
+    case BPCC_VAL_DEVICE: return tagged("device", json_string(v->u.s));
+    case BPCC_VAL_TTYPE: return ttype_json(v);
+    case BPCC_VAL_DICT: {
+        json_t *o = json_object();
+        for (uint32_t i = 0; o && i < v->n; i++) {
+            json_t *item = bpcc_value_to_json(&v->u.seq.items[i], false);
+            if (!item || json_object_set_new(o, v->u.seq.keys[i], item)) {
+                json_decref(o);
+                return NULL;
+            }
+        }
+        return top ? o : tagged("dict", o);
+    }
+    case BPCC_VAL_LIST:
+    case BPCC_VAL_TUPLE:
+    case BPCC_VAL_SLICE: {
+        json_t *a = json_array();
+        for (uint32_t i = 0; a && i < v->n; i++)
+            if (json_array_append_new(a, bpcc_value_to_json(&v->u.seq.items[i], false))) {
+                json_decref(a);
+                return NULL;
+            }
+        if (v->kind == BPCC_VAL_LIST || (top && v->kind == BPCC_VAL_TUPLE)) return a;
+        return tagged(v->kind == BPCC_VAL_SLICE ? "slice" : "tuple", a);
+    }
+    default: return NULL;
+    }
+}
+
+/* Meta: a tensor type object, an array of metas, or null. */
+static json_t *meta_json(const struct bpcc_value *m)
+{
+    if (m->kind == BPCC_VAL_TTYPE) return ttype_json(m);
+    if (m->kind == BPCC_VAL_TUPLE || m->kind == BPCC_VAL_LIST) {
+        json_t *a = json_array();
+        for (uint32_t i = 0; a && i < m->n; i++)
+            if (json_array_append_new(a, meta_json(&m->u.seq.items[i]))) {
+                json_decref(a);
+                return NULL;
+            }
+        return a;
+    }
+    return json_null();
+}
+
+/* Set key on o to v (stealing v); false on failure (v released). */
+static bool put(json_t *o, const char *key, json_t *v)
+{
+    return v && json_object_set_new(o, key, v) == 0;
+}
+
+static json_t *node_json(const struct bpcc_node *n)
+{
+    json_t *o = json_object();
+    if (!o) return NULL;
+    json_t *users = json_array();
+    bool ok = users != NULL;
+    for (uint32_t i = 0; ok && i < n->n_users; i++)
+        ok = json_array_append_new(users, json_string(n->users[i].node->name)) == 0;
+    if (!ok) json_decref(users);
+    ok = ok && put(o, "name", json_string(n->name)) &&
+         put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
+         put(o, "target", json_string(n->target)) &&
+         put(o, "args", bpcc_value_to_json(&n->args, true)) &&
+         put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) && put(o, "users", users) &&
+         put(o, "meta", meta_json(&n->meta));
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint64_t *bytes)
+{
+    json_t *o = json_object(), *ts = json_array();
+    bool ok = o && ts;
+    for (uint32_t k = 0; ok && k < m->n_tensors; k++) {
+        const struct module_tensor *mt = &m->tensors[k];
+        json_t *t = json_object(), *shape = json_array();
+        ok = t && shape;
+        for (uint32_t i = 0; ok && i < mt->t->ndim; i++)
+            ok = json_array_append_new(shape, json_integer(mt->t->dims[i])) == 0;
+        if (!ok) {
+            json_decref(shape);
+            json_decref(t);
+            break;
+        }
+        char key[1024];
+        snprintf(key, sizeof key, "%s%s%s", m->name, m->name[0] ? "." : "", mt->name);
+        bool bad_shape;
+        size_t nb = bpcc_tensor_expected_bytes(mt->t, &bad_shape);
+        ok = put(t, "name", json_string(mt->name)) &&
+             put(t, "role", json_string(bpcc_tensor_role_name(mt->role))) &&
+             put(t, "key", json_string(key)) &&
+             put(t, "dtype", json_string(bpcc_dtype_name(mt->t->dtype))) &&
+             put(t, "shape", shape) && put(t, "bytes", json_integer((json_int_t)nb));
+        if (ok) ok = json_array_append_new(ts, t) == 0;
+        else json_decref(t);
+        if (mt->role == BPCC_TENSOR_PARAM) *n_params += bpcc_tensor_numel(mt->t);
+        *bytes += nb;
+    }
+    if (!ok) json_decref(ts);
+    ok = ok && put(o, "name", json_string(m->name)) && put(o, "type", json_string(m->type)) &&
+         put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) && put(o, "tensors", ts);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char **json_out,
+                                    struct bpcc_diag *d)
+{
+    *json_out = NULL;
+    bpcc_json_init();
+    json_t *root = json_object(), *nodes = json_array(), *mods = json_array();
+    json_t *summary = json_object(), *kinds = json_object();
+    bool ok = root && nodes && mods && summary && kinds;
+    uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0};
+    for (const struct bpcc_node *n = g->first; ok && n; n = n->next) {
+        kind_count[n->kind]++;
+        ok = json_array_append_new(nodes, node_json(n)) == 0;
+    }
+    uint64_t n_params = 0, bytes = 0, n_tensors = 0;
+    for (uint32_t i = 0; ok && i < g->n_modules; i++) {
+        n_tensors += g->modules[i]->n_tensors;
+        ok = json_array_append_new(mods, module_json(g->modules[i], &n_params, &bytes)) == 0;
+    }
+    for (int k = 0; ok && k < BPCC_NODE_KIND_COUNT; k++)
+        ok = put(kinds, bpcc_node_kind_name((enum bpcc_node_kind)k), json_integer(kind_count[k]));
+    ok = ok && put(summary, "nodes", json_integer(g->n_nodes)) &&
+         put(summary, "modules", json_integer(g->n_modules)) &&
+         put(summary, "tensors", json_integer((json_int_t)n_tensors)) &&
+         put(summary, "parameters", json_integer((json_int_t)n_params)) &&
+         put(summary, "tensor_bytes", json_integer((json_int_t)bytes));
+    if (ok) {
+        ok = put(summary, "node_kinds", kinds);
+        kinds = NULL;
+    }
+    ok = ok && put(root, "format", json_string("bpcc-model")) &&
+         put(root, "version", json_integer(1)) &&
+         put(root, "source", g->source_file ? json_string(g->source_file) : json_null()) &&
+         put(root, "weights", g->weights_name ? json_string(g->weights_name) : json_null());
+    if (ok) { ok = put(root, "summary", summary); summary = NULL; }
+    if (ok) { ok = put(root, "nodes", nodes); nodes = NULL; }
+    if (ok) { ok = put(root, "modules", mods); mods = NULL; }
+    char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) |
+                                           JSON_REAL_PRECISION(17))
+                    : NULL;
+    json_decref(root);
+    json_decref(nodes);
+    json_decref(mods);
+    json_decref(summary);
+    json_decref(kinds);
+    if (!text) return bpcc_diag_nomem(d);
+    *json_out = text;
+    return BPCC_OK;
+}

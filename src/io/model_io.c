@@ -1,0 +1,231 @@
+/*
+** model_io.c — whole model files: load (parse the text, map the weights it names, bind and
+** check every tensor, verify) and save (weights and text, each written atomically).
+*/
+#include "../ir/ir.h"
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) bpcc_malloc(sz)
+#define uthash_free(ptr, sz) bpcc_xfree(ptr)
+#define uthash_nonfatal_oom(e) (io_hash_oom = 1)
+static int io_hash_oom;
+#include <uthash.h>
+
+struct key_index {
+    const char *key;
+    uint32_t i;
+    bool used;
+    UT_hash_handle hh;
+};
+
+/* The safetensors key of a module tensor: "module.tensor", or "tensor" for the root. */
+static char *tensor_key(const struct bpcc_module *m, const char *tname)
+{
+    size_t a = strlen(m->name), b = strlen(tname);
+    char *k = bpcc_malloc(a + b + 2);
+    if (!k) return NULL;
+    if (a) {
+        memcpy(k, m->name, a);
+        k[a] = '.';
+        memcpy(k + a + 1, tname, b + 1);
+    } else {
+        memcpy(k, tname, b + 1);
+    }
+    return k;
+}
+
+static void dims_text(char *buf, size_t n, uint32_t ndim, const int64_t *dims)
+{
+    size_t used = (size_t)snprintf(buf, n, "[");
+    for (uint32_t i = 0; i < ndim && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+static enum bpcc_status bind_tensors(struct bpcc_graph *g, const char *wpath, struct bpcc_diag *d)
+{
+    struct bpcc_safetensors *st = g->weights;
+    const char *file = g->source_file;
+    uint32_t n = bpcc_safetensors_count(st);
+    struct key_index *index = NULL;
+    struct key_index *slots = bpcc_malloc((n ? n : 1) * sizeof *slots);
+    if (!slots) return bpcc_diag_nomem(d);
+    enum bpcc_status s = BPCC_OK;
+    for (uint32_t i = 0; i < n; i++) {
+        bpcc_safetensors_get(st, i, &slots[i].key, NULL, NULL, NULL, NULL, NULL);
+        slots[i].i = i;
+        slots[i].used = false;
+        io_hash_oom = 0;
+        HASH_ADD_KEYPTR(hh, index, slots[i].key, strlen(slots[i].key), &slots[i]);
+        if (io_hash_oom) {
+            s = bpcc_diag_nomem(d);
+            goto out;
+        }
+    }
+    for (uint32_t mi = 0; mi < g->n_modules; mi++) {
+        struct bpcc_module *m = g->modules[mi];
+        for (uint32_t k = 0; k < m->n_tensors; k++) {
+            struct module_tensor *mt = &m->tensors[k];
+            struct bpcc_tensor *t = mt->t;
+            char *key = tensor_key(m, mt->name);
+            if (!key) {
+                s = bpcc_diag_nomem(d);
+                goto out;
+            }
+            struct key_index *e = NULL;
+            HASH_FIND_STR(index, key, e);
+            if (!e) {
+                s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, t->src_line, t->src_col,
+                                    "tensor '%s' is not in the weights file", key);
+                bpcc_diag_note(d, g->weights_line, g->weights_col, "weights file: %s", wpath);
+                bpcc_xfree(key);
+                continue;
+            }
+            e->used = true;
+            enum bpcc_dtype dt;
+            uint32_t ndim;
+            const int64_t *dims;
+            const void *data;
+            size_t nbytes;
+            bpcc_safetensors_get(st, e->i, NULL, &dt, &ndim, &dims, &data, &nbytes);
+            if (dt != bpcc_dtype_carrier(t->dtype)) {
+                s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, t->src_line, t->src_col,
+                                    "tensor '%s' is declared %s but stored as %s", key,
+                                    bpcc_dtype_short_name(t->dtype), bpcc_dtype_short_name(dt));
+            } else if (ndim != t->ndim || memcmp(dims, t->dims, ndim * sizeof *dims) != 0) {
+                char want[160], have[160];
+                dims_text(want, sizeof want, t->ndim, t->dims);
+                dims_text(have, sizeof have, ndim, dims);
+                s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, t->src_line, t->src_col,
+                                    "tensor '%s' is declared with shape %s but stored with "
+                                    "shape %s", key, want, have);
+            } else {
+                t->data = (void *)data;
+                t->nbytes = nbytes;
+            }
+            bpcc_xfree(key);
+        }
+    }
+    for (uint32_t i = 0; i < n && !s; i++)
+        if (!slots[i].used) {
+            s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, g->weights_line, g->weights_col,
+                                "weights file holds tensor '%s', which the model does not "
+                                "declare", slots[i].key);
+            bpcc_diag_note(d, g->weights_line, g->weights_col, "weights file: %s", wpath);
+        }
+out:
+    HASH_CLEAR(hh, index);
+    bpcc_xfree(slots);
+    return s;
+}
+
+enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, struct bpcc_diag *d)
+{
+    *out = NULL;
+    char *text;
+    size_t len;
+    enum bpcc_status s = bpcc_file_read(path, &text, &len, d);
+    if (s) return s;
+    struct bpcc_graph *g;
+    s = bpcc_graph_parse(text, len, path, &g, d);
+    bpcc_xfree(text);
+    if (s) return s;
+    bool any = false;
+    for (uint32_t i = 0; i < g->n_modules && !any; i++) any = g->modules[i]->n_tensors > 0;
+    if (g->weights_name) {
+        char *dir = bpcc_path_dirname(path);
+        char *wpath = dir ? bpcc_path_join(dir, g->weights_name) : NULL;
+        bpcc_xfree(dir);
+        if (!wpath) {
+            s = bpcc_diag_nomem(d);
+        } else {
+            s = bpcc_safetensors_open(wpath, &g->weights, d);
+            if (s && d && d->n_entries && !d->entries[d->n_entries - 1].has_note)
+                bpcc_diag_note(d, g->weights_line, g->weights_col, "named by %s", path);
+            if (!s) s = bind_tensors(g, wpath, d);
+            bpcc_xfree(wpath);
+        }
+    } else if (any) {
+        s = bpcc_diag_error(d, BPCC_ERR_GRAPH, path, 1, 1,
+                            "the model declares tensors but names no weights file "
+                            "(add a line: weights \"NAME.safetensors\")");
+    }
+    if (!s) s = bpcc_graph_verify(g, d);
+    if (s) {
+        bpcc_graph_free(g);
+        return s;
+    }
+    *out = g;
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
+                                 struct bpcc_diag *d)
+{
+    enum bpcc_status s = bpcc_graph_verify(g, d);
+    if (s) return s;
+    /* weights file: <path without its extension>.safetensors */
+    const char *base = bpcc_path_basename(path);
+    const char *dot = strrchr(base, '.');
+    size_t stem = dot && dot != base ? (size_t)(dot - path) : strlen(path);
+    char *wpath = bpcc_malloc(stem + 13);
+    if (!wpath) return bpcc_diag_nomem(d);
+    memcpy(wpath, path, stem);
+    memcpy(wpath + stem, ".safetensors", 13);
+
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < g->n_modules; i++) n += g->modules[i]->n_tensors;
+    char **keys = bpcc_malloc((n ? n : 1) * sizeof *keys);
+    const struct bpcc_tensor **ts = bpcc_malloc((n ? n : 1) * sizeof *ts);
+    char *text = NULL;
+    size_t len = 0;
+    uint32_t k = 0;
+    if (!keys || !ts) {
+        s = bpcc_diag_nomem(d);
+        goto out;
+    }
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const struct bpcc_module *m = g->modules[i];
+        for (uint32_t j = 0; j < m->n_tensors; j++) {
+            keys[k] = tensor_key(m, m->tensors[j].name);
+            if (!keys[k]) {
+                s = bpcc_diag_nomem(d);
+                goto out;
+            }
+            ts[k++] = m->tensors[j].t;
+        }
+    }
+    if ((s = bpcc_graph_print(g, n ? bpcc_path_basename(wpath) : NULL, &text, &len, d))) goto out;
+    /* Both files are written to temporaries first and renamed only when both are complete,
+    ** weights before text: a reader never sees text naming weights that are not there. */
+    struct bpcc_atomic_file wf = {0}, tf = {0};
+    if (n) {
+        if ((s = bpcc_atomic_open(&wf, wpath, d))) goto out;
+        if ((s = bpcc_safetensors_write(wf.fp, wpath, (const char *const *)keys, ts, n, d)) ||
+            (s = bpcc_atomic_finish(&wf, d))) {
+            bpcc_atomic_abort(&wf);
+            goto out;
+        }
+    }
+    if ((s = bpcc_atomic_open(&tf, path, d))) {
+        bpcc_atomic_abort(&wf);
+        goto out;
+    }
+    fwrite(text, 1, len, tf.fp);
+    if ((s = bpcc_atomic_finish(&tf, d))) {
+        bpcc_atomic_abort(&wf);
+        goto out;
+    }
+    if (n && (s = bpcc_atomic_commit(&wf, d))) {
+        bpcc_atomic_abort(&tf);
+        goto out;
+    }
+    s = bpcc_atomic_commit(&tf, d);
+out:
+    for (uint32_t i = 0; i < k; i++) bpcc_xfree(keys[i]);
+    bpcc_xfree(keys);
+    bpcc_xfree(ts);
+    bpcc_xfree(text);
+    bpcc_xfree(wpath);
+    return s;
+}

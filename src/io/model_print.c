@@ -1,0 +1,183 @@
+/*
+** model_print.c — the canonical IR text printer. Parsing its output and printing again gives
+** the same bytes; docs/FORMAT.md describes the layout.
+*/
+#include "../ir/ir.h"
+
+#include <inttypes.h>
+
+static bool is_bare_name(const char *s)
+{
+    if (!*s) return false;
+    for (; *s; s++) {
+        char c = *s;
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.'))
+            return false;
+    }
+    return true;
+}
+
+static void print_string(struct bpcc_buf *b, const char *s)
+{
+    bpcc_buf_addc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': bpcc_buf_adds(b, "\\\""); break;
+        case '\\': bpcc_buf_adds(b, "\\\\"); break;
+        case '\n': bpcc_buf_adds(b, "\\n"); break;
+        case '\t': bpcc_buf_adds(b, "\\t"); break;
+        case '\r': bpcc_buf_adds(b, "\\r"); break;
+        default:
+            if (*p < 0x20 || *p == 0x7f) bpcc_buf_printf(b, "\\x%02x", *p);
+            else bpcc_buf_addc(b, (char)*p);
+        }
+    }
+    bpcc_buf_addc(b, '"');
+}
+
+static void print_name(struct bpcc_buf *b, const char *s)
+{
+    if (is_bare_name(s)) bpcc_buf_adds(b, s);
+    else print_string(b, s);
+}
+
+static void print_ttype(struct bpcc_buf *b, const struct bpcc_value *v)
+{
+    bpcc_buf_adds(b, bpcc_dtype_short_name(v->u.ttype.dtype));
+    bpcc_buf_addc(b, '[');
+    for (uint32_t i = 0; i < v->n; i++) {
+        if (i) bpcc_buf_adds(b, ", ");
+        bpcc_buf_printf(b, "%" PRId64, v->u.ttype.dims[i]);
+    }
+    bpcc_buf_addc(b, ']');
+}
+
+void bpcc_print_value(struct bpcc_buf *b, const struct bpcc_value *v)
+{
+    char num[32];
+    switch (v->kind) {
+    case BPCC_VAL_NONE: bpcc_buf_adds(b, "None"); return;
+    case BPCC_VAL_BOOL: bpcc_buf_adds(b, v->u.b ? "True" : "False"); return;
+    case BPCC_VAL_INT: bpcc_buf_printf(b, "%" PRId64, v->u.i); return;
+    case BPCC_VAL_FLOAT:
+        bpcc_format_double(v->u.f, num);
+        bpcc_buf_adds(b, num);
+        return;
+    case BPCC_VAL_STR: print_string(b, v->u.s); return;
+    case BPCC_VAL_NODE:
+        bpcc_buf_addc(b, '%');
+        bpcc_buf_adds(b, v->u.node->name);
+        return;
+    case BPCC_VAL_DTYPE:
+        bpcc_buf_adds(b, "torch.");
+        bpcc_buf_adds(b, bpcc_dtype_name(v->u.dtype));
+        return;
+    case BPCC_VAL_ELLIPSIS: bpcc_buf_adds(b, "..."); return;
+    case BPCC_VAL_SYMBOL: bpcc_buf_adds(b, v->u.s); return;
+    case BPCC_VAL_DEVICE:
+        bpcc_buf_adds(b, "device(");
+        print_string(b, v->u.s);
+        bpcc_buf_addc(b, ')');
+        return;
+    case BPCC_VAL_TTYPE: print_ttype(b, v); return;
+    case BPCC_VAL_LIST:
+    case BPCC_VAL_TUPLE:
+    case BPCC_VAL_SLICE:
+    case BPCC_VAL_DICT: {
+        const char *open = v->kind == BPCC_VAL_LIST   ? "["
+                           : v->kind == BPCC_VAL_DICT ? "{"
+                           : v->kind == BPCC_VAL_SLICE ? "slice("
+                                                       : "(";
+        char close = v->kind == BPCC_VAL_LIST ? ']' : v->kind == BPCC_VAL_DICT ? '}' : ')';
+        bpcc_buf_adds(b, open);
+        for (uint32_t i = 0; i < v->n; i++) {
+            if (i) bpcc_buf_adds(b, ", ");
+            if (v->kind == BPCC_VAL_DICT) {
+                print_name(b, v->u.seq.keys[i]);
+                bpcc_buf_adds(b, ": ");
+            }
+            bpcc_print_value(b, &v->u.seq.items[i]);
+        }
+        if (v->kind == BPCC_VAL_TUPLE && v->n == 1) bpcc_buf_addc(b, ',');
+        bpcc_buf_addc(b, close);
+        return;
+    }
+    default: bpcc_buf_adds(b, "?"); return;
+    }
+}
+
+static bool has_tensors(const struct bpcc_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_modules; i++)
+        if (g->modules[i]->n_tensors) return true;
+    return false;
+}
+
+enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weights_name,
+                                  char **text_out, size_t *len_out, struct bpcc_diag *d)
+{
+    *text_out = NULL;
+    if (len_out) *len_out = 0;
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "bpcc-model 1\n");
+    const char *w = weights_name ? weights_name : g->weights_name;
+    if (has_tensors(g)) {
+        if (!w || !w[0]) {
+            bpcc_buf_release(&b);
+            return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
+                                   "the model has tensors but no weights file name");
+        }
+        bpcc_buf_adds(&b, "weights ");
+        print_string(&b, w);
+        bpcc_buf_addc(&b, '\n');
+    }
+    bpcc_buf_addc(&b, '\n');
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const struct bpcc_module *m = g->modules[i];
+        bpcc_buf_adds(&b, "module ");
+        print_name(&b, m->name);
+        bpcc_buf_adds(&b, " : ");
+        print_name(&b, m->type);
+        if (m->attrs.n) {
+            bpcc_buf_addc(&b, ' ');
+            bpcc_print_value(&b, &m->attrs);
+        }
+        bpcc_buf_addc(&b, '\n');
+        for (uint32_t k = 0; k < m->n_tensors; k++) {
+            const struct module_tensor *mt = &m->tensors[k];
+            bpcc_buf_printf(&b, "  %s ", bpcc_tensor_role_name(mt->role));
+            print_name(&b, mt->name);
+            bpcc_buf_adds(&b, " : ");
+            struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = mt->t->ndim};
+            tt.u.ttype.dtype = mt->t->dtype;
+            memcpy(tt.u.ttype.dims, mt->t->dims, sizeof tt.u.ttype.dims);
+            print_ttype(&b, &tt);
+            bpcc_buf_addc(&b, '\n');
+        }
+    }
+    if (g->n_modules) bpcc_buf_addc(&b, '\n');
+    bpcc_buf_adds(&b, "graph\n");
+    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+        bpcc_buf_printf(&b, "  %%%s = %s ", n->name, bpcc_node_kind_name(n->kind));
+        print_name(&b, n->target);
+        bpcc_buf_addc(&b, ' ');
+        bpcc_print_value(&b, &n->args);
+        if (n->kwargs.n) {
+            bpcc_buf_addc(&b, ' ');
+            bpcc_print_value(&b, &n->kwargs);
+        }
+        if (n->meta.kind != BPCC_VAL_NONE) {
+            bpcc_buf_adds(&b, " : ");
+            bpcc_print_value(&b, &n->meta);
+        }
+        bpcc_buf_addc(&b, '\n');
+    }
+    size_t len;
+    char *text = bpcc_buf_take(&b, &len);
+    if (!text) return bpcc_diag_nomem(d);
+    *text_out = text;
+    if (len_out) *len_out = len;
+    return BPCC_OK;
+}

@@ -1,0 +1,128 @@
+/*
+** ir.h — the graph, its nodes, modules and tensors (internal layout). Public access goes
+** through the functions in bpcc.h; passes inside the library may use these structs directly.
+*/
+#ifndef BPCC_IR_H
+#define BPCC_IR_H
+
+#include "../core/core.h"
+
+
+/* Deepest value nesting accepted anywhere (parser, copies, printers). */
+#define BPCC_MAX_VALUE_DEPTH 64
+
+struct bpcc_safetensors;
+
+struct user_entry {
+    struct bpcc_node *node;
+    uint32_t count; /* how many argument slots of `node` refer to the def */
+};
+
+struct bpcc_node {
+    uint32_t id;
+    enum bpcc_node_kind kind;
+    bool dead;
+    const char *name, *target; /* interned */
+    struct bpcc_value args;    /* TUPLE */
+    struct bpcc_value kwargs;  /* DICT  */
+    struct bpcc_value meta;    /* NONE, TTYPE or a TUPLE/LIST of them */
+    struct bpcc_node *prev, *next;
+    struct bpcc_graph *graph;
+    struct user_entry *users;
+    uint32_t n_users, cap_users;
+    uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
+    uint32_t mark;              /* scratch for passes (topo sort, verify) */
+};
+
+struct bpcc_tensor {
+    enum bpcc_dtype dtype;
+    uint32_t ndim;
+    int64_t dims[BPCC_MAX_DIMS];
+    void *data;     /* NULL while unbound (parsed, weights not read) */
+    size_t nbytes;
+    uint32_t src_line, src_col;
+};
+
+struct module_tensor {
+    const char *name;
+    enum bpcc_tensor_role role;
+    struct bpcc_tensor *t;
+};
+
+struct module_index;
+struct name_entry;
+struct name_base;
+
+struct bpcc_module {
+    const char *name, *type;  /* interned */
+    struct bpcc_value attrs;  /* DICT */
+    uint32_t attrs_cap;
+    struct module_tensor *tensors;
+    uint32_t n_tensors, cap_tensors;
+    uint32_t src_line, src_col;
+    struct bpcc_graph *graph;
+};
+
+struct bpcc_graph {
+    struct bpcc_arena arena;
+    struct bpcc_intern intern;
+    struct bpcc_node *first, *last;
+    uint32_t n_nodes, next_id;
+    struct name_entry *names;  /* every name ever given to a node -> node (NULL once erased) */
+    struct name_base *bases;   /* FX-style numbering state per base name */
+    struct bpcc_module **modules;
+    uint32_t n_modules, cap_modules;
+    struct module_index *module_index;
+    const char *source_file;   /* interned: the text file this graph was parsed from */
+    const char *weights_name;  /* interned: as written on the weights line */
+    uint32_t weights_line, weights_col;
+    struct bpcc_safetensors *weights; /* kept open: tensors point into its mapping */
+};
+
+/* value.c */
+BPCC_INTERNAL enum bpcc_status bpcc_value_copy(struct bpcc_graph *g, struct bpcc_value *dst,
+                                               const struct bpcc_value *src);
+/* Visit every NODE reference in v (depth first, left to right). */
+BPCC_INTERNAL void bpcc_value_visit_nodes(struct bpcc_value *v,
+                                          void (*fn)(struct bpcc_value *ref, void *ud),
+                                          void *ud);
+BPCC_INTERNAL bool bpcc_value_has_nodes(const struct bpcc_value *v);
+
+/* model_print.c */
+BPCC_INTERNAL void bpcc_print_value(struct bpcc_buf *b, const struct bpcc_value *v);
+/* A valid SYMBOL: a dotted word [A-Za-z_][A-Za-z0-9_.]* with a dot inside, not a dtype. */
+BPCC_INTERNAL bool bpcc_symbol_valid(const char *s);
+/* A valid node name: [A-Za-z0-9_.]+ */
+BPCC_INTERNAL bool bpcc_node_name_valid(const char *s);
+
+/* graph.c */
+/* bpcc_graph_create_node; with `adopt`, args/kwargs already live in g's arena and are taken
+** over instead of copied. */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind kind,
+                                                   const char *name, const char *target,
+                                                   const struct bpcc_value *args,
+                                                   const struct bpcc_value *kwargs, bool adopt,
+                                                   struct bpcc_node **out, struct bpcc_diag *d);
+BPCC_INTERNAL enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *user);
+BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
+
+/* module.c */
+BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
+
+/* dtype.c */
+BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);
+BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_from_st_name(const char *s);
+BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_carrier(enum bpcc_dtype t);
+
+/* safetensors.c: write n tensors under the given keys to fp (path for messages) */
+BPCC_INTERNAL enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path,
+                                                      const char *const *keys,
+                                                      const struct bpcc_tensor *const *tensors,
+                                                      uint32_t n, struct bpcc_diag *d);
+/* json.c: route jansson's allocations through bpcc's hook (idempotent) */
+BPCC_INTERNAL void bpcc_json_init(void);
+
+/* tensor.c */
+BPCC_INTERNAL size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow);
+
+#endif /* BPCC_IR_H */

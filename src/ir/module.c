@@ -1,0 +1,244 @@
+/*
+** module.c — the module table (dotted name -> type, attributes, tensors) and tensors.
+*/
+#include "ir.h"
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) bpcc_malloc(sz)
+#define uthash_free(ptr, sz) bpcc_xfree(ptr)
+#define uthash_nonfatal_oom(e) (module_hash_oom = 1)
+static int module_hash_oom;
+#include <uthash.h>
+
+struct module_index {
+    const char *name;
+    struct bpcc_module *m;
+    UT_hash_handle hh;
+};
+
+static const char *const role_names[BPCC_TENSOR_ROLE_COUNT] = {"param", "buffer", "constant"};
+
+const char *bpcc_tensor_role_name(enum bpcc_tensor_role r)
+{
+    return (unsigned)r < BPCC_TENSOR_ROLE_COUNT ? role_names[r] : "?";
+}
+
+
+void bpcc_graph_release_modules(struct bpcc_graph *g)
+{
+    struct module_index *e, *tmp;
+    HASH_ITER(hh, g->module_index, e, tmp) HASH_DEL(g->module_index, e);
+    bpcc_xfree(g->modules);
+    g->modules = NULL;
+    g->n_modules = g->cap_modules = 0;
+}
+
+enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, const char *type,
+                                       struct bpcc_module **out, struct bpcc_diag *d)
+{
+    if (out) *out = NULL;
+    if (!name || !type)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module needs a name and a type");
+    if (bpcc_graph_find_module(g, name))
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
+    if (g->n_modules == g->cap_modules) {
+        uint32_t cap = g->cap_modules ? g->cap_modules * 2 : 16;
+        struct bpcc_module **p = bpcc_realloc(g->modules, cap * sizeof *p);
+        if (!p) return bpcc_diag_nomem(d);
+        g->modules = p;
+        g->cap_modules = cap;
+    }
+    struct bpcc_module *m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module);
+    struct module_index *e = BPCC_ARENA_NEW(&g->arena, struct module_index);
+    if (!m || !e) return bpcc_diag_nomem(d);
+    m->graph = g;
+    m->name = bpcc_graph_intern(g, name);
+    m->type = bpcc_graph_intern(g, type);
+    if (!m->name || !m->type) return bpcc_diag_nomem(d);
+    m->attrs.kind = BPCC_VAL_DICT;
+    e->name = m->name;
+    e->m = m;
+    module_hash_oom = 0;
+    HASH_ADD_KEYPTR(hh, g->module_index, e->name, strlen(e->name), e);
+    if (module_hash_oom) return bpcc_diag_nomem(d);
+    g->modules[g->n_modules++] = m;
+    if (out) *out = m;
+    return BPCC_OK;
+}
+
+struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name)
+{
+    struct module_index *e = NULL;
+    HASH_FIND_STR(g->module_index, name, e);
+    return e ? e->m : NULL;
+}
+
+uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g) { return g->n_modules; }
+
+struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i)
+{
+    return i < g->n_modules ? g->modules[i] : NULL;
+}
+
+enum bpcc_status bpcc_graph_remove_module(struct bpcc_graph *g, const char *name,
+                                          struct bpcc_diag *d)
+{
+    struct module_index *e = NULL;
+    HASH_FIND_STR(g->module_index, name, e);
+    if (!e) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no module '%s'", name);
+    struct bpcc_module *m = e->m;
+    HASH_DEL(g->module_index, e);
+    for (uint32_t i = 0; i < g->n_modules; i++)
+        if (g->modules[i] == m) {
+            memmove(&g->modules[i], &g->modules[i + 1], (g->n_modules - i - 1) * sizeof m);
+            g->n_modules--;
+            break;
+        }
+    return BPCC_OK;
+}
+
+const char *bpcc_module_name(const struct bpcc_module *m) { return m->name; }
+const char *bpcc_module_type(const struct bpcc_module *m) { return m->type; }
+const struct bpcc_value *bpcc_module_attrs(const struct bpcc_module *m) { return &m->attrs; }
+
+const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const char *key)
+{
+    return bpcc_value_get(&m->attrs, key);
+}
+
+enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
+                                      const struct bpcc_value *v, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g = m->graph;
+    if (bpcc_value_has_nodes(v))
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
+                               "module attribute '%s' may not refer to nodes", key);
+    struct bpcc_value copy;
+    enum bpcc_status s = bpcc_value_copy(g, &copy, v);
+    if (s) return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
+                                      : bpcc_diag_error(d, s, NULL, 0, 0, "attribute nests too deep");
+    struct bpcc_value *a = &m->attrs;
+    for (uint32_t i = 0; i < a->n; i++)
+        if (strcmp(a->u.seq.keys[i], key) == 0) {
+            a->u.seq.items[i] = copy;
+            return BPCC_OK;
+        }
+    const char *k = bpcc_graph_intern(g, key);
+    if (!k) return bpcc_diag_nomem(d);
+    if (a->n == m->attrs_cap) {
+        uint32_t cap = m->attrs_cap ? m->attrs_cap * 2 : 8;
+        struct bpcc_value *items = BPCC_ARENA_NEWN(&g->arena, struct bpcc_value, cap);
+        const char **keys = BPCC_ARENA_NEWN(&g->arena, const char *, cap);
+        if (!items || !keys) return bpcc_diag_nomem(d);
+        if (a->n) {
+            memcpy(items, a->u.seq.items, a->n * sizeof *items);
+            memcpy(keys, a->u.seq.keys, a->n * sizeof *keys);
+        }
+        a->u.seq.items = items;
+        a->u.seq.keys = keys;
+        m->attrs_cap = cap;
+    }
+    a->u.seq.keys[a->n] = k;
+    a->u.seq.items[a->n] = copy;
+    a->n++;
+    return BPCC_OK;
+}
+
+uint32_t bpcc_module_n_tensors(const struct bpcc_module *m) { return m->n_tensors; }
+
+struct bpcc_tensor *bpcc_module_tensor_at(const struct bpcc_module *m, uint32_t i,
+                                          const char **name_out, enum bpcc_tensor_role *role_out)
+{
+    if (i >= m->n_tensors) return NULL;
+    if (name_out) *name_out = m->tensors[i].name;
+    if (role_out) *role_out = m->tensors[i].role;
+    return m->tensors[i].t;
+}
+
+struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) return m->tensors[i].t;
+    return NULL;
+}
+
+enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
+                                        enum bpcc_tensor_role role, struct bpcc_tensor *t,
+                                        struct bpcc_diag *d)
+{
+    if ((unsigned)role >= BPCC_TENSOR_ROLE_COUNT || !t || !name)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor attribute");
+    struct bpcc_graph *g = m->graph;
+    for (uint32_t i = 0; i < m->n_tensors; i++)
+        if (strcmp(m->tensors[i].name, name) == 0) {
+            m->tensors[i].role = role;
+            m->tensors[i].t = t;
+            return BPCC_OK;
+        }
+    const char *nm = bpcc_graph_intern(g, name);
+    if (!nm) return bpcc_diag_nomem(d);
+    if (m->n_tensors == m->cap_tensors) {
+        uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
+        struct module_tensor *p = BPCC_ARENA_NEWN(&g->arena, struct module_tensor, cap);
+        if (!p) return bpcc_diag_nomem(d);
+        if (m->n_tensors) memcpy(p, m->tensors, m->n_tensors * sizeof *p);
+        m->tensors = p;
+        m->cap_tensors = cap;
+    }
+    m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
+    return BPCC_OK;
+}
+
+size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
+{
+    *overflow = false;
+    uint64_t n = bpcc_dtype_size(t->dtype);
+    for (uint32_t i = 0; i < t->ndim; i++) {
+        uint64_t dim = (uint64_t)t->dims[i];
+        if (t->dims[i] < 0 || (dim && n > UINT64_MAX / dim)) {
+            *overflow = true;
+            return 0;
+        }
+        n *= dim;
+    }
+    if (n > SIZE_MAX) {
+        *overflow = true;
+        return 0;
+    }
+    return (size_t)n;
+}
+
+enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
+                                 const int64_t *dims, struct bpcc_tensor **out,
+                                 struct bpcc_diag *d)
+{
+    *out = NULL;
+    if (dtype == BPCC_DTYPE_NONE || (unsigned)dtype >= BPCC_DTYPE_COUNT || ndim > BPCC_MAX_DIMS)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor dtype or rank");
+    struct bpcc_tensor *t = BPCC_ARENA_NEW(&g->arena, struct bpcc_tensor);
+    if (!t) return bpcc_diag_nomem(d);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    for (uint32_t i = 0; i < ndim; i++) t->dims[i] = dims[i];
+    bool overflow;
+    t->nbytes = bpcc_tensor_expected_bytes(t, &overflow);
+    if (overflow)
+        return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows");
+    t->data = bpcc_arena_alloc(&g->arena, t->nbytes ? t->nbytes : 1, 64);
+    if (!t->data) return bpcc_diag_nomem(d);
+    *out = t;
+    return BPCC_OK;
+}
+
+enum bpcc_dtype bpcc_tensor_dtype(const struct bpcc_tensor *t) { return t->dtype; }
+uint32_t bpcc_tensor_ndim(const struct bpcc_tensor *t) { return t->ndim; }
+const int64_t *bpcc_tensor_dims(const struct bpcc_tensor *t) { return t->dims; }
+size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t) { return t->nbytes; }
+void *bpcc_tensor_data(struct bpcc_tensor *t) { return t->data; }
+
+uint64_t bpcc_tensor_numel(const struct bpcc_tensor *t)
+{
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) n *= (uint64_t)t->dims[i];
+    return n;
+}
