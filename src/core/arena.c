@@ -7,10 +7,23 @@
 struct arena_chunk {
     struct arena_chunk *next;
     size_t cap;
-    _Alignas(64) unsigned char data[];
+    unsigned char *data; /* 64-byte aligned, cap bytes, inside this allocation */
 };
 
 #define ARENA_MIN_CHUNK (64 * 1024 - sizeof(struct arena_chunk) - 64)
+
+/* One allocation holds the chunk header and its data, aligned up to 64 bytes. */
+static struct arena_chunk *chunk_new(size_t cap)
+{
+    if (cap > SIZE_MAX - sizeof(struct arena_chunk) - 64) return NULL;
+    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap + 64);
+    if (!c) return NULL;
+    uintptr_t p = (uintptr_t)(c + 1);
+    c->data = (unsigned char *)((p + 63) & ~(uintptr_t)63);
+    c->cap = cap;
+    c->next = NULL;
+    return c;
+}
 
 void bpcc_arena_init(struct bpcc_arena *a) { memset(a, 0, sizeof *a); }
 
@@ -44,10 +57,8 @@ void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
     if (cap > ((size_t)64 << 20)) cap = (size_t)64 << 20;
     bool dedicated = a->head && size > cap / 4;
     if (dedicated || size > cap) cap = size;
-    if (cap > SIZE_MAX - sizeof(struct arena_chunk)) return NULL;
-    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap);
+    struct arena_chunk *c = chunk_new(cap);
     if (!c) return NULL;
-    c->cap = cap;
     if (dedicated) {
         c->next = a->head->next;
         a->head->next = c;
@@ -57,7 +68,7 @@ void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
         a->cap = cap;
         a->used = size;
     }
-    a->total += sizeof *c + cap;
+    a->total += sizeof *c + cap + 64;
     memset(c->data, 0, size);
     return c->data;
 }

@@ -81,9 +81,22 @@ void bpcc_format_double(double v, char out[32])
         strcpy(out, v < 0 ? "-inf" : "inf");
         return;
     }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(out, 32, "%.*g", prec, v);
-        if (strtod(out, NULL) == v) break;
+    /* Python's repr: the shortest digits that read back exactly, printed in fixed notation
+    ** when the decimal exponent is in [-4, 16), else in scientific notation. */
+    char sci[40];
+    int prec = 0;
+    for (; prec <= 16; prec++) {
+        snprintf(sci, sizeof sci, "%.*e", prec, v);
+        if (strtod(sci, NULL) == v) break;
     }
-    if (!strpbrk(out, ".eE")) strcat(out, ".0");
+    int exp10 = atoi(strchr(sci, 'e') + 1);
+    if (exp10 >= -4 && exp10 < 16) {
+        int decimals = prec - exp10;
+        snprintf(out, 32, "%.*f", decimals > 0 ? decimals : 0, v);
+        if (!strchr(out, '.')) strcat(out, ".0");
+    } else {
+        size_t n = strlen(sci); /* at most 24: "-1.2345678901234567e-308" */
+        memcpy(out, sci, n < 31 ? n : 31);
+        out[n < 31 ? n : 31] = 0;
+    }
 }

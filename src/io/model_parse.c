@@ -56,19 +56,23 @@ static enum bpcc_status nomem(struct parser *ps)
     return ps->status;
 }
 
-/* A short rendering of what stands at `at`, for "expected X, found Y". */
+static bool is_word_char(char c);
+
+/* A short rendering of what stands at `at`, for "expected X, found Y": a whole word, or
+** one character. */
 static const char *found(const struct parser *ps, const char *at, char buf[48])
 {
     if (at >= ps->end) return "end of file";
     if (*at == '\n') return "end of line";
     size_t n = 0;
-    while (at + n < ps->end && n < 20 && at[n] != '\n' && at[n] != ' ') n++;
-    if (n == 0) n = 1;
-    bool printable = true;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)at[i] < 0x20 || (unsigned char)at[i] >= 0x7f) printable = false;
-    if (!printable) snprintf(buf, 48, "byte 0x%02x", (unsigned char)*at);
-    else snprintf(buf, 48, "'%.*s'", (int)n, at);
+    while (at + n < ps->end && n < 40 && is_word_char(at[n])) n++;
+    if (n == 0) {
+        unsigned char c = (unsigned char)*at;
+        if (c < 0x20 || c >= 0x7f) snprintf(buf, 48, "byte 0x%02x", c);
+        else snprintf(buf, 48, "'%c'", c);
+        return buf;
+    }
+    snprintf(buf, 48, "'%.*s'", (int)n, at);
     return buf;
 }
 
@@ -733,7 +737,9 @@ static enum bpcc_status parse_node(struct parser *ps)
         return fail_at(ps, args_at, "expected '(' to open the argument list");
     ps->p++;
     struct bpcc_value args, kwargs = {.kind = BPCC_VAL_DICT};
-    if (parse_items(ps, ')', false, &args, BPCC_VAL_TUPLE, 0, NULL)) return ps->status;
+    bool trailing = false;
+    if (parse_items(ps, ')', false, &args, BPCC_VAL_TUPLE, 0, &trailing)) return ps->status;
+    if (args.n == 1 && !trailing) return fail_at(ps, args_at, "a one-element tuple is written '(x,)'");
     skip_space(ps);
     if (ps->p < ps->end && *ps->p == '{') {
         ps->p++;

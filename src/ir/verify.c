@@ -177,6 +177,6 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
                                 m->tensors[k].name, m->name, t->nbytes, want);
         }
     }
-    if (d->n_errors > errors_before) return d->code ? d->code : BPCC_ERR_GRAPH;
+    if (d->n_errors > errors_before) return BPCC_ERR_GRAPH;
     return BPCC_OK;
 }

@@ -1,0 +1,202 @@
+/*
+** check_core.c — arena, interning, buffers, number formatting, diagnostics.
+*/
+#include "testutil.h"
+
+#include <math.h>
+
+START_TEST(arena_aligns_and_zeroes)
+{
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    for (size_t align = 1; align <= 64; align *= 2) {
+        unsigned char *p = bpcc_arena_alloc(&a, 13, align);
+        ck_assert_ptr_nonnull(p);
+        ck_assert_uint_eq((uintptr_t)p % align, 0);
+        for (int i = 0; i < 13; i++) ck_assert_uint_eq(p[i], 0);
+        memset(p, 0xab, 13);
+    }
+    bpcc_arena_release(&a);
+}
+END_TEST
+
+START_TEST(arena_keeps_addresses_across_growth)
+{
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    int *first = BPCC_ARENA_NEW(&a, int);
+    *first = 42;
+    for (int i = 0; i < 100000; i++) ck_assert_ptr_nonnull(bpcc_arena_alloc(&a, 24, 8));
+    /* a huge one-off request gets its own chunk; the head stays usable */
+    void *big = bpcc_arena_alloc(&a, 8u << 20, 64);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_ptr_nonnull(bpcc_arena_alloc(&a, 16, 8));
+    ck_assert_int_eq(*first, 42);
+    bpcc_arena_release(&a);
+}
+END_TEST
+
+START_TEST(arena_rejects_overflowing_counts)
+{
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    ck_assert_ptr_null(BPCC_ARENA_NEWN(&a, double, SIZE_MAX / 4));
+    bpcc_arena_release(&a);
+}
+END_TEST
+
+START_TEST(intern_gives_one_pointer_per_string)
+{
+    struct bpcc_arena a;
+    struct bpcc_intern in;
+    bpcc_arena_init(&a);
+    bpcc_intern_init(&in, &a);
+    char buf[] = "torch.nn.Conv2d";
+    const char *x = bpcc_intern_n(&in, buf, strlen(buf));
+    buf[0] = 'T';
+    const char *y = bpcc_intern_n(&in, "torch.nn.Conv2d", 15);
+    ck_assert_ptr_eq(x, y);
+    ck_assert_str_eq(x, "torch.nn.Conv2d");
+    ck_assert_ptr_ne(bpcc_intern_n(&in, buf, strlen(buf)), x);
+    ck_assert_ptr_eq(bpcc_intern_lookup(&in, "torch.nn.Conv2d"), x);
+    ck_assert_ptr_null(bpcc_intern_lookup(&in, "missing"));
+    /* prefixes are distinct strings */
+    ck_assert_ptr_ne(bpcc_intern_n(&in, "torch.nn.Conv2d", 8), x);
+    bpcc_intern_release(&in);
+    bpcc_arena_release(&a);
+}
+END_TEST
+
+START_TEST(buf_appends_and_formats)
+{
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "a");
+    bpcc_buf_printf(&b, "%d-%s", 12, "x");
+    for (int i = 0; i < 1000; i++) bpcc_buf_addc(&b, 'z');
+    size_t len;
+    char *s = bpcc_buf_take(&b, &len);
+    ck_assert_uint_eq(len, 5 + 1000);
+    ck_assert(strncmp(s, "a12-x", 5) == 0);
+    ck_assert_uint_eq(s[len], 0);
+    bpcc_xfree(s);
+}
+END_TEST
+
+START_TEST(format_double_round_trips_and_is_short)
+{
+    char out[32];
+    struct { double v; const char *text; } cases[] = {
+        {0.1, "0.1"}, {1e-05, "1e-05"}, {100.0, "100.0"}, {-0.0, "-0.0"}, {0.0, "0.0"},
+        {1.5, "1.5"}, {123456.0, "123456.0"}, {1e16, "1e+16"}, {5e-324, "5e-324"},
+        {INFINITY, "inf"}, {-INFINITY, "-inf"}, {0.2, "0.2"}, {1.0 / 3, "0.3333333333333333"},
+    };
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(cases); i++) {
+        bpcc_format_double(cases[i].v, out);
+        ck_assert_str_eq(out, cases[i].text);
+    }
+    bpcc_format_double(NAN, out);
+    ck_assert_str_eq(out, "nan");
+    /* random bit patterns read back exactly */
+    uint64_t x = 88172645463325252ull;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        double v;
+        memcpy(&v, &x, sizeof v);
+        if (!isfinite(v)) continue;
+        bpcc_format_double(v, out);
+        ck_assert_msg(strtod(out, NULL) == v, "%s does not read back", out);
+        ck_assert(strpbrk(out, ".e") != NULL);
+    }
+}
+END_TEST
+
+START_TEST(diag_keeps_first_counts_rest)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_diag_error(&d, BPCC_ERR_PARSE, "a.yaml", 3, 7, "bad %s", "thing"),
+                     BPCC_ERR_PARSE);
+    bpcc_diag_note(&d, 1, 3, "while parsing '%s'", "conv");
+    for (int i = 0; i < 30; i++) bpcc_diag_error(&d, BPCC_ERR_CONFIG, "a.yaml", 4 + i, 1, "e%d", i);
+    ck_assert_uint_eq(d.n_errors, 31);
+    ck_assert_uint_eq(d.n_entries, BPCC_DIAG_MAX_ENTRIES);
+    ck_assert_int_eq(d.code, BPCC_ERR_PARSE);
+    char buf[1024];
+    size_t n = bpcc_diag_format(&d.entries[0], buf, sizeof buf);
+    ck_assert_str_eq(buf, "a.yaml:3:7: error: bad thing\na.yaml:1:3: note: while parsing 'conv'\n");
+    ck_assert_uint_eq(n, strlen(buf));
+    /* truncation reports the full length */
+    char small[10];
+    ck_assert_uint_eq(bpcc_diag_format(&d.entries[0], small, sizeof small), n);
+    ck_assert_uint_eq(strlen(small), 9);
+}
+END_TEST
+
+START_TEST(diag_formats_offsets_and_plain_errors)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    bpcc_diag_error_at_offset(&d, BPCC_ERR_FORMAT, "w.safetensors", 123, "bad header");
+    bpcc_diag_error(&d, BPCC_ERR_IO, "x.bpcc", 0, 0, "cannot open");
+    bpcc_diag_error(&d, BPCC_ERR_NOMEM, NULL, 0, 0, "out of memory");
+    bpcc_diag_warning(&d, "c.yaml", 2, 1, "unknown op");
+    char buf[512];
+    bpcc_diag_format(&d.entries[0], buf, sizeof buf);
+    ck_assert_str_eq(buf, "w.safetensors: offset 123: error: bad header\n");
+    bpcc_diag_format(&d.entries[1], buf, sizeof buf);
+    ck_assert_str_eq(buf, "x.bpcc: error: cannot open\n");
+    bpcc_diag_format(&d.entries[2], buf, sizeof buf);
+    ck_assert_str_eq(buf, "bpcc: error: out of memory\n");
+    bpcc_diag_format(&d.entries[3], buf, sizeof buf);
+    ck_assert_str_eq(buf, "c.yaml:2:1: warning: unknown op\n");
+    ck_assert_uint_eq(d.n_errors, 3);
+    ck_assert_uint_eq(d.n_warnings, 1);
+    ck_assert_str_eq(bpcc_status_name(BPCC_ERR_FORMAT), "malformed binary file");
+    ck_assert_str_eq(bpcc_status_name((enum bpcc_status)999), "unknown status");
+}
+END_TEST
+
+static int custom_calls;
+static void *c_malloc(void *ud, size_t n) { (void)ud; custom_calls++; return malloc(n); }
+static void *c_realloc(void *ud, void *p, size_t n) { (void)ud; custom_calls++; return realloc(p, n); }
+static void c_free(void *ud, void *p) { (void)ud; free(p); }
+
+START_TEST(allocator_hook_sees_every_allocation)
+{
+    struct bpcc_allocator a = {c_malloc, c_realloc, c_free, NULL};
+    bpcc_set_allocator(&a);
+    struct bpcc_graph *g;
+    const char *text = "bpcc-model 1\ngraph\n  %o = output output (None,)\n";
+    ck_assert_int_eq(bpcc_graph_parse(text, strlen(text), NULL, &g, NULL), BPCC_OK);
+    bpcc_graph_free(g);
+    bpcc_set_allocator(NULL);
+    ck_assert_int_gt(custom_calls, 0);
+    /* the fail-at hook makes exactly the n-th allocation fail */
+    bpcc_alloc_fail_at(1, false);
+    ck_assert_ptr_null(bpcc_malloc(8));
+    void *p = bpcc_malloc(8);
+    ck_assert_ptr_nonnull(p);
+    bpcc_xfree(p);
+    bpcc_alloc_fail_at(0, false);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("core");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, arena_aligns_and_zeroes);
+    tcase_add_test(tc, arena_keeps_addresses_across_growth);
+    tcase_add_test(tc, arena_rejects_overflowing_counts);
+    tcase_add_test(tc, intern_gives_one_pointer_per_string);
+    tcase_add_test(tc, buf_appends_and_formats);
+    tcase_add_test(tc, format_double_round_trips_and_is_short);
+    tcase_add_test(tc, diag_keeps_first_counts_rest);
+    tcase_add_test(tc, diag_formats_offsets_and_plain_errors);
+    tcase_add_test(tc, allocator_hook_sees_every_allocation);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

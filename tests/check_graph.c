@@ -1,0 +1,351 @@
+/*
+** check_graph.c — the graph API: naming, use-def, mutation, ordering, verification, modules.
+*/
+#include "testutil.h"
+
+static struct bpcc_graph *g;
+static struct bpcc_diag d;
+
+static void setup(void)
+{
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+}
+
+static void teardown(void) { bpcc_graph_free(g); }
+
+/* args tuple of node references */
+static struct bpcc_value refs(int n, ...)
+{
+    struct bpcc_value t;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, (uint32_t)n, &t), BPCC_OK);
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) t.u.seq.items[i] = bpcc_value_node(va_arg(ap, struct bpcc_node *));
+    va_end(ap);
+    return t;
+}
+
+static struct bpcc_node *mk(enum bpcc_node_kind k, const char *name, const char *target,
+                            struct bpcc_value args)
+{
+    struct bpcc_node *n;
+    ck_assert_int_eq(bpcc_graph_create_node(g, k, name, target, &args, NULL, &n, &d), BPCC_OK);
+    return n;
+}
+
+static struct bpcc_node *placeholder(const char *name)
+{
+    struct bpcc_value none = {.kind = BPCC_VAL_TUPLE};
+    return mk(BPCC_NODE_PLACEHOLDER, name, name, none);
+}
+
+START_TEST(names_are_unique_fx_style)
+{
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_value a = refs(2, x, x);
+    struct bpcc_node *n1 = mk(BPCC_NODE_CALL_FUNCTION, NULL, "operator.add", a);
+    struct bpcc_node *n2 = mk(BPCC_NODE_CALL_FUNCTION, NULL, "operator.add", a);
+    struct bpcc_node *n3 = mk(BPCC_NODE_CALL_FUNCTION, "add", "operator.add", a);
+    struct bpcc_node *n4 = mk(BPCC_NODE_CALL_FUNCTION, "add_1", "operator.add", a);
+    struct bpcc_node *m1 = mk(BPCC_NODE_CALL_MODULE, NULL, "layer1.0.conv1", a);
+    struct bpcc_node *bad = mk(BPCC_NODE_CALL_FUNCTION, "has space", "f.g", a);
+    struct bpcc_node *digit = mk(BPCC_NODE_CALL_METHOD, NULL, "1view", a);
+    ck_assert_str_eq(bpcc_node_name(n1), "add");
+    ck_assert_str_eq(bpcc_node_name(n2), "add_1");
+    ck_assert_str_eq(bpcc_node_name(n3), "add_2");
+    ck_assert_str_eq(bpcc_node_name(n4), "add_3");
+    ck_assert_str_eq(bpcc_node_name(m1), "layer1_0_conv1");
+    ck_assert_str_eq(bpcc_node_name(bad), "has_space");
+    ck_assert_str_eq(bpcc_node_name(digit), "_1view");
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "add_2"), n3);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 8);
+    /* ids are distinct and stable */
+    ck_assert_uint_ne(bpcc_node_id(n1), bpcc_node_id(n2));
+}
+END_TEST
+
+START_TEST(users_are_distinct_and_in_first_use_order)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "operator.add", refs(2, x, x));
+    struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "operator.mul", refs(2, y, x));
+    ck_assert_uint_eq(bpcc_node_n_users(x), 2);
+    ck_assert_ptr_eq(bpcc_node_user(x, 0), a);
+    ck_assert_ptr_eq(bpcc_node_user(x, 1), b);
+    ck_assert_ptr_null(bpcc_node_user(x, 2));
+    ck_assert_uint_eq(bpcc_node_n_users(y), 1);
+    /* kwargs count as uses too */
+    struct bpcc_value kw;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_DICT, 1, &kw), BPCC_OK);
+    kw.u.seq.keys[0] = bpcc_graph_intern(g, "other");
+    kw.u.seq.items[0] = bpcc_value_node(a);
+    struct bpcc_value args = refs(1, b);
+    struct bpcc_node *c;
+    ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, "c", "f.g", &args, &kw, &c, &d),
+                     BPCC_OK);
+    ck_assert_uint_eq(bpcc_node_n_users(a), 1);
+    ck_assert_ptr_eq(bpcc_node_user(a, 0), c);
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, c));
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
+START_TEST(replace_all_uses_moves_every_use)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "operator.add", refs(2, x, x));
+    struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "operator.mul", refs(2, a, y));
+    struct bpcc_node *o = mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, x));
+    uint32_t changed;
+    ck_assert_int_eq(bpcc_node_replace_all_uses(x, y, &changed, &d), BPCC_OK);
+    ck_assert_uint_eq(changed, 2);
+    ck_assert_uint_eq(bpcc_node_n_users(x), 0);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 3); /* b, a, output */
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(a), 1)->u.node, y);
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(o), 0)->u.node, y);
+    (void)b;
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    /* now x can go */
+    ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "x"));
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
+START_TEST(erase_refuses_nodes_with_users)
+{
+    struct bpcc_node *x = placeholder("x");
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, x));
+    ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "still has 1 user"));
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 2);
+    /* a name stays reserved after erasing */
+    struct bpcc_node *t = placeholder("t");
+    ck_assert_int_eq(bpcc_node_erase(t, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_node_name(placeholder("t")), "t_1");
+}
+END_TEST
+
+START_TEST(set_args_updates_use_def)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x));
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, a));
+    struct bpcc_value na = refs(2, y, y);
+    ck_assert_int_eq(bpcc_node_set_args(a, &na, NULL, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_node_n_users(x), 0);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 1);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    /* args must be a tuple */
+    struct bpcc_value bad = bpcc_value_int(3);
+    ck_assert_int_eq(bpcc_node_set_args(a, &bad, NULL, &d), BPCC_ERR_INVALID);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 1);
+}
+END_TEST
+
+START_TEST(references_to_other_graphs_are_refused)
+{
+    struct bpcc_graph *other;
+    ck_assert_int_eq(bpcc_graph_new(&other, &d), BPCC_OK);
+    struct bpcc_value none = {.kind = BPCC_VAL_TUPLE};
+    struct bpcc_node *foreign;
+    ck_assert_int_eq(bpcc_graph_create_node(other, BPCC_NODE_PLACEHOLDER, "x", "x", &none, NULL,
+                                            &foreign, &d), BPCC_OK);
+    struct bpcc_value a = refs(1, foreign);
+    struct bpcc_node *n;
+    ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, NULL, "torch.relu", &a,
+                                            NULL, &n, &d), BPCC_ERR_INVALID);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 0);
+    bpcc_graph_free(other);
+}
+END_TEST
+
+START_TEST(move_and_topo_sort_restore_order)
+{
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x));
+    struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.relu", refs(1, a));
+    struct bpcc_node *o = mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, b));
+    bpcc_node_move_before(b, x); /* b x a output: b used before a is defined */
+    ck_assert_ptr_eq(bpcc_graph_first(g), b);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "uses 'a' before it is defined"));
+    bpcc_diag_init(&d);
+    bpcc_node_move_after(o, x); /* output not last either */
+    ck_assert_int_eq(bpcc_graph_topo_sort(g, &d), BPCC_OK);
+    const char *want[] = {"x", "a", "b", "output"};
+    int i = 0;
+    for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n), i++)
+        ck_assert_str_eq(bpcc_node_name(n), want[i]);
+    ck_assert_int_eq(i, 4);
+    ck_assert_ptr_eq(bpcc_graph_last(g), o);
+    ck_assert_ptr_eq(bpcc_node_prev(o), b);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
+START_TEST(topo_sort_reports_cycles)
+{
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x));
+    struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.relu", refs(1, a));
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, b));
+    struct bpcc_value cyc = refs(1, b);
+    ck_assert_int_eq(bpcc_node_set_args(a, &cyc, NULL, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_topo_sort(g, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "cycle"));
+    /* order untouched on failure */
+    ck_assert_ptr_eq(bpcc_graph_first(g), x);
+}
+END_TEST
+
+START_TEST(topo_sort_handles_a_long_chain_without_recursion)
+{
+    struct bpcc_node *prev = placeholder("x");
+    struct bpcc_node *first = NULL;
+    for (int i = 0; i < 200000; i++) {
+        prev = mk(BPCC_NODE_CALL_FUNCTION, NULL, "torch.relu", refs(1, prev));
+        if (!first) first = prev;
+    }
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, prev));
+    /* reverse worst case: put the last op first */
+    bpcc_node_move_before(prev, bpcc_graph_first(g));
+    ck_assert_int_eq(bpcc_graph_topo_sort(g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_node_next(bpcc_graph_first(g)), first);
+}
+END_TEST
+
+START_TEST(verify_reports_each_broken_invariant)
+{
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *m = mk(BPCC_NODE_CALL_MODULE, "m", "missing.module", refs(1, x));
+    struct bpcc_node *ga = mk(BPCC_NODE_GET_ATTR, "ga", "nowhere.weight", refs(0));
+    struct bpcc_node *o1 = mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, m));
+    mk(BPCC_NODE_OUTPUT, "output2", "output", refs(1, ga));
+    (void)o1;
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_ERR_GRAPH);
+    const char *expect[] = {"calls module 'missing.module', which is not defined",
+                            "reads attribute 'nowhere.weight'", "must be the last node",
+                            "exactly one output node, it has 2"};
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(expect); i++) {
+        bool found = false;
+        for (uint32_t k = 0; k < d.n_entries; k++)
+            if (strstr(d.entries[k].msg, expect[i])) found = true;
+        ck_assert_msg(found, "no message '%s'", expect[i]);
+    }
+}
+END_TEST
+
+START_TEST(verify_resolves_modules_tensors_and_attributes)
+{
+    struct bpcc_module *mod, *root;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "layer.conv", "torch.nn.Conv2d", &mod, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "", "torch.fx.GraphModule", &root, &d), BPCC_OK);
+    struct bpcc_tensor *t;
+    int64_t dims[] = {2, 3};
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 2, dims, &t, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_tensor_nbytes(t), 24);
+    ck_assert_uint_eq(bpcc_tensor_numel(t), 6);
+    ck_assert_ptr_nonnull(bpcc_tensor_data(t));
+    ck_assert_int_eq(bpcc_module_set_tensor(mod, "weight", BPCC_TENSOR_PARAM, t, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_set_tensor(root, "const0", BPCC_TENSOR_CONSTANT, t, &d), BPCC_OK);
+    struct bpcc_value three = bpcc_value_int(3);
+    ck_assert_int_eq(bpcc_module_set_attr(mod, "in_channels", &three, &d), BPCC_OK);
+    struct bpcc_value four = bpcc_value_int(4);
+    ck_assert_int_eq(bpcc_module_set_attr(mod, "in_channels", &four, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_module_attrs(mod)->n, 1);
+    ck_assert_int_eq(bpcc_module_attr(mod, "in_channels")->u.i, 4);
+
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *c = mk(BPCC_NODE_CALL_MODULE, NULL, "layer.conv", refs(1, x));
+    struct bpcc_node *w = mk(BPCC_NODE_GET_ATTR, NULL, "layer.conv.weight", refs(0));
+    struct bpcc_node *ic = mk(BPCC_NODE_GET_ATTR, NULL, "layer.conv.in_channels", refs(0));
+    struct bpcc_node *k = mk(BPCC_NODE_GET_ATTR, NULL, "const0", refs(0));
+    struct bpcc_node *sub = mk(BPCC_NODE_GET_ATTR, NULL, "layer.conv", refs(0));
+    struct bpcc_value outs;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &outs), BPCC_OK);
+    outs.u.seq.items[0] = refs(5, c, w, ic, k, sub);
+    mk(BPCC_NODE_OUTPUT, "output", "output", outs);
+    ck_assert_msg(bpcc_graph_verify(g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(bpcc_graph_add_module(g, "layer.conv", "x.Y", NULL, &d), BPCC_ERR_INVALID);
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "layer.conv", &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "layer.conv"));
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 1);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_ERR_GRAPH);
+}
+END_TEST
+
+START_TEST(module_attributes_may_not_hold_nodes)
+{
+    struct bpcc_module *mod;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "m", "torch.nn.ReLU", &mod, &d), BPCC_OK);
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_value v = bpcc_value_node(x);
+    ck_assert_int_eq(bpcc_module_set_attr(mod, "bad", &v, &d), BPCC_ERR_INVALID);
+}
+END_TEST
+
+START_TEST(values_compare_structurally)
+{
+    struct bpcc_value a, b;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 2, &a), BPCC_OK);
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 2, &b), BPCC_OK);
+    a.u.seq.items[0] = b.u.seq.items[0] = bpcc_value_int(1);
+    a.u.seq.items[1] = bpcc_value_float(0.5);
+    b.u.seq.items[1] = bpcc_value_float(0.5);
+    ck_assert(bpcc_value_equal(&a, &b));
+    b.u.seq.items[1] = bpcc_value_float(-0.5);
+    ck_assert(!bpcc_value_equal(&a, &b));
+    struct bpcc_value s1, s2;
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_STR, "abc", &s1), BPCC_OK);
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_STR, "abc", &s2), BPCC_OK);
+    ck_assert(bpcc_value_equal(&s1, &s2));
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "not a symbol", &s1), BPCC_ERR_INVALID);
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.float32", &s1), BPCC_ERR_INVALID);
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.strided", &s1), BPCC_OK);
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_SLICE, 2, &a), BPCC_ERR_INVALID);
+    ck_assert_ptr_null(bpcc_value_item(&s1, 0));
+    ck_assert_str_eq(bpcc_value_kind_name(BPCC_VAL_ELLIPSIS), "ellipsis");
+}
+END_TEST
+
+START_TEST(dtype_names_resolve)
+{
+    ck_assert_int_eq(bpcc_dtype_from_name("torch.float"), BPCC_DTYPE_F32);
+    ck_assert_int_eq(bpcc_dtype_from_name("float32"), BPCC_DTYPE_F32);
+    ck_assert_int_eq(bpcc_dtype_from_name("qu8"), BPCC_DTYPE_QUINT8);
+    ck_assert_int_eq(bpcc_dtype_from_name("torch.quint8"), BPCC_DTYPE_QUINT8);
+    ck_assert_int_eq(bpcc_dtype_from_name("torch.long"), BPCC_DTYPE_I64);
+    ck_assert_int_eq(bpcc_dtype_from_name("torch.f32"), BPCC_DTYPE_NONE);
+    ck_assert_int_eq(bpcc_dtype_from_name("float33"), BPCC_DTYPE_NONE);
+    ck_assert_uint_eq(bpcc_dtype_size(BPCC_DTYPE_BF16), 2);
+    ck_assert_str_eq(bpcc_dtype_name(BPCC_DTYPE_QINT32), "qint32");
+    ck_assert_str_eq(bpcc_dtype_short_name(BPCC_DTYPE_BOOL), "bool");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("graph");
+    TCase *tc = tcase_create("graph");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, names_are_unique_fx_style);
+    tcase_add_test(tc, users_are_distinct_and_in_first_use_order);
+    tcase_add_test(tc, replace_all_uses_moves_every_use);
+    tcase_add_test(tc, erase_refuses_nodes_with_users);
+    tcase_add_test(tc, set_args_updates_use_def);
+    tcase_add_test(tc, references_to_other_graphs_are_refused);
+    tcase_add_test(tc, move_and_topo_sort_restore_order);
+    tcase_add_test(tc, topo_sort_reports_cycles);
+    tcase_add_test(tc, topo_sort_handles_a_long_chain_without_recursion);
+    tcase_add_test(tc, verify_reports_each_broken_invariant);
+    tcase_add_test(tc, verify_resolves_modules_tensors_and_attributes);
+    tcase_add_test(tc, module_attributes_may_not_hold_nodes);
+    tcase_add_test(tc, values_compare_structurally);
+    tcase_add_test(tc, dtype_names_resolve);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

@@ -1,0 +1,90 @@
+/*
+** testutil.h — helpers shared by the Check suites.
+*/
+#ifndef BPCC_TESTUTIL_H
+#define BPCC_TESTUTIL_H
+
+#include "bpcc.h"
+#include "core/core.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef FIXTURES_DIR
+#error "FIXTURES_DIR must be defined by the build"
+#endif
+
+#define FIXTURE(name) FIXTURES_DIR "/" name
+
+/* Run one suite and return the exit status meson expects. */
+static inline int tu_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+/* Message text of the first diagnostic entry ("" if none). */
+static inline const char *tu_msg(const struct bpcc_diag *d)
+{
+    return d->n_entries ? d->entries[0].msg : "";
+}
+
+/* Assert that d's first entry is at line:col and its message contains `sub`. */
+#define TU_ASSERT_DIAG(d, l, c, sub)                                                     \
+    do {                                                                                 \
+        ck_assert_msg((d)->n_entries > 0, "no diagnostic recorded");                     \
+        ck_assert_msg((d)->entries[0].line == (uint32_t)(l) &&                          \
+                          (d)->entries[0].col == (uint32_t)(c),                          \
+                      "expected %d:%d, got %u:%u (%s)", (int)(l), (int)(c),             \
+                      (d)->entries[0].line, (d)->entries[0].col, (d)->entries[0].msg);   \
+        ck_assert_msg(strstr((d)->entries[0].msg, (sub)) != NULL,                        \
+                      "message '%s' lacks '%s'", (d)->entries[0].msg, (sub));            \
+    } while (0)
+
+/* Write bytes to a fresh temporary file; returns its malloc'd path. */
+static inline char *tu_write_temp(const void *data, size_t n, const char *suffix)
+{
+    char tmpl[256];
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpl, sizeof tmpl, "%s/bpcc-test-XXXXXX%s", dir, suffix);
+    int fd = mkstemps(tmpl, (int)strlen(suffix));
+    ck_assert_int_ge(fd, 0);
+    FILE *fp = fdopen(fd, "wb");
+    ck_assert_ptr_nonnull(fp);
+    if (n) ck_assert_uint_eq(fwrite(data, 1, n, fp), n);
+    fclose(fp);
+    return strdup(tmpl);
+}
+
+/* A fresh empty temporary directory (malloc'd path). */
+static inline char *tu_temp_dir(void)
+{
+    char tmpl[256];
+    const char *dir = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    snprintf(tmpl, sizeof tmpl, "%s/bpcc-test-dir-XXXXXX", dir);
+    ck_assert_ptr_nonnull(mkdtemp(tmpl));
+    return strdup(tmpl);
+}
+
+static inline char *tu_read(const char *path, size_t *len)
+{
+    FILE *fp = fopen(path, "rb");
+    if (len) *len = 0;
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t got = fread(b, 1, (size_t)n, fp);
+    fclose(fp);
+    b[got] = 0;
+    if (len) *len = got;
+    return b;
+}
+
+#endif
