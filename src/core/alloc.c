@@ -31,24 +31,35 @@ uint64_t bpcc_alloc_fail_at(uint64_t n, bool sticky)
     return made;
 }
 
+static uint64_t n_failed; /* allocations that returned NULL, ever */
+
 static bool should_fail(void)
 {
     n_allocs++;
     if (fail_at == 0) return false;
-    if (n_allocs == fail_at) return true;
-    return fail_sticky && n_allocs > fail_at;
+    if (n_allocs == fail_at || (fail_sticky && n_allocs > fail_at)) {
+        n_failed++;
+        return true;
+    }
+    return false;
 }
+
+uint64_t bpcc_alloc_failures(void) { return n_failed; }
 
 void *bpcc_malloc(size_t n)
 {
     if (should_fail()) return NULL;
-    return alloc.malloc_fn(alloc.ud, n ? n : 1);
+    void *p = alloc.malloc_fn(alloc.ud, n ? n : 1);
+    if (!p) n_failed++;
+    return p;
 }
 
 void *bpcc_realloc(void *p, size_t n)
 {
     if (should_fail()) return NULL;
-    return alloc.realloc_fn(alloc.ud, p, n ? n : 1);
+    void *r = alloc.realloc_fn(alloc.ud, p, n ? n : 1);
+    if (!r) n_failed++;
+    return r;
 }
 
 void bpcc_xfree(void *p)

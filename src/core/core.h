@@ -41,6 +41,8 @@ BPCC_INTERNAL char *bpcc_strdup(const char *s);
 ** while `sticky`; n == 0 disables. Returns the number of allocations made since the last call.
 */
 BPCC_INTERNAL uint64_t bpcc_alloc_fail_at(uint64_t n, bool sticky);
+/* How many allocations have failed so far (to tell a library's OOM from its other errors). */
+BPCC_INTERNAL uint64_t bpcc_alloc_failures(void);
 
 /* }===================================================================================== */
 

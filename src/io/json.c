@@ -182,6 +182,7 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
 {
     *json_out = NULL;
     bpcc_json_init();
+    uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object(), *nodes = json_array(), *mods = json_array();
     json_t *summary = json_object(), *kinds = json_object();
     bool ok = root && nodes && mods && summary && kinds;
@@ -221,7 +222,10 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
     json_decref(mods);
     json_decref(summary);
     json_decref(kinds);
-    if (!text) return bpcc_diag_nomem(d);
+    if (!text || bpcc_alloc_failures() != failures) { /* see safetensors.c */
+        bpcc_xfree(text);
+        return bpcc_diag_nomem(d);
+    }
     *json_out = text;
     return BPCC_OK;
 }

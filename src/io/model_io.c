@@ -4,6 +4,9 @@
 */
 #include "../ir/ir.h"
 
+#include <errno.h>
+#include <unistd.h>
+
 #define HASH_NONFATAL_OOM 1
 #define uthash_malloc(sz) bpcc_malloc(sz)
 #define uthash_free(ptr, sz) bpcc_xfree(ptr)
@@ -138,13 +141,16 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
         bpcc_xfree(dir);
         if (!wpath) {
             s = bpcc_diag_nomem(d);
+        } else if (access(wpath, R_OK) != 0) {
+            /* the mistake is in the text file, so point there */
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, g->weights_line, g->weights_col,
+                                "cannot read weights file '%s': %s", wpath, strerror(errno));
         } else {
             s = bpcc_safetensors_open(wpath, &g->weights, d);
-            if (s && d && d->n_entries && !d->entries[d->n_entries - 1].has_note)
-                bpcc_diag_note(d, g->weights_line, g->weights_col, "named by %s", path);
+            if (s) bpcc_diag_note(d, 0, 0, "the weights file of %s (line %u)", path, g->weights_line);
             if (!s) s = bind_tensors(g, wpath, d);
-            bpcc_xfree(wpath);
         }
+        bpcc_xfree(wpath);
     } else if (any) {
         s = bpcc_diag_error(d, BPCC_ERR_GRAPH, path, 1, 1,
                             "the model declares tensors but names no weights file "

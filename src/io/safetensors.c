@@ -128,7 +128,15 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
         goto fail;
     }
     json_error_t jerr;
+    uint64_t failures = bpcc_alloc_failures();
     root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
+    /* jansson can drop an object member when an allocation fails and still return the rest:
+    ** any failed allocation during the call means the result cannot be trusted. */
+    if ((!root && json_error_code(&jerr) == json_error_out_of_memory) ||
+        bpcc_alloc_failures() != failures) {
+        s = bpcc_diag_nomem(d);
+        goto fail;
+    }
     if (!root) {
         s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, 8 + (uint64_t)jerr.position,
                                       "header is not valid JSON: %s", jerr.text);
@@ -342,6 +350,7 @@ enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path, const char *
     qsort(items, n, sizeof *items, cmp_align);
     enum bpcc_status s = BPCC_OK;
     bpcc_json_init();
+    uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object();
     json_t *meta = json_object();
     char *hdr = NULL;
@@ -380,7 +389,7 @@ enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path, const char *
         off += t->nbytes;
     }
     hdr = json_dumps(root, JSON_COMPACT);
-    if (!hdr) {
+    if (!hdr || bpcc_alloc_failures() != failures) {
         s = bpcc_diag_nomem(d);
         goto out;
     }

@@ -1,0 +1,382 @@
+/*
+** check_model_io.c — loading and saving whole models: tensors bound to the weights they name,
+** every inconsistency reported where it is, atomic saves, and the JSON description.
+*/
+#include "testutil.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static struct bpcc_diag d;
+
+static void setup(void) { bpcc_diag_init(&d); }
+
+/* Copy a fixture's two files into dir, the text rewritten through `edit` (may be NULL). */
+static char *stage(const char *dir, const char *name, const char *find, const char *replace)
+{
+    char src[512], dst[512];
+    snprintf(src, sizeof src, "%s/%s.bpcc", FIXTURES_DIR, name);
+    size_t len;
+    char *text = tu_read(src, &len);
+    ck_assert_ptr_nonnull(text);
+    char *out = text;
+    if (find) {
+        char *at = strstr(text, find);
+        ck_assert_msg(at != NULL, "'%s' not in %s", find, name);
+        size_t n = strlen(text) - strlen(find) + strlen(replace) + 1;
+        out = malloc(n);
+        snprintf(out, n, "%.*s%s%s", (int)(at - text), text, replace, at + strlen(find));
+    }
+    snprintf(dst, sizeof dst, "%s/%s.bpcc", dir, name);
+    FILE *fp = fopen(dst, "wb");
+    fputs(out, fp);
+    fclose(fp);
+    snprintf(src, sizeof src, "%s/%s.safetensors", FIXTURES_DIR, name);
+    char *w = tu_read(src, &len);
+    if (w) {
+        snprintf(dst, sizeof dst, "%s/%s.safetensors", dir, name);
+        fp = fopen(dst, "wb");
+        fwrite(w, 1, len, fp);
+        fclose(fp);
+        free(w);
+    }
+    if (out != text) free(out);
+    free(text);
+    snprintf(dst, sizeof dst, "%s/%s.bpcc", dir, name);
+    return strdup(dst);
+}
+
+static int count_files(const char *dir, const char *contains)
+{
+    DIR *dp = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp)))
+        if (e->d_name[0] != '.' || (contains && strstr(e->d_name, contains)))
+            if (!contains || strstr(e->d_name, contains)) n++;
+    closedir(dp);
+    return n;
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    char p[1024];
+    while ((e = readdir(dp)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
+            unlink(p);
+        }
+    closedir(dp);
+    rmdir(dir);
+}
+
+START_TEST(load_binds_tensors_to_their_data)
+{
+    struct bpcc_graph *g;
+    ck_assert_msg(bpcc_graph_load(FIXTURE("conv_bn_relu.bpcc"), &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    struct bpcc_module *bn = bpcc_graph_find_module(g, "bn");
+    struct bpcc_tensor *rv = bpcc_module_tensor(bn, "running_var");
+    ck_assert_ptr_nonnull(rv);
+    const float *v = bpcc_tensor_data(rv);
+    /* make_fixtures.py sets running_var to 0.5 + 0.1 i */
+    for (int i = 0; i < 4; i++) ck_assert_float_eq_tol(v[i], 0.5f + 0.1f * (float)i, 1e-6f);
+    struct bpcc_tensor *nbt = bpcc_module_tensor(bn, "num_batches_tracked");
+    ck_assert_int_eq(bpcc_tensor_dtype(nbt), BPCC_DTYPE_I64);
+    ck_assert_uint_eq(bpcc_tensor_ndim(nbt), 0);
+    ck_assert_uint_eq(bpcc_tensor_nbytes(nbt), 8);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(every_fixture_loads_and_saves_back_identically)
+{
+    static const char *const names[] = {"conv_bn_relu", "residual", "cat", "linear_head", "literals"};
+    char *dir = tu_temp_dir();
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(names); i++) {
+        char src[512], dst[512];
+        snprintf(src, sizeof src, "%s/%s.bpcc", FIXTURES_DIR, names[i]);
+        snprintf(dst, sizeof dst, "%s/%s.bpcc", dir, names[i]);
+        struct bpcc_graph *g;
+        ck_assert_msg(bpcc_graph_load(src, &g, &d) == BPCC_OK, "%s: %s", names[i], tu_msg(&d));
+        ck_assert_msg(bpcc_graph_save(g, dst, &d) == BPCC_OK, "%s", tu_msg(&d));
+        bpcc_graph_free(g);
+        for (int k = 0; k < 2; k++) {
+            const char *ext = k ? "safetensors" : "bpcc";
+            snprintf(src, sizeof src, "%s/%s.%s", FIXTURES_DIR, names[i], ext);
+            snprintf(dst, sizeof dst, "%s/%s.%s", dir, names[i], ext);
+            size_t a_len, b_len;
+            char *a = tu_read(src, &a_len), *b = tu_read(dst, &b_len);
+            ck_assert_msg(a && b && a_len == b_len && memcmp(a, b, a_len) == 0,
+                          "%s differs after load+save", src);
+            free(a);
+            free(b);
+        }
+    }
+    ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+    rm_dir(dir);
+    free(dir);
+}
+END_TEST
+
+struct load_case {
+    const char *name, *fixture, *find, *replace;
+    enum bpcc_status status;
+    uint32_t line, col;
+    const char *msg;
+};
+
+static const struct load_case load_bad[] = {
+    {"weights file missing", "cat", "weights \"cat.safetensors\"", "weights \"gone.safetensors\"",
+     BPCC_ERR_IO, 2, 9, "cannot read weights file"},
+    {"tensor not in weights", "cat", "  param bias : f32[2]\n", "  param bias : f32[2]\n  buffer extra : f32[2]\n",
+     BPCC_ERR_GRAPH, 7, 3, "tensor 'branch_a.extra' is not in the weights file"},
+    {"dtype mismatch", "cat", "  param bias : f32[2]", "  param bias : i32[2]",
+     BPCC_ERR_GRAPH, 6, 3, "declared i32 but stored as f32"},
+    {"shape mismatch", "cat", "  param bias : f32[2]", "  param bias : f32[1, 2]",
+     BPCC_ERR_GRAPH, 6, 3, "declared with shape [1, 2] but stored with shape [2]"},
+    {"undeclared stored tensor", "cat", "  param bias : f32[2]\n", "",
+     BPCC_ERR_GRAPH, 2, 9, "holds tensor 'branch_a.bias', which the model does not declare"},
+    {"tensors without weights line", "cat", "weights \"cat.safetensors\"\n", "",
+     BPCC_ERR_GRAPH, 1, 1, "names no weights file"},
+    {"call of undefined module", "cat", "call_module branch_b", "call_module branch_c",
+     BPCC_ERR_GRAPH, 14, 3, "calls module 'branch_c', which is not defined"},
+    {"get_attr of nothing", "literals", "get_attr _tensor_constant0", "get_attr _tensor_constant9",
+     BPCC_ERR_GRAPH, 23, 3, "reads attribute '_tensor_constant9'"},
+};
+
+START_TEST(load_errors_point_at_the_declaration)
+{
+    const struct load_case *c = &load_bad[_i];
+    char *dir = tu_temp_dir();
+    char *path = stage(dir, c->fixture, c->find, c->replace);
+    struct bpcc_graph *g = (void *)1;
+    enum bpcc_status s = bpcc_graph_load(path, &g, &d);
+    ck_assert_msg(s == c->status, "[%s] status %d want %d: %s", c->name, s, c->status, tu_msg(&d));
+    ck_assert_ptr_null(g);
+    ck_assert_msg(d.entries[0].line == c->line && d.entries[0].col == c->col,
+                  "[%s] at %u:%u want %u:%u (%s)", c->name, d.entries[0].line, d.entries[0].col,
+                  c->line, c->col, tu_msg(&d));
+    ck_assert_msg(strstr(tu_msg(&d), c->msg), "[%s] '%s' lacks '%s'", c->name, tu_msg(&d), c->msg);
+    ck_assert_str_eq(d.entries[0].file, path);
+    rm_dir(dir);
+    free(dir);
+    free(path);
+}
+END_TEST
+
+START_TEST(corrupt_weights_report_the_weights_file)
+{
+    char *dir = tu_temp_dir();
+    char *path = stage(dir, "cat", NULL, NULL);
+    char w[512];
+    snprintf(w, sizeof w, "%s/cat.safetensors", dir);
+    ck_assert_int_eq(truncate(w, 100), 0);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(path, &g, &d), BPCC_ERR_FORMAT);
+    ck_assert_str_eq(d.entries[0].file, w);
+    ck_assert(d.entries[0].has_offset);
+    ck_assert(d.entries[0].has_note);
+    ck_assert_ptr_nonnull(strstr(d.entries[0].note, "the weights file of"));
+    rm_dir(dir);
+    free(dir);
+    free(path);
+}
+END_TEST
+
+START_TEST(failed_save_leaves_existing_files_untouched)
+{
+    char *dir = tu_temp_dir();
+    char *path = stage(dir, "cat", NULL, NULL);
+    size_t len0;
+    char *before = tu_read(path, &len0);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURE("cat.bpcc"), &g, &d), BPCC_OK);
+    /* break an invariant: a second output node */
+    struct bpcc_node *n = bpcc_graph_first(g);
+    struct bpcc_value args;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args), BPCC_OK);
+    args.u.seq.items[0] = bpcc_value_node(n);
+    ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_OUTPUT, NULL, "output", &args, NULL, NULL, &d),
+                     BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_save(g, path, &d), BPCC_ERR_GRAPH);
+    size_t len1;
+    char *after = tu_read(path, &len1);
+    ck_assert(len0 == len1 && memcmp(before, after, len0) == 0);
+    ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+    /* an unwritable destination: nothing appears */
+    bpcc_diag_init(&d);
+    struct bpcc_graph *ok;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURE("cat.bpcc"), &ok, &d), BPCC_OK);
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s/no/such/dir/m.bpcc", dir);
+    ck_assert_int_eq(bpcc_graph_save(ok, bad, &d), BPCC_ERR_IO);
+    ck_assert_int_eq(count_files(dir, NULL), 2);
+    bpcc_graph_free(ok);
+    bpcc_graph_free(g);
+    free(before);
+    free(after);
+    rm_dir(dir);
+    free(dir);
+    free(path);
+}
+END_TEST
+
+START_TEST(save_survives_every_allocation_failure)
+{
+    char *dir = tu_temp_dir();
+    char *path = stage(dir, "residual", NULL, NULL);
+    size_t len0;
+    char *before = tu_read(path, &len0);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURE("residual.bpcc"), &g, &d), BPCC_OK);
+    /* rewrite the attribute so that a successful save changes the file */
+    struct bpcc_value v = bpcc_value_int(1);
+    ck_assert_int_eq(bpcc_module_set_attr(bpcc_graph_find_module(g, "layer.relu"), "marker", &v, &d),
+                     BPCC_OK);
+    int failures = 0;
+    for (uint64_t n = 1;; n++) {
+        bpcc_diag_init(&d);
+        bpcc_alloc_fail_at(n, false);
+        enum bpcc_status s = bpcc_graph_save(g, path, &d);
+        bpcc_alloc_fail_at(0, false);
+        if (s == BPCC_OK) break;
+        failures++;
+        ck_assert_int_eq(s, BPCC_ERR_NOMEM);
+        size_t len1;
+        char *now = tu_read(path, &len1);
+        ck_assert_msg(len0 == len1 && memcmp(before, now, len0) == 0, "allocation %llu changed the file",
+                      (unsigned long long)n);
+        free(now);
+        ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+        ck_assert_int_lt(n, 100000);
+    }
+    ck_assert_int_gt(failures, 3);
+    size_t len2;
+    char *after = tu_read(path, &len2);
+    ck_assert_ptr_nonnull(strstr(after, "marker: 1"));
+    free(after);
+    free(before);
+    bpcc_graph_free(g);
+    rm_dir(dir);
+    free(dir);
+    free(path);
+}
+END_TEST
+
+START_TEST(json_of_conv_bn_relu_matches_the_documented_golden)
+{
+    size_t len;
+    char *text = tu_read(FIXTURE("conv_bn_relu.bpcc"), &len);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_parse(text, len, "conv_bn_relu.bpcc", &g, &d), BPCC_OK);
+    char *json;
+    ck_assert_int_eq(bpcc_graph_to_json(g, 2, &json, &d), BPCC_OK);
+    size_t glen;
+    char *golden = tu_read(GOLDEN_DIR "/conv_bn_relu.json", &glen);
+    ck_assert_ptr_nonnull(golden);
+    if (glen && golden[glen - 1] == '\n') golden[glen - 1] = 0;
+    ck_assert_str_eq(json, golden);
+    free(golden);
+    bpcc_free(json);
+    bpcc_graph_free(g);
+    free(text);
+}
+END_TEST
+
+/* Every {"node": X} inside v names a node in `names`. */
+static void check_refs(json_t *v, json_t *names)
+{
+    if (json_is_object(v)) {
+        json_t *n = json_object_get(v, "node");
+        if (n && json_object_size(v) == 1) {
+            ck_assert(json_is_string(n));
+            ck_assert_msg(json_object_get(names, json_string_value(n)), "dangling ref %s",
+                          json_string_value(n));
+            return;
+        }
+        const char *k;
+        json_t *x;
+        json_object_foreach(v, k, x) check_refs(x, names);
+    } else if (json_is_array(v)) {
+        size_t i;
+        json_t *x;
+        json_array_foreach(v, i, x) check_refs(x, names);
+    }
+}
+
+START_TEST(json_follows_the_documented_shape_on_every_fixture)
+{
+    static const char *const names[] = {"conv_bn_relu", "residual", "cat", "linear_head", "literals"};
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.bpcc", FIXTURES_DIR, names[_i]);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(path, &g, &d), BPCC_OK);
+    char *text;
+    ck_assert_int_eq(bpcc_graph_to_json(g, 0, &text, &d), BPCC_OK);
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    ck_assert_msg(root != NULL, "invalid JSON: %s", err.text);
+    ck_assert_str_eq(json_string_value(json_object_get(root, "format")), "bpcc-model");
+    ck_assert_int_eq(json_integer_value(json_object_get(root, "version")), 1);
+    json_t *nodes = json_object_get(root, "nodes"), *mods = json_object_get(root, "modules");
+    json_t *summary = json_object_get(root, "summary");
+    ck_assert(json_is_array(nodes) && json_is_array(mods) && json_is_object(summary));
+    ck_assert_int_eq(json_integer_value(json_object_get(summary, "nodes")),
+                     (json_int_t)json_array_size(nodes));
+    ck_assert_int_eq(json_array_size(nodes), bpcc_graph_n_nodes(g));
+    ck_assert_int_eq(json_integer_value(json_object_get(summary, "modules")),
+                     (json_int_t)json_array_size(mods));
+    json_t *by_name = json_object();
+    size_t i;
+    json_t *n;
+    json_array_foreach(nodes, i, n) json_object_set(by_name, json_string_value(json_object_get(n, "name")), n);
+    json_array_foreach(nodes, i, n) {
+        ck_assert(json_is_string(json_object_get(n, "op")));
+        ck_assert(json_is_string(json_object_get(n, "target")));
+        ck_assert(json_is_array(json_object_get(n, "args")));
+        ck_assert(json_is_object(json_object_get(n, "kwargs")));
+        ck_assert(json_is_array(json_object_get(n, "users")));
+        ck_assert(json_object_get(n, "meta") != NULL);
+        check_refs(json_object_get(n, "args"), by_name);
+        check_refs(json_object_get(n, "kwargs"), by_name);
+        size_t k;
+        json_t *u;
+        json_array_foreach(json_object_get(n, "users"), k, u)
+            ck_assert(json_object_get(by_name, json_string_value(u)));
+    }
+    json_t *m;
+    uint64_t tensors = 0;
+    json_array_foreach(mods, i, m) {
+        ck_assert(json_is_string(json_object_get(m, "type")));
+        ck_assert(json_is_object(json_object_get(m, "attributes")));
+        tensors += json_array_size(json_object_get(m, "tensors"));
+    }
+    ck_assert_int_eq(json_integer_value(json_object_get(summary, "tensors")), (json_int_t)tensors);
+    json_decref(by_name);
+    json_decref(root);
+    bpcc_free(text);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("model_io");
+    TCase *tc = tcase_create("model_io");
+    tcase_add_checked_fixture(tc, setup, NULL);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, load_binds_tensors_to_their_data);
+    tcase_add_test(tc, every_fixture_loads_and_saves_back_identically);
+    tcase_add_loop_test(tc, load_errors_point_at_the_declaration, 0, (int)BPCC_ARRAY_LEN(load_bad));
+    tcase_add_test(tc, corrupt_weights_report_the_weights_file);
+    tcase_add_test(tc, failed_save_leaves_existing_files_untouched);
+    tcase_add_test(tc, save_survives_every_allocation_failure);
+    tcase_add_test(tc, json_of_conv_bn_relu_matches_the_documented_golden);
+    tcase_add_loop_test(tc, json_follows_the_documented_shape_on_every_fixture, 0, 5);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
