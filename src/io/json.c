@@ -18,10 +18,15 @@ void bpcc_json_init(void)
     }
 }
 
+/* {tag: v}, taking v's reference in every case. */
 static json_t *tagged(const char *tag, json_t *v)
 {
     json_t *o = json_object();
-    if (!o || !v || json_object_set_new(o, tag, v)) {
+    if (!o) {
+        json_decref(v);
+        return NULL;
+    }
+    if (json_object_set_new(o, tag, v)) { /* takes v even when it fails */
         json_decref(o);
         return NULL;
     }
@@ -116,21 +121,25 @@ static bool put(json_t *o, const char *key, json_t *v)
     return v && json_object_set_new(o, key, v) == 0;
 }
 
+/* A new empty array stored under key in o (o owns it); a borrowed pointer, NULL on failure. */
+static json_t *put_array(json_t *o, const char *key)
+{
+    json_t *a = json_array();
+    return put(o, key, a) ? a : NULL;
+}
+
 static json_t *node_json(const struct bpcc_node *n)
 {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    json_t *users = json_array();
-    bool ok = users != NULL;
+    json_t *o = json_object(), *users;
+    bool ok = o && put(o, "name", json_string(n->name)) &&
+              put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
+              put(o, "target", json_string(n->target)) &&
+              put(o, "args", bpcc_value_to_json(&n->args, true)) &&
+              put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) &&
+              (users = put_array(o, "users")) != NULL;
     for (uint32_t i = 0; ok && i < n->n_users; i++)
         ok = json_array_append_new(users, json_string(n->users[i].node->name)) == 0;
-    if (!ok) json_decref(users);
-    ok = ok && put(o, "name", json_string(n->name)) &&
-         put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
-         put(o, "target", json_string(n->target)) &&
-         put(o, "args", bpcc_value_to_json(&n->args, true)) &&
-         put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) && put(o, "users", users) &&
-         put(o, "meta", meta_json(&n->meta));
+    ok = ok && put(o, "meta", meta_json(&n->meta));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -138,38 +147,37 @@ static json_t *node_json(const struct bpcc_node *n)
     return o;
 }
 
+static bool tensor_json(json_t *ts, const struct bpcc_module *m, const struct module_tensor *mt)
+{
+    json_t *t = json_object(), *shape;
+    if (!t || json_array_append_new(ts, t)) return false; /* ts owns t from here */
+    char key[1024];
+    snprintf(key, sizeof key, "%s%s%s", m->name, m->name[0] ? "." : "", mt->name);
+    bool bad_shape;
+    size_t nb = bpcc_tensor_expected_bytes(mt->t, &bad_shape);
+    bool ok = put(t, "name", json_string(mt->name)) &&
+              put(t, "role", json_string(bpcc_tensor_role_name(mt->role))) &&
+              put(t, "key", json_string(key)) &&
+              put(t, "dtype", json_string(bpcc_dtype_name(mt->t->dtype))) &&
+              (shape = put_array(t, "shape")) != NULL;
+    for (uint32_t i = 0; ok && i < mt->t->ndim; i++)
+        ok = json_array_append_new(shape, json_integer(mt->t->dims[i])) == 0;
+    return ok && put(t, "bytes", json_integer((json_int_t)nb));
+}
+
 static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint64_t *bytes)
 {
-    json_t *o = json_object(), *ts = json_array();
-    bool ok = o && ts;
+    json_t *o = json_object(), *ts;
+    bool ok = o && put(o, "name", json_string(m->name)) && put(o, "type", json_string(m->type)) &&
+              put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) &&
+              (ts = put_array(o, "tensors")) != NULL;
     for (uint32_t k = 0; ok && k < m->n_tensors; k++) {
         const struct module_tensor *mt = &m->tensors[k];
-        json_t *t = json_object(), *shape = json_array();
-        ok = t && shape;
-        for (uint32_t i = 0; ok && i < mt->t->ndim; i++)
-            ok = json_array_append_new(shape, json_integer(mt->t->dims[i])) == 0;
-        if (!ok) {
-            json_decref(shape);
-            json_decref(t);
-            break;
-        }
-        char key[1024];
-        snprintf(key, sizeof key, "%s%s%s", m->name, m->name[0] ? "." : "", mt->name);
+        ok = tensor_json(ts, m, mt);
         bool bad_shape;
-        size_t nb = bpcc_tensor_expected_bytes(mt->t, &bad_shape);
-        ok = put(t, "name", json_string(mt->name)) &&
-             put(t, "role", json_string(bpcc_tensor_role_name(mt->role))) &&
-             put(t, "key", json_string(key)) &&
-             put(t, "dtype", json_string(bpcc_dtype_name(mt->t->dtype))) &&
-             put(t, "shape", shape) && put(t, "bytes", json_integer((json_int_t)nb));
-        if (ok) ok = json_array_append_new(ts, t) == 0;
-        else json_decref(t);
         if (mt->role == BPCC_TENSOR_PARAM) *n_params += bpcc_tensor_numel(mt->t);
-        *bytes += nb;
+        *bytes += bpcc_tensor_expected_bytes(mt->t, &bad_shape);
     }
-    if (!ok) json_decref(ts);
-    ok = ok && put(o, "name", json_string(m->name)) && put(o, "type", json_string(m->type)) &&
-         put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) && put(o, "tensors", ts);
     if (!ok) {
         json_decref(o);
         return NULL;

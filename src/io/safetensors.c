@@ -355,9 +355,12 @@ enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path, const char *
     json_t *meta = json_object();
     char *hdr = NULL;
     /* json_object_set_new takes the value's reference even when it fails */
-    if (!meta || json_object_set_new(meta, "format", json_string("bpcc")) || !root ||
-        json_object_set_new(root, "__metadata__", meta)) {
+    if (!root || !meta || json_object_set_new(root, "__metadata__", meta)) {
         if (!root) json_decref(meta);
+        s = bpcc_diag_nomem(d);
+        goto out;
+    }
+    if (json_object_set_new(meta, "format", json_string("bpcc"))) { /* root owns meta */
         s = bpcc_diag_nomem(d);
         goto out;
     }

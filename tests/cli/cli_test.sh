@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# End-to-end tests of the bpcc command line: exit codes, message format, outputs.
+# usage: cli_test.sh BPCC FIXTURES_DIR
+set -u
+BPCC=$1
+FIX=$2
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+pass=0
+fail=0
+
+# run NAME EXPECTED_STATUS CMD...  -> sets OUT, ERR, STATUS
+run() {
+    local name=$1 want=$2
+    shift 2
+    "$@" >"$WORK/out" 2>"$WORK/err"
+    STATUS=$?
+    OUT=$(cat "$WORK/out")
+    ERR=$(cat "$WORK/err")
+    if [ "$STATUS" -ne "$want" ]; then
+        echo "FAIL $name: exit $STATUS, want $want"
+        echo "  stderr: $ERR"
+        fail=$((fail + 1))
+        return 1
+    fi
+    return 0
+}
+
+ok() { pass=$((pass + 1)); }
+bad() {
+    echo "FAIL $1"
+    fail=$((fail + 1))
+}
+has() { # has NAME HAYSTACK NEEDLE
+    case "$2" in *"$3"*) ok ;; *) bad "$1: output lacks '$3': $2" ;; esac
+}
+
+run "no args" 2 "$BPCC" && has "no args" "$ERR" "usage: bpcc"
+run "--help" 0 "$BPCC" --help && has "--help" "$OUT" "usage: bpcc"
+run "--version" 0 "$BPCC" --version && has "--version" "$OUT" "bpcc 0."
+run "unknown verb" 2 "$BPCC" frobnicate && has "unknown verb" "$ERR" "unknown verb 'frobnicate'"
+run "unknown option" 2 "$BPCC" --bogus && has "unknown option" "$ERR" "unknown option '--bogus'"
+run "show without model" 2 "$BPCC" show && has "show without model" "$ERR" "missing MODEL"
+run "show two models" 2 "$BPCC" show a b && has "show two models" "$ERR" "more than one MODEL"
+run "show bad flag" 2 "$BPCC" show --frob "$FIX/cat.bpcc" && has "show bad flag" "$ERR" "unknown option '--frob'"
+run "show --help" 0 "$BPCC" show --help && has "show --help" "$OUT" "usage: bpcc show"
+run "show missing file" 1 "$BPCC" show "$WORK/missing.bpcc" &&
+    has "show missing file" "$ERR" "$WORK/missing.bpcc: error: cannot open"
+run "show residual" 0 "$BPCC" show "$FIX/residual.bpcc" && has "show residual" "$OUT" "9 nodes, 5 modules, 12 tensors"
+run "show users column" 0 "$BPCC" show "$FIX/residual.bpcc" && has "show users column" "$OUT" "layer_conv1,add"
+
+for f in conv_bn_relu residual cat linear_head literals; do
+    if run "show --json $f" 0 "$BPCC" show --json "$FIX/$f.bpcc"; then
+        if printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="bpcc-model" and len(d["nodes"])==d["summary"]["nodes"]' 2>"$WORK/py"; then
+            ok
+        else
+            bad "show --json $f: not the documented JSON: $(cat "$WORK/py")"
+        fi
+    fi
+done
+
+# a malformed model: message in file:line:col form, exit 1, nothing on stdout
+printf 'bpcc-model 1\ngraph\n  %%x = placeholdr x ()\n' >"$WORK/bad.bpcc"
+if run "malformed model" 1 "$BPCC" show "$WORK/bad.bpcc"; then
+    has "malformed model" "$ERR" "$WORK/bad.bpcc:3:8: error: expected a node kind"
+    [ -z "$OUT" ] && ok || bad "malformed model printed to stdout"
+fi
+
+# fmt: canonical rewrite, atomic outputs
+run "fmt without -o" 2 "$BPCC" fmt "$FIX/cat.bpcc" && has "fmt without -o" "$ERR" "missing -o OUT"
+run "fmt -o without name" 2 "$BPCC" fmt "$FIX/cat.bpcc" -o && has "fmt -o without name" "$ERR" "-o needs a file name"
+if run "fmt round trip" 0 "$BPCC" fmt "$FIX/literals.bpcc" -o "$WORK/copy.bpcc"; then
+    # the same text, naming the new weights file
+    sed 's/"literals.safetensors"/"copy.safetensors"/' "$FIX/literals.bpcc" | cmp -s - "$WORK/copy.bpcc" &&
+        ok || bad "fmt changed the canonical text"
+    cmp -s "$FIX/literals.safetensors" "$WORK/copy.safetensors" && ok || bad "fmt changed the weights"
+fi
+run "fmt of a bad model" 1 "$BPCC" fmt "$WORK/bad.bpcc" -o "$WORK/never.bpcc"
+[ ! -e "$WORK/never.bpcc" ] && [ ! -e "$WORK/never.safetensors" ] && ok || bad "failed fmt left an output"
+echo "keep me" >"$WORK/existing.bpcc"
+run "fmt over existing, failing" 1 "$BPCC" fmt "$WORK/bad.bpcc" -o "$WORK/existing.bpcc"
+[ "$(cat "$WORK/existing.bpcc")" = "keep me" ] && ok || bad "failed fmt touched an existing output"
+run "fmt into a missing directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/nodir/out.bpcc" &&
+    has "fmt into a missing directory" "$ERR" "cannot create output"
+leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
+[ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
