@@ -94,8 +94,13 @@ END_TEST
 
 START_TEST(every_fixture_loads_and_saves_back_identically)
 {
-    static const char *const names[] = {"conv_bn_relu", "residual", "cat", "linear_head", "literals"};
+    static const char *const names[] = {"conv_bn_relu", "residual", "cat", "linear_head", "literals",
+                                        "torch/tiny_resnet", "torch/tiny_functional",
+                                        "torch/tiny_resnet_fused"};
     char *dir = tu_temp_dir();
+    char sub[600];
+    snprintf(sub, sizeof sub, "%s/torch", dir);
+    mkdir(sub, 0700);
     for (size_t i = 0; i < BPCC_ARRAY_LEN(names); i++) {
         char src[512], dst[512];
         snprintf(src, sizeof src, "%s/%s.bpcc", FIXTURES_DIR, names[i]);
@@ -117,6 +122,8 @@ START_TEST(every_fixture_loads_and_saves_back_identically)
         }
     }
     ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+    ck_assert_int_eq(count_files(sub, ".tmp"), 0);
+    rm_dir(sub);
     rm_dir(dir);
     free(dir);
 }

@@ -4,8 +4,10 @@
 */
 #include "testutil.h"
 
+/* hand-written fixtures, and real FX graphs exported by the PyTorch bridge */
 static const char *const fixtures[] = {"conv_bn_relu", "residual", "cat", "linear_head",
-                                       "literals"};
+                                       "literals", "torch/tiny_resnet", "torch/tiny_functional",
+                                       "torch/tiny_resnet_fused"};
 
 START_TEST(fixtures_round_trip_byte_for_byte)
 {

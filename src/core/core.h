@@ -134,6 +134,7 @@ BPCC_INTERNAL enum bpcc_status bpcc_file_read(const char *path, char **data_out,
 */
 struct bpcc_atomic_file {
     FILE *fp;         /* NULL once finished */
+    bool created;     /* tmp_path exists on disk */
     char *tmp_path;
     char *path;
 };

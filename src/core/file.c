@@ -85,12 +85,11 @@ enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
     int fd = mkstemp(af->tmp_path);
     if (fd < 0) {
         int e = errno;
-        bpcc_xfree(af->tmp_path);
-        af->tmp_path = NULL;
         bpcc_atomic_abort(af);
         return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot create output: %s",
                                strerror(e));
     }
+    af->created = true;
     /* mkstemp makes 0600; an output file should get the usual umask-governed mode. */
     mode_t um = umask(0);
     umask(um);
@@ -141,7 +140,7 @@ enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af, struct bpcc_dia
 void bpcc_atomic_abort(struct bpcc_atomic_file *af)
 {
     if (af->fp) fclose(af->fp);
-    if (af->tmp_path) unlink(af->tmp_path);
+    if (af->created) unlink(af->tmp_path);
     bpcc_xfree(af->tmp_path);
     bpcc_xfree(af->path);
     memset(af, 0, sizeof *af);

@@ -132,8 +132,8 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     /* jansson can drop an object member when an allocation fails and still return the rest:
     ** any failed allocation during the call means the result cannot be trusted. */
-    if ((!root && json_error_code(&jerr) == json_error_out_of_memory) ||
-        bpcc_alloc_failures() != failures) {
+    if (bpcc_alloc_failures() != failures ||
+        (!root && json_error_code(&jerr) == json_error_out_of_memory)) {
         s = bpcc_diag_nomem(d);
         goto fail;
     }

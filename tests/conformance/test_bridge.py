@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Conformance: the PyTorch bridge. Every model exports, loads back as a GraphModule that gives
+bit-identical outputs, keeps every node name, and is a file that bpcc's C side parses, shows and
+prints back byte for byte.
+
+usage: test_bridge.py BPCC [NAME ...]     (exit 77 when torch is not installed)
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision  # noqa: F401
+except ImportError:
+    print("torch / torchvision not installed: skipping")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+import bpcc_torch  # noqa: E402
+from bpcc_torch.__main__ import torchvision_model, MIN_SIZE  # noqa: E402
+
+BPCC = None
+TORCHVISION = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+               "densenet121", "squeezenet1_1", "mnasnet0_5"]
+torch.set_num_threads(2)
+
+
+class FunctionalNet(nn.Module):
+    """Functional forms: F.relu, F.linear, torch.add, operator.add, torch.cat, flatten, view,
+    getitem with slices, mean with keepdim, sigmoid, hardswish."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.w = nn.Parameter(torch.randn(10, 8))
+        self.b = nn.Parameter(torch.randn(10))
+        self.register_buffer("shift", torch.randn(1, 8, 1, 1))
+
+    def forward(self, x):
+        y = F.relu(self.conv(x))
+        y = torch.add(y, self.shift)
+        z = torch.cat([y, y * 0.5], dim=1)[:, :8]
+        z = z + y
+        z = F.hardswish(z)
+        s = torch.sigmoid(z.mean(dim=(2, 3), keepdim=True))
+        z = z * s
+        v = z.view(z.size(0), 8, -1).mean(-1)
+        f = torch.flatten(z, 1)[..., 0:8]
+        v = v + f
+        return F.linear(v, self.w, self.b)
+
+
+class MixedNet(nn.Module):
+    """Modules and methods: BN, pooling, dropout, transposes, chunks (tuple outputs)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 6, 3, stride=2, bias=False), nn.BatchNorm2d(6), nn.ReLU6())
+        self.pool = nn.AdaptiveAvgPool2d((2, 2))
+        self.drop = nn.Dropout(0.3)
+        self.fc = nn.Linear(12, 4)
+        self.ln = nn.LayerNorm(4)
+
+    def forward(self, x):
+        y = self.stem(x)
+        c = torch.chunk(y, 2, dim=1)
+        y = torch.cat((c[1], c[0]), 1)
+        y = F.max_pool2d(y, 2, ceil_mode=True)
+        y = self.pool(y).permute(0, 2, 3, 1).contiguous()
+        y = y.reshape(y.shape[0], -1)[:, :12]
+        return self.ln(self.fc(self.drop(y))).transpose(0, 1)
+
+
+def run_bpcc(*args):
+    return subprocess.run([BPCC] + list(args), capture_output=True, text=True)
+
+
+class Bridge(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def round_trip(self, model, inputs, name):
+        path = os.path.join(self.dir, name + ".bpcc")
+        gm = bpcc_torch.export(model, inputs, path)
+        back = bpcc_torch.load(path)
+        self.assertEqual([n.name for n in back.graph.nodes], [n.name for n in gm.graph.nodes])
+        self.assertEqual([n.op for n in back.graph.nodes], [n.op for n in gm.graph.nodes])
+        with torch.no_grad():
+            want = model(*inputs)
+            got = back(*inputs)
+        flat_w = want if isinstance(want, (tuple, list)) else (want,)
+        flat_g = got if isinstance(got, (tuple, list)) else (got,)
+        for w, g in zip(flat_w, flat_g):
+            self.assertTrue(torch.equal(w, g), "%s: outputs differ (max %g)" % (name, (w - g).abs().max()))
+        # the C side: parses, shows, and prints the same bytes
+        r = run_bpcc("show", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        copy = os.path.join(self.dir, name + "_fmt.bpcc")
+        r = run_bpcc("fmt", path, "-o", copy)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path) as f:
+            text = f.read().replace('"%s.safetensors"' % name, '"%s_fmt.safetensors"' % name)
+        with open(copy) as f:
+            self.assertEqual(f.read(), text)
+        with open(path[:-5] + ".safetensors", "rb") as a, open(copy[:-5] + ".safetensors", "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        return path, back
+
+    def test_functional_model(self):
+        torch.manual_seed(3)
+        self.round_trip(FunctionalNet().eval(), (torch.randn(2, 3, 8, 8),), "functional")
+
+    def test_mixed_model(self):
+        torch.manual_seed(4)
+        self.round_trip(MixedNet().eval(), (torch.randn(2, 3, 17, 17),), "mixed")
+
+    def test_train_mode_is_kept(self):
+        torch.manual_seed(5)
+        m = MixedNet().train()
+        m.drop.p = 0.0  # deterministic, but the BN still normalizes with batch statistics
+        path, back = self.round_trip(m, (torch.randn(3, 3, 17, 17),), "train")
+        self.assertTrue(dict(back.named_modules())["stem.1"].training)
+
+    def test_fused_modules_load(self):
+        from torch.ao.quantization.quantize_fx import fuse_fx
+        import torch.ao.nn.intrinsic as nni
+
+        class Blocks(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+                self.bn = nn.BatchNorm2d(4)
+                self.relu = nn.ReLU()
+                self.fc = nn.Linear(4, 3)
+                self.relu2 = nn.ReLU()
+
+            def forward(self, x):
+                y = self.relu(self.bn(self.conv(x))).mean((2, 3))
+                return self.relu2(self.fc(y))
+
+        torch.manual_seed(6)
+        fused = fuse_fx(Blocks().eval())
+        kinds = {type(m) for m in fused.modules()}
+        self.assertIn(nni.ConvReLU2d, kinds)
+        self.assertIn(nni.LinearReLU, kinds)
+        path, back = self.round_trip(fused, (torch.randn(2, 3, 9, 9),), "fused")
+        self.assertEqual(type(back.conv), nni.ConvReLU2d)
+        self.assertEqual(type(back.conv[0]), nn.Conv2d)
+
+    def test_qat_fused_modules_load(self):
+        from torch.ao.quantization.quantize_fx import fuse_fx
+        import torch.ao.nn.intrinsic as nni
+
+        class CBR(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 3)
+                self.bn = nn.BatchNorm2d(4)
+                self.relu = nn.ReLU()
+
+            def forward(self, x):
+                return self.relu(self.bn(self.conv(x)))
+
+        torch.manual_seed(7)
+        from torch.ao.quantization.fx.fuse import fuse as _fuse  # noqa: F401
+        m = CBR().train()
+        from torch.ao.quantization.quantize_fx import _fuse_fx
+        fused = _fuse_fx(torch.fx.GraphModule(m, bpcc_torch.trace(m).graph), is_qat=True)
+        kinds = {type(x) for x in fused.modules()}
+        self.assertIn(nni.ConvBnReLU2d, kinds)
+        fused.eval()
+        self.round_trip(fused, (torch.randn(2, 3, 8, 8),), "qat_fused")
+
+    def test_reference_quantized_model_loads(self):
+        from torch.ao.quantization import get_default_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import prepare_fx, convert_to_reference_fx
+        torch.manual_seed(8)
+        m = MixedNet().eval()
+        x = torch.randn(2, 3, 17, 17)
+        prepared = prepare_fx(m, get_default_qconfig_mapping("fbgemm"), (x,))
+        prepared(x)
+        ref = convert_to_reference_fx(prepared)
+        ops = {n.target for n in ref.graph.nodes if n.op == "call_function"}
+        self.assertIn(torch.quantize_per_tensor, ops)
+        path, back = self.round_trip(ref, (x,), "reference")
+        kinds = {type(x).__module__ for x in back.modules()}
+        self.assertTrue(any("quantized.reference" in k for k in kinds))
+
+    def test_unsupported_construct_names_the_node(self):
+        class Weird(nn.Module):
+            def forward(self, x):
+                return x + complex(1, 2)
+
+        with self.assertRaises(bpcc_torch.BridgeError) as cm:
+            bpcc_torch.export(Weird(), (torch.randn(2),), os.path.join(self.dir, "w.bpcc"))
+        self.assertIn("node 'add'", str(cm.exception))
+        self.assertIn("complex", str(cm.exception))
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "w.bpcc")))
+
+    def test_unserializable_module_attribute_names_the_module(self):
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2)
+                self.lin.hook = print
+
+            def forward(self, x):
+                return self.lin(x)
+
+        with self.assertRaises(bpcc_torch.BridgeError) as cm:
+            bpcc_torch.export(Holder(), (torch.randn(1, 2),), os.path.join(self.dir, "h.bpcc"))
+        self.assertIn("module 'lin'", str(cm.exception))
+        self.assertIn("'hook'", str(cm.exception))
+
+    def test_run_command_writes_outputs(self):
+        torch.manual_seed(9)
+        m = FunctionalNet().eval()
+        x = torch.randn(1, 3, 8, 8)
+        path = os.path.join(self.dir, "f.bpcc")
+        bpcc_torch.export(m, (x,), path)
+        from bpcc_torch import _safetensors as st
+        st.write(os.path.join(self.dir, "in.safetensors"), [("x", x)])
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "tools", "python"))
+        r = subprocess.run([sys.executable, "-m", "bpcc_torch", "run", path,
+                            os.path.join(self.dir, "in.safetensors"), os.path.join(self.dir, "out.safetensors")],
+                           capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = st.read(os.path.join(self.dir, "out.safetensors"))["output"]
+        with torch.no_grad():
+            self.assertTrue(torch.equal(out, m(x)))
+
+
+def make_torchvision_test(name):
+    def test(self):
+        model = torchvision_model(name, seed=0)
+        size = MIN_SIZE.get(name, 224)
+        torch.manual_seed(1)
+        self.round_trip(model, (torch.randn(1, 3, size, size),), name)
+    return test
+
+
+for _n in TORCHVISION:
+    setattr(Bridge, "test_torchvision_" + _n, make_torchvision_test(_n))
+
+
+if __name__ == "__main__":
+    BPCC = sys.argv[1]
+    names = sys.argv[2:]
+    if names:  # extra torchvision models given on the command line
+        for n in names:
+            setattr(Bridge, "test_torchvision_" + n, make_torchvision_test(n))
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Bridge)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    bad = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - bad, bad))
+    sys.exit(0 if bad == 0 else 1)

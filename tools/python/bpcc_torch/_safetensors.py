@@ -1,0 +1,112 @@
+"""safetensors reading and writing with the layout bpcc's C writer uses (docs/FORMAT.md):
+entries ordered by element size (largest first) then key, compact JSON header with
+{"__metadata__": {"format": "bpcc"}}, padded with spaces to a multiple of 8 bytes."""
+import json
+import os
+import struct
+import tempfile
+
+import numpy as np
+import torch
+
+# torch dtype -> (safetensors name, element size, numpy dtype of the carrier, IR short name)
+DTYPES = {
+    torch.float32: ("F32", 4, np.float32, "f32"),
+    torch.float64: ("F64", 8, np.float64, "f64"),
+    torch.float16: ("F16", 2, np.float16, "f16"),
+    torch.bfloat16: ("BF16", 2, np.int16, "bf16"),
+    torch.int64: ("I64", 8, np.int64, "i64"),
+    torch.int32: ("I32", 4, np.int32, "i32"),
+    torch.int16: ("I16", 2, np.int16, "i16"),
+    torch.int8: ("I8", 1, np.int8, "i8"),
+    torch.uint8: ("U8", 1, np.uint8, "u8"),
+    torch.bool: ("BOOL", 1, np.uint8, "bool"),
+}
+BY_NAME = {v[0]: k for k, v in DTYPES.items()}
+
+
+def tensor_bytes(t):
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        t = t.view(torch.int16)
+    elif t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.numpy().tobytes()
+
+
+def atomic_write(path, chunks):
+    """Write the byte chunks to a temporary file beside path, then rename it over path."""
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for c in chunks:
+                f.write(c)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def encode(tensors):
+    """tensors: list of (key, torch.Tensor). Returns the file's byte chunks."""
+    items = []
+    for key, t in tensors:
+        if t.dtype not in DTYPES:
+            raise ValueError("tensor '%s' has dtype %s, which bpcc cannot store" % (key, t.dtype))
+        items.append((key, t))
+    items.sort(key=lambda kt: (-DTYPES[kt[1].dtype][1], kt[0]))
+    header = {"__metadata__": {"format": "bpcc"}}
+    blobs = []
+    off = 0
+    for key, t in items:
+        b = tensor_bytes(t)
+        header[key] = {"dtype": DTYPES[t.dtype][0], "shape": list(t.shape),
+                       "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return [struct.pack("<Q", len(h)), h] + blobs
+
+
+def write(path, tensors):
+    atomic_write(path, encode(tensors))
+
+
+def read(path):
+    """Returns {key: torch.Tensor} (copies, writable)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if len(data) < 8:
+        raise ValueError("%s: too short for a safetensors file" % path)
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise ValueError("%s: header length runs past the end of the file" % path)
+    header = json.loads(data[8:8 + n].decode("utf-8"))
+    base = 8 + n
+    out = {}
+    for key, e in header.items():
+        if key == "__metadata__":
+            continue
+        dtype = BY_NAME.get(e["dtype"])
+        if dtype is None:
+            raise ValueError("%s: tensor '%s' has unsupported dtype %s" % (path, key, e["dtype"]))
+        b, end = e["data_offsets"]
+        arr = np.frombuffer(data, dtype=DTYPES[dtype][2], count=(end - b) // DTYPES[dtype][1],
+                            offset=base + b).copy()
+        t = torch.from_numpy(arr)
+        if dtype == torch.bfloat16:
+            t = t.view(torch.bfloat16)
+        elif dtype == torch.bool:
+            t = t.to(torch.bool)
+        out[key] = t.reshape(e["shape"])
+    return out

@@ -1,0 +1,158 @@
+"""export(model, example_inputs, path): a PyTorch model as a bpcc model file."""
+import copy
+import os
+
+import torch
+import torch.fx
+from torch.fx.passes.shape_prop import ShapeProp, TensorMetadata
+
+from . import _format as fmt
+from . import _safetensors as st
+from ._names import BridgeError, class_name, function_name, to_ir
+
+
+def trace(model):
+    """The GraphModule prepare_fx would work on: QuantizationTracer's rules (leaf modules are
+    torch.nn / torch.ao.nn modules other than Sequential). A GraphModule is taken as it is."""
+    if isinstance(model, torch.fx.GraphModule):
+        return model
+    from torch.ao.quantization.fx.tracer import QuantizationTracer
+    tracer = QuantizationTracer([], [])
+    graph = tracer.trace(model)
+    return torch.fx.GraphModule(model, graph, model.__class__.__name__)
+
+
+def _meta(tm):
+    if isinstance(tm, TensorMetadata):
+        name = str(tm.dtype)[len("torch."):]
+        if name not in fmt.SHORT:
+            return None
+        return fmt.TType(fmt.SHORT[name], [int(d) for d in tm.shape])
+    if isinstance(tm, (tuple, list)):
+        items = [_meta(x) for x in tm]
+        return tuple(items) if isinstance(tm, tuple) else items
+    return None
+
+
+def _node_entry(n):
+    where = "node '%s'" % n.name
+    if n.op == "call_function":
+        try:
+            target = function_name(n.target)
+        except BridgeError as e:
+            raise BridgeError("%s: %s" % (where, e))
+    elif isinstance(n.target, str):
+        target = n.target
+    else:
+        raise BridgeError("%s: target %r is not a name" % (where, n.target))
+    tm = n.meta.get("tensor_meta")
+    meta = _meta(tm) if tm is not None else None
+    return fmt.NodeEntry(n.name, n.op, target, to_ir(tuple(n.args), where),
+                         to_ir(dict(n.kwargs), where), meta)
+
+
+def _attrs(name, mod):
+    """Public plain attributes (the instance __dict__): constructor arguments and state such
+    as `training`."""
+    out = {}
+    for k, v in vars(mod).items():
+        if k.startswith("_"):
+            continue
+        if isinstance(v, (torch.nn.Module, torch.Tensor)):
+            continue
+        if callable(v) and not isinstance(v, type):
+            raise BridgeError("module '%s' (%s): attribute '%s' holds a callable, which bpcc "
+                              "cannot store" % (name, type(mod).__name__, k))
+        out[k] = to_ir(v, "module '%s' (%s) attribute '%s'" % (name, type(mod).__name__, k))
+    return out
+
+
+def _tensors(name, mod, constants):
+    """(role, name, TType, tensor) of the module's own parameters, buffers and the plain
+    tensor attributes that the graph reads."""
+    out = []
+    for role, table in (("param", mod._parameters), ("buffer", mod._buffers)):
+        for k, t in table.items():
+            if t is not None:
+                out.append((role, k, t))
+    for k in constants:
+        out.append(("constant", k, getattr(mod, k)))
+    result = []
+    for role, k, t in out:
+        key = "%s.%s" % (name, k) if name else k
+        if t.is_quantized:
+            raise BridgeError("tensor '%s' is quantized; bpcc models hold float weights with "
+                              "their qparams as attributes" % key)
+        if t.dtype not in st.DTYPES:
+            raise BridgeError("tensor '%s' has dtype %s, which bpcc cannot store" % (key, t.dtype))
+        result.append((role, k, fmt.TType(st.DTYPES[t.dtype][3], list(t.shape)), t))
+    return result
+
+
+def to_model(gm, weights_name):
+    """The fmt.Model and the tensors (key, tensor) of a GraphModule."""
+    m = fmt.Model(weights_name)
+    # plain tensor attributes read by get_attr, by owner module
+    constants = {}
+    modules = dict(gm.named_modules(remove_duplicate=False))
+    for n in gm.graph.nodes:
+        if n.op == "get_attr":
+            owner, _, leaf = n.target.rpartition(".")
+            mod = modules.get(owner)
+            if mod is None:
+                raise BridgeError("node '%s': get_attr of '%s', whose owner is not a module"
+                                  % (n.name, n.target))
+            if leaf in mod._parameters or leaf in mod._buffers or leaf in mod._modules:
+                continue
+            v = getattr(mod, leaf, None)
+            if not isinstance(v, torch.Tensor):
+                raise BridgeError("node '%s': get_attr of '%s', which is a %s, not a tensor or "
+                                  "module" % (n.name, n.target, type(v).__name__))
+            constants.setdefault(owner, []).append(leaf)
+        elif n.op == "call_module" and n.target not in modules:
+            raise BridgeError("node '%s' calls '%s', which is not a submodule" % (n.name, n.target))
+    tensors = []
+    for name, mod in gm.named_modules(remove_duplicate=False):
+        own = _tensors(name, mod, sorted(set(constants.get(name, []))))
+        if name == "":
+            if not own:
+                continue
+            entry = fmt.ModuleEntry("", "torch.fx.GraphModule")
+        elif type(mod) is torch.nn.Module and not own:
+            continue  # a plain container; the loader recreates it
+        else:
+            try:
+                tname = class_name(type(mod))
+            except BridgeError as e:
+                raise BridgeError("module '%s': %s" % (name, e))
+            entry = fmt.ModuleEntry(name, tname, _attrs(name, mod))
+        for role, k, tt, t in own:
+            entry.tensors.append((role, k, tt))
+            tensors.append(("%s.%s" % (name, k) if name else k, t))
+        m.modules.append(entry)
+    m.nodes = [_node_entry(n) for n in gm.graph.nodes]
+    return m, tensors
+
+
+def export(model, example_inputs, path):
+    """Trace `model` as prepare_fx would, propagate shapes on `example_inputs` (a tuple), and
+    write `path` (IR text) and its weights (same name, extension .safetensors). The model
+    itself is not changed (shape propagation runs on a copy)."""
+    if not isinstance(example_inputs, tuple):
+        example_inputs = (example_inputs,)
+    gm = trace(model)
+    probe = copy.deepcopy(gm)
+    with torch.no_grad():
+        ShapeProp(probe).propagate(*example_inputs)
+    metas = {n.name: n.meta.get("tensor_meta") for n in probe.graph.nodes}
+    for n in gm.graph.nodes:
+        if metas.get(n.name) is not None:
+            n.meta["tensor_meta"] = metas[n.name]
+    stem = os.path.splitext(path)[0]
+    weights = stem + ".safetensors"
+    m, tensors = to_model(gm, os.path.basename(weights))
+    text = fmt.print_model(m)
+    if tensors:
+        st.write(weights, tensors)
+    st.atomic_write(path, [text.encode("utf-8")])
+    return gm

@@ -1,0 +1,131 @@
+"""load(path) -> torch.fx.GraphModule: a bpcc model rebuilt as a runnable PyTorch module."""
+import inspect
+import os
+
+import torch
+import torch.fx
+
+from . import _format as fmt
+from . import _safetensors as st
+from ._names import BridgeError, from_ir, resolve
+
+_CONTAINERS = ("torch.fx.GraphModule", "torch.nn.Module")
+
+
+def _build(entry, data, children):
+    """Construct one module from its type, attributes, tensors and (already built) children."""
+    where = "module '%s' (%s)" % (entry.name, entry.type)
+    attrs = {k: from_ir(v, {}) for k, v in entry.attrs.items()}
+    declared = {tname for _, tname, _ in entry.tensors}
+    if entry.type in _CONTAINERS:
+        m = torch.nn.Module()
+    else:
+        try:
+            cls = resolve(entry.type)
+        except BridgeError as e:
+            raise BridgeError("%s: %s" % (where, e))
+        if not (isinstance(cls, type) and issubclass(cls, torch.nn.Module)):
+            raise BridgeError("%s: not a torch.nn.Module class" % where)
+        if issubclass(cls, torch.nn.Sequential):
+            order = sorted(children, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
+            m = cls(*[children[k] for k in order])
+        else:
+            kwargs = {}
+            sig = inspect.signature(cls.__init__)
+            for p in list(sig.parameters.values())[1:]:
+                if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    continue
+                if p.name in attrs:
+                    kwargs[p.name] = attrs[p.name]
+                elif p.name in children:
+                    kwargs[p.name] = children[p.name]
+                elif isinstance(p.default, bool) and p.name in declared:
+                    kwargs[p.name] = True  # a flag such as bias=True naming a tensor it creates
+                elif p.default is p.empty:
+                    raise BridgeError("%s: cannot rebuild it: the constructor needs '%s', which "
+                                      "the model file does not record" % (where, p.name))
+            try:
+                m = cls(**kwargs)
+            except Exception as e:
+                raise BridgeError("%s: constructor failed: %s" % (where, e))
+    for k, v in attrs.items():
+        setattr(m, k, v)
+    for role, tname, tt in entry.tensors:
+        key = "%s.%s" % (entry.name, tname) if entry.name else tname
+        if key not in data:
+            raise BridgeError("%s: tensor '%s' missing from the weights file" % (where, key))
+        t = data[key]
+        if tuple(t.shape) != tt.shape:
+            raise BridgeError("%s: tensor '%s' has shape %s, declared %s" % (where, key, tuple(t.shape), tt.shape))
+        if role == "param":
+            m._parameters[tname] = torch.nn.Parameter(t, requires_grad=t.is_floating_point())
+            m._buffers.pop(tname, None)
+        elif role == "buffer":
+            m._buffers[tname] = t
+            m._parameters.pop(tname, None)
+        else:
+            object.__setattr__(m, tname, t)
+    # the file is authoritative: what it does not declare, the module does not have
+    for table in (m._parameters, m._buffers):
+        for k in list(table):
+            if k not in declared and table[k] is not None:
+                table[k] = None
+    for k, child in children.items():
+        if getattr(m, k, None) is not child:
+            setattr(m, k, child)
+    return m
+
+
+def _attach(root, name, mod):
+    parent = root
+    parts = name.split(".")
+    for p in parts[:-1]:
+        nxt = getattr(parent, p, None)
+        if nxt is None:
+            nxt = torch.nn.Module()
+            setattr(parent, p, nxt)
+        parent = nxt
+    setattr(parent, parts[-1], mod)
+
+
+def from_model(m, data):
+    """A GraphModule from a parsed fmt.Model and its tensors {key: tensor}."""
+    built = {}
+    # deepest first, so that children exist when their parent is constructed
+    for e in sorted(m.modules, key=lambda e: -(e.name.count(".") + 1 if e.name else 0)):
+        prefix = e.name + "." if e.name else ""
+        children = {k[len(prefix):]: v for k, v in built.items()
+                    if k.startswith(prefix) and k and "." not in k[len(prefix):] and k != e.name}
+        built[e.name] = _build(e, data, children)
+    root = built.get("", torch.nn.Module())
+    for name in sorted((n for n in built if n), key=lambda n: n.count(".")):
+        _attach(root, name, built[name])
+    graph = torch.fx.Graph()
+    env = {}
+    for n in m.nodes:
+        where = "node '%s'" % n.name
+        if n.kind == "call_function":
+            try:
+                target = resolve(n.target)
+            except BridgeError as e:
+                raise BridgeError("%s: %s" % (where, e))
+        else:
+            target = n.target
+        try:
+            node = graph.create_node(n.kind, target, from_ir(n.args, env), from_ir(n.kwargs, env),
+                                     name=n.name)
+        except KeyError as e:
+            raise BridgeError("%s: refers to undefined node %s" % (where, e))
+        if node.name != n.name:
+            raise BridgeError("%s: torch.fx renamed it to '%s'" % (where, node.name))
+        env[n.name] = node
+    return torch.fx.GraphModule(root, graph)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        m = fmt.parse_model(f.read(), path)
+    data = {}
+    if m.weights:
+        data = st.read(os.path.join(os.path.dirname(os.path.abspath(path)), m.weights))
+    return from_model(m, data)
