@@ -178,6 +178,7 @@ enum bpcc_dtype {
     BPCC_DTYPE_QUINT8,  /* torch.quint8, carrier U8  */
     BPCC_DTYPE_QINT8,   /* torch.qint8,  carrier I8  */
     BPCC_DTYPE_QINT32,  /* torch.qint32, carrier I32 */
+    BPCC_DTYPE_QUINT4X2, /* torch.quint4x2: configs only, no tensor storage (size 0) */
     BPCC_DTYPE_COUNT
 };
 
@@ -512,6 +513,49 @@ BPCC_API enum bpcc_status bpcc_safetensors_get(const struct bpcc_safetensors *st
                                                const void **data_out, size_t *nbytes_out);
 /* Index of the tensor named `name`, or UINT32_MAX. */
 BPCC_API uint32_t bpcc_safetensors_find(const struct bpcc_safetensors *st, const char *name);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Backend pattern configs (docs/CONFIG.md)
+** A backend config is a YAML file in PyTorch's BackendPatternConfig schema, or one of the
+** built-in backends (native, fbgemm, qnnpack, x86, onednn, tensorrt, executorch). Loading
+** resolves `extends`, validates everything (all problems of a file are reported) and compiles
+** the entries into a registry ordered as PyTorch orders them.
+** ==================================================================================== */
+
+struct bpcc_config;
+
+struct bpcc_config_options {
+    bool strict; /* unknown op names are errors instead of warnings */
+};
+
+/* `name_or_path`: a built-in name, or a path to a YAML file. opts may be NULL. */
+BPCC_API enum bpcc_status bpcc_config_load(const char *name_or_path,
+                                           const struct bpcc_config_options *opts,
+                                           struct bpcc_config **out, struct bpcc_diag *d);
+/* From text; `filename` (may be NULL) names it in messages and anchors relative `extends`. */
+BPCC_API enum bpcc_status bpcc_config_load_text(const char *text, size_t len, const char *filename,
+                                                const struct bpcc_config_options *opts,
+                                                struct bpcc_config **out, struct bpcc_diag *d);
+BPCC_API void bpcc_config_free(struct bpcc_config *c);
+
+/* The built-in backends' names (static storage). */
+BPCC_API const char *const *bpcc_config_builtin_names(uint32_t *n_out);
+BPCC_API const char *bpcc_config_name(const struct bpcc_config *c);
+/* Entries of the effective config (after extends and overrides). */
+BPCC_API uint32_t bpcc_config_n_patterns(const struct bpcc_config *c);
+
+/* Canonical YAML of the effective config: loading it and dumping again gives the same bytes. */
+BPCC_API enum bpcc_status bpcc_config_dump_yaml(const struct bpcc_config *c, char **text_out,
+                                                struct bpcc_diag *d);
+/* JSON of the effective config (docs/CONFIG.md); indent 0 prints compactly. */
+BPCC_API enum bpcc_status bpcc_config_dump_json(const struct bpcc_config *c, int indent,
+                                                char **text_out, struct bpcc_diag *d);
+/* Added / removed / changed patterns from a to b, as text; *n_changes_out may be NULL. */
+BPCC_API enum bpcc_status bpcc_config_diff(const struct bpcc_config *a, const struct bpcc_config *b,
+                                           char **text_out, uint32_t *n_changes_out,
+                                           struct bpcc_diag *d);
 
 /* }==================================================================================== */
 

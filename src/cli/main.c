@@ -16,6 +16,7 @@ static const char usage_text[] =
     "verbs:\n"
     "  show MODEL [--json]     print the graph, modules and tensors of a model\n"
     "  fmt MODEL -o OUT        check a model and write it back in canonical form\n"
+    "  config list|check|dump|diff   backend pattern configs (bpcc config --help)\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -62,6 +63,7 @@ struct verb {
 static const struct verb verbs[] = {
     {"show", cmd_show},
     {"fmt", cmd_fmt},
+    {"config", cmd_config},
 };
 
 int main(int argc, char **argv)

@@ -557,6 +557,8 @@ static enum bpcc_status parse_ttype(struct parser *ps, struct bpcc_value *out)
     if (t == BPCC_DTYPE_NONE)
         return fail_at(ps, at, "unknown element type '%s' (f32, f64, f16, bf16, i64, i32, i16, "
                                "i8, u8, bool, qu8, qi8, qi32)", word);
+    if (bpcc_dtype_size(t) == 0)
+        return fail_at(ps, at, "element type '%s' cannot be stored in a tensor", word);
     ps->p += n;
     if (ps->p >= ps->end || *ps->p != '[')
         return fail_at(ps, ps->p, "expected '[' right after element type '%s'", word);

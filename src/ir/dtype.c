@@ -25,8 +25,9 @@ static const struct dtype_traits traits[BPCC_DTYPE_COUNT] = {
     [BPCC_DTYPE_QUINT8] = {"quint8", "qu8", "U8", 1},
     [BPCC_DTYPE_QINT8] = {"qint8", "qi8", "I8", 1},
     [BPCC_DTYPE_QINT32] = {"qint32", "qi32", "I32", 4},
+    [BPCC_DTYPE_QUINT4X2] = {"quint4x2", "qu4x2", NULL, 0},
 };
-_Static_assert(BPCC_DTYPE_COUNT == 14, "dtype traits table needs the new dtype");
+_Static_assert(BPCC_DTYPE_COUNT == 15, "dtype traits table needs the new dtype");
 
 /* torch's aliases: torch.float is float32, torch.long is int64 ... */
 static const struct { const char *alias; enum bpcc_dtype t; } aliases[] = {

@@ -213,7 +213,7 @@ enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, ui
                                  struct bpcc_diag *d)
 {
     *out = NULL;
-    if (dtype == BPCC_DTYPE_NONE || (unsigned)dtype >= BPCC_DTYPE_COUNT || ndim > BPCC_MAX_DIMS)
+    if ((unsigned)dtype >= BPCC_DTYPE_COUNT || bpcc_dtype_size(dtype) == 0 || ndim > BPCC_MAX_DIMS)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor dtype or rank");
     struct bpcc_tensor *t = BPCC_ARENA_NEW(&g->arena, struct bpcc_tensor);
     if (!t) return bpcc_diag_nomem(d);

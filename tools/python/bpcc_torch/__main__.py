@@ -1,5 +1,6 @@
 """python3 -m bpcc_torch export-torchvision NAME OUT [--seed N] [--size H]
    python3 -m bpcc_torch run MODEL INPUT OUT
+   python3 -m bpcc_torch backend-config NAME|module:function [--json]
 
 export-torchvision builds a torchvision classifier with seeded random weights (no download),
 puts it in eval mode and exports it with a 1x3xHxW example (H = 224 unless the model needs
@@ -69,6 +70,9 @@ def main(argv=None):
     e.add_argument("out")
     e.add_argument("--seed", type=int, default=0)
     e.add_argument("--size", type=int, default=None)
+    b = sub.add_parser("backend-config", help="a PyTorch BackendConfig as bpcc YAML")
+    b.add_argument("spec", help="native, fbgemm, qnnpack, tensorrt, x86, or module:function")
+    b.add_argument("--json", action="store_true", help="the JSON of `bpcc config dump --json`")
     r = sub.add_parser("run", help="run a bpcc model in PyTorch")
     r.add_argument("model")
     r.add_argument("input")
@@ -80,6 +84,17 @@ def main(argv=None):
             size = a.size or MIN_SIZE.get(a.name, 224)
             torch.manual_seed(a.seed)
             export(model, (torch.randn(1, 3, size, size),), a.out)
+        elif a.cmd == "backend-config":
+            from . import backend_config as bcfg
+            bc = bcfg.get_backend_config(a.spec)
+            if a.json:
+                import json
+                print(json.dumps(bcfg.to_dict(bc), indent=2))
+            else:
+                getter = bcfg.BUILTIN_GETTERS.get(a.spec, a.spec)
+                sys.stdout.write(bcfg.to_yaml(bc, header=[
+                    "Generated from PyTorch %s %s() by" % (torch.__version__, getter.split(":")[1]),
+                    "`python3 -m bpcc_torch backend-config %s`: equal to it pattern for pattern." % a.spec]))
         else:
             run(a.model, a.input, a.out)
     except (BridgeError, FormatError, OSError, ValueError) as err:
