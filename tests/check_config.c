@@ -175,6 +175,42 @@ START_TEST(builtins_load_cleanly_and_dump_canonically)
 }
 END_TEST
 
+START_TEST(precompiled_builtins_equal_their_yaml)
+{
+    uint32_t n;
+    const struct builtin_config *b = bpcc_builtin_configs(&n);
+    uint32_t n_img;
+    bpcc_builtin_images(&n_img);
+    ck_assert_uint_eq(n_img, n); /* the final library carries an image of each built-in */
+    for (uint32_t i = 0; i < n; i++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct bpcc_config *from_image, *from_yaml;
+        ck_assert_int_eq(bpcc_config_load(b[i].name, NULL, &from_image, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_config_load_text(b[i].text, b[i].len, b[i].file, NULL, &from_yaml, &d),
+                         BPCC_OK);
+        char *a, *y;
+        ck_assert_int_eq(bpcc_config_dump_json(from_image, 0, &a, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_config_dump_json(from_yaml, 0, &y, &d), BPCC_OK);
+        ck_assert_str_eq(a, y);
+        bpcc_free(a);
+        bpcc_free(y);
+        ck_assert_int_eq(bpcc_config_dump_yaml(from_image, &a, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_config_dump_yaml(from_yaml, &y, &d), BPCC_OK);
+        ck_assert_str_eq(a, y);
+        bpcc_free(a);
+        bpcc_free(y);
+        for (uint32_t k = 0; k < from_yaml->n_entries; k++) {
+            ck_assert_str_eq(from_image->entries[k]->file, from_yaml->entries[k]->file);
+            ck_assert_uint_eq(from_image->entries[k]->line, from_yaml->entries[k]->line);
+            ck_assert_uint_eq(from_image->sorted[k], from_yaml->sorted[k]);
+        }
+        bpcc_config_free(from_image);
+        bpcc_config_free(from_yaml);
+    }
+}
+END_TEST
+
 START_TEST(extends_overrides_in_place_and_appends)
 {
     struct bpcc_diag d;
@@ -353,6 +389,7 @@ int main(void)
     tcase_add_test(tc, all_problems_of_a_file_are_reported);
     tcase_add_test(tc, unknown_ops_warn_with_a_suggestion);
     tcase_add_test(tc, builtins_load_cleanly_and_dump_canonically);
+    tcase_add_test(tc, precompiled_builtins_equal_their_yaml);
     tcase_add_test(tc, extends_overrides_in_place_and_appends);
     tcase_add_test(tc, extends_a_builtin_and_overrides_it);
     tcase_add_test(tc, anchors_merge_keys_and_aliases_resolve);

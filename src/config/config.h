@@ -136,6 +136,22 @@ struct builtin_config {
 };
 BPCC_INTERNAL const struct builtin_config *bpcc_builtin_configs(uint32_t *n);
 
+/* builtin_images.c (generated) or builtin_images_none.c: compiled images of the built-ins */
+struct builtin_image {
+    const char *name;
+    const unsigned char *data;
+    size_t len;
+};
+BPCC_INTERNAL const struct builtin_image *bpcc_builtin_images(uint32_t *n);
+/* config_image.c */
+BPCC_INTERNAL enum bpcc_status bpcc_config_image(const struct bpcc_config *c, char **out,
+                                                 size_t *len_out, struct bpcc_diag *d);
+/* Add an image's entries to c (overriding as `extends` does); the name is returned in
+** *name_out. */
+BPCC_INTERNAL enum bpcc_status bpcc_config_from_image(struct bpcc_config *c, const void *data,
+                                                      size_t len, const char **name_out,
+                                                      struct bpcc_diag *d);
+
 /* registry.c */
 BPCC_INTERNAL const uint32_t *bpcc_registry_candidates(const struct bpcc_config *c, const char *op,
                                                        uint32_t *n_out);

@@ -248,7 +248,62 @@ static void yconstraint(struct bpcc_buf *b, const char *key, const struct dtype_
     bpcc_buf_addc(b, '}');
 }
 
-static void yentry(struct bpcc_buf *b, const struct pattern_entry *e)
+/* dtype_configs lists already written, for anchors: text -> anchor number */
+struct anchors {
+    char **text;
+    uint32_t n, cap;
+    bool oom;
+};
+
+static void ydtype_configs(struct bpcc_buf *b, const struct pattern_entry *e, struct anchors *an)
+{
+    if (!e->n_dtype_configs) {
+        bpcc_buf_adds(b, "    dtype_configs: []\n");
+        return;
+    }
+    struct bpcc_buf body;
+    bpcc_buf_init(&body);
+    for (uint32_t i = 0; i < e->n_dtype_configs; i++) {
+        const struct dtype_config *dc = &e->dtype_configs[i];
+        bool first = true;
+        bpcc_buf_adds(&body, "      - {");
+        yconstraint(&body, "input_dtype", &dc->input, &first);
+        yconstraint(&body, "output_dtype", &dc->output, &first);
+        yconstraint(&body, "weight_dtype", &dc->weight, &first);
+        struct dtype_constraint bias = {.dtype = dc->bias};
+        yconstraint(&body, "bias_dtype", &bias, &first);
+        if (dc->is_dynamic) bpcc_buf_adds(&body, first ? "is_dynamic: true" : ", is_dynamic: true");
+        bpcc_buf_adds(&body, "}\n");
+    }
+    char *text = bpcc_buf_take(&body, NULL);
+    if (!text) {
+        an->oom = b->oom = true;
+        return;
+    }
+    /* a repeated list becomes an alias of its first use */
+    for (uint32_t k = 0; k < an->n; k++)
+        if (!strcmp(an->text[k], text)) {
+            bpcc_buf_printf(b, "    dtype_configs: *dc%u\n", k + 1);
+            bpcc_xfree(text);
+            return;
+        }
+    if (an->n == an->cap) {
+        uint32_t cap = an->cap ? an->cap * 2 : 16;
+        char **t = bpcc_realloc(an->text, cap * sizeof *t);
+        if (!t) {
+            an->oom = b->oom = true;
+            bpcc_xfree(text);
+            return;
+        }
+        an->text = t;
+        an->cap = cap;
+    }
+    an->text[an->n++] = text;
+    bpcc_buf_printf(b, "    dtype_configs: &dc%u\n", an->n);
+    bpcc_buf_adds(b, text);
+}
+
+static void yentry(struct bpcc_buf *b, const struct pattern_entry *e, struct anchors *an)
 {
     if (e->simple && e->pattern->n_args) {
         const char *ops[3];
@@ -264,24 +319,9 @@ static void yentry(struct bpcc_buf *b, const struct pattern_entry *e)
         ypattern(b, e->pattern);
         bpcc_buf_addc(b, '\n');
     }
-    bpcc_buf_printf(b, "    observation_type: %s\n", bpcc_obs_type_name(e->obs));
-    if (!e->n_dtype_configs) {
-        bpcc_buf_adds(b, "    dtype_configs: []\n");
-    } else {
-        bpcc_buf_adds(b, "    dtype_configs:\n");
-        for (uint32_t i = 0; i < e->n_dtype_configs; i++) {
-            const struct dtype_config *dc = &e->dtype_configs[i];
-            bool first = true;
-            bpcc_buf_adds(b, "      - {");
-            yconstraint(b, "input_dtype", &dc->input, &first);
-            yconstraint(b, "output_dtype", &dc->output, &first);
-            yconstraint(b, "weight_dtype", &dc->weight, &first);
-            struct dtype_constraint bias = {.dtype = dc->bias};
-            yconstraint(b, "bias_dtype", &bias, &first);
-            if (dc->is_dynamic) bpcc_buf_adds(b, first ? "is_dynamic: true" : ", is_dynamic: true");
-            bpcc_buf_adds(b, "}\n");
-        }
-    }
+    if (e->obs != OBS_DIFFERENT) /* the default is not written */
+        bpcc_buf_printf(b, "    observation_type: %s\n", bpcc_obs_type_name(e->obs));
+    ydtype_configs(b, e, an);
     const char *names[] = {"root_module", "qat_module", "reference_quantized_module",
                            "fused_module", "fuser_method", "root_node_getter",
                            "extra_inputs_getter"};
@@ -329,7 +369,10 @@ enum bpcc_status bpcc_config_dump_yaml(const struct bpcc_config *c, char **out, 
     bpcc_buf_adds(&b, "name: ");
     yscalar(&b, bpcc_config_name(c));
     bpcc_buf_adds(&b, "\nconfigs:\n");
-    for (uint32_t i = 0; i < c->n_entries; i++) yentry(&b, c->entries[i]);
+    struct anchors an = {0};
+    for (uint32_t i = 0; i < c->n_entries; i++) yentry(&b, c->entries[i], &an);
+    for (uint32_t k = 0; k < an.n; k++) bpcc_xfree(an.text[k]);
+    bpcc_xfree(an.text);
     char *text = bpcc_buf_take(&b, NULL);
     if (!text) return bpcc_diag_nomem(d);
     *out = text;

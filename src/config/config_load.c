@@ -817,7 +817,17 @@ static enum bpcc_status load_source(struct bpcc_config *cfg, const char *spec, c
     }
     stack->items[stack->n++] = ikey;
     enum bpcc_status s;
-    if (b) {
+    uint32_t n_images;
+    const struct builtin_image *images = bpcc_builtin_images(&n_images);
+    const struct builtin_image *img = NULL;
+    for (uint32_t i = 0; b && i < n_images && !img; i++)
+        if (!strcmp(images[i].name, b->name)) img = &images[i];
+    if (img) {
+        /* the compiled image of the same YAML, made at build time */
+        const char *name = NULL;
+        s = bpcc_config_from_image(cfg, img->data, img->len, &name, d);
+        if (!s && (!is_base || !cfg->name)) cfg->name = name;
+    } else if (b) {
         s = load_text(cfg, b->text, b->len, b->file, NULL, strict, stack, is_base, d);
     } else {
         char *text;

@@ -82,6 +82,32 @@ run "fmt over existing, failing" 1 "$BPCC" fmt "$WORK/bad.bpcc" -o "$WORK/existi
 [ "$(cat "$WORK/existing.bpcc")" = "keep me" ] && ok || bad "failed fmt touched an existing output"
 run "fmt into a missing directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/nodir/out.bpcc" &&
     has "fmt into a missing directory" "$ERR" "cannot create output"
+# config verbs
+CFG=$FIX/../configs
+run "config without subcommand" 2 "$BPCC" config && has "config without subcommand" "$ERR" "missing subcommand"
+run "config unknown subcommand" 2 "$BPCC" config frob && has "config unknown subcommand" "$ERR" "unknown subcommand 'frob'"
+run "config list" 0 "$BPCC" config list && has "config list" "$OUT" "executorch"
+[ "$(printf '%s\n' "$OUT" | wc -l)" -eq 7 ] && ok || bad "config list does not list 7 backends"
+run "config check good" 0 "$BPCC" config check "$CFG/good/derived.yaml" "$CFG/good/anchors.yaml" &&
+    has "config check good" "$OUT" "derived.yaml: ok, backend 'my_npu', 5 patterns"
+run "config check bad" 1 "$BPCC" config check "$CFG/bad/unknown_key.yaml" &&
+    has "config check bad" "$ERR" "unknown_key.yaml:5:5: error: unknown key 'patern' in a configs entry (did you mean 'pattern'?)"
+has "config check bad note" "$ERR" "unknown_key.yaml:4:5: note: in configs entry #1 (pattern torch.nn.Conv2d)"
+run "config check mixed" 1 "$BPCC" config check "$CFG/good/base.yaml" "$CFG/bad/empty.yaml" &&
+    has "config check mixed" "$OUT" "base.yaml: ok"
+run "config check missing file" 1 "$BPCC" config check "$WORK/nope.yaml" && has "config check missing file" "$ERR" "cannot read backend config"
+run "config dump yaml" 0 "$BPCC" config dump qnnpack && has "config dump yaml" "$OUT" "name: qnnpack"
+printf '%s\n' "$OUT" >"$WORK/q.yaml"
+run "config dump of the dump" 0 "$BPCC" config dump "$WORK/q.yaml"
+[ "$OUT" = "$(cat "$WORK/q.yaml")" ] && ok || bad "dump -> load -> dump changed the YAML"
+if run "config dump json" 0 "$BPCC" config dump --json native; then
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["name"]=="native" and len(d["configs"])==185' 2>/dev/null && ok || bad "config dump --json is not the native config"
+fi
+run "config diff" 0 "$BPCC" config diff native fbgemm && has "config diff" "$OUT" "- torch.nn.LayerNorm"
+run "config diff same" 0 "$BPCC" config diff native native && has "config diff same" "$OUT" "no differences"
+run "config strict" 1 "$BPCC" config check --strict "$CFG/bad/unknown_op_strict.yaml"
+run "config non-strict warns" 0 "$BPCC" config check "$CFG/bad/unknown_op_strict.yaml" && has "config non-strict warns" "$ERR" "warning: unknown op 'torch.nn.Conv2D'"
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 

@@ -211,30 +211,42 @@ def _ydtype(d):
 
 
 def to_yaml(config, header=None):
-    """bpcc YAML of a BackendConfig, or of a dict shaped like to_dict's."""
+    """bpcc YAML of a BackendConfig, or of a dict shaped like to_dict's. A dtype_configs list
+    that repeats an earlier one is written as an alias of it (&dcN on first use, *dcN after),
+    and the default observation type is left out, exactly as `bpcc config dump` writes it."""
     d = config if isinstance(config, dict) else to_dict(config)
     lines = []
     if header:
         lines += ["# " + h if h else "#" for h in header]
     lines.append("name: " + _yscalar(d["name"]))
     lines.append("configs:")
+    anchors = {}
     for c in d["configs"]:
         first = True
         for k, v in c.items():
+            if k == "observation_type" and v == _OBS[0]:
+                continue  # the default is not written
             lead = "  - " if first else "    "
             first = False
             if k == "dtype_configs":
                 if not v:
                     lines.append(lead + "dtype_configs: []")
                     continue
-                lines.append(lead + "dtype_configs:")
+                body = []
                 for dc in v:
                     items = {}
                     for dk, dv in dc.items():
                         if dk == "is_dynamic" and dv is False:
                             continue
                         items[dk] = _ydtype(dv) if isinstance(dv, dict) else dv
-                    lines.append("      - " + _yflow(items))
+                    body.append("      - " + _yflow(items))
+                key = "\n".join(body)
+                if key in anchors:
+                    lines.append(lead + "dtype_configs: *dc%d" % anchors[key])
+                else:
+                    anchors[key] = len(anchors) + 1
+                    lines.append(lead + "dtype_configs: &dc%d" % anchors[key])
+                    lines += body
             else:
                 lines.append(lead + "%s: %s" % (k, _yflow(v)))
     return "\n".join(lines) + "\n"
