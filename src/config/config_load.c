@@ -39,9 +39,9 @@ static const char *const constraint_keys[] = {"dtype", "quant_min_lower_bound",
                                               "zero_point_exact_match", NULL};
 static const char *const fixed_keys[] = {"scale", "zero_point", "dtype", "quant_min", "quant_max",
                                          NULL};
-static const char *const obs_names[OBS_COUNT] = {"OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT",
-                                                 "OUTPUT_SHARE_OBSERVER_WITH_INPUT",
-                                                 "INPUT_OUTPUT_NOT_OBSERVED"};
+static const char *const obs_names[OBS_COUNT + 1] = {"OUTPUT_USE_DIFFERENT_OBSERVER_AS_INPUT",
+                                                     "OUTPUT_SHARE_OBSERVER_WITH_INPUT",
+                                                     "INPUT_OUTPUT_NOT_OBSERVED", NULL};
 
 const char *bpcc_obs_type_name(enum obs_type t)
 {
