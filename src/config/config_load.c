@@ -112,35 +112,39 @@ static void note_entry(struct loader *L)
         bpcc_diag_note(L->d, L->entry->line, L->entry->col, "in configs entry #%u", L->entry_no);
 }
 
+/* One problem at `at`: an error, or a warning that --strict makes an error. */
+static void vreport(struct loader *L, const struct ynode *at, bool warning, const char *fmt,
+                    va_list ap)
+{
+    char msg[BPCC_DIAG_MSG_MAX];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    uint32_t line = at ? at->line : 0, col = at ? at->col : 0;
+    if (warning && !L->strict) {
+        bpcc_diag_warning(L->d, L->file, line, col, "%s", msg);
+    } else {
+        L->errors++;
+        bpcc_diag_error(L->d, BPCC_ERR_CONFIG, L->file, line, col, "%s", msg);
+    }
+    note_entry(L);
+}
+
 BPCC_PRINTF(3, 4)
 static bool err(struct loader *L, const struct ynode *at, const char *fmt, ...)
 {
-    char msg[BPCC_DIAG_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vreport(L, at, false, fmt, ap);
     va_end(ap);
-    L->errors++;
-    bpcc_diag_error(L->d, BPCC_ERR_CONFIG, L->file, at ? at->line : 0, at ? at->col : 0, "%s", msg);
-    note_entry(L);
     return false;
 }
 
 BPCC_PRINTF(3, 4)
 static void warn(struct loader *L, const struct ynode *at, const char *fmt, ...)
 {
-    char msg[BPCC_DIAG_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vreport(L, at, true, fmt, ap);
     va_end(ap);
-    if (L->strict) {
-        L->errors++;
-        bpcc_diag_error(L->d, BPCC_ERR_CONFIG, L->file, at->line, at->col, "%s", msg);
-    } else {
-        bpcc_diag_warning(L->d, L->file, at->line, at->col, "%s", msg);
-    }
-    note_entry(L);
 }
 
 static bool oom(struct loader *L)
