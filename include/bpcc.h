@@ -559,6 +559,28 @@ BPCC_API enum bpcc_status bpcc_config_diff(const struct bpcc_config *a, const st
 
 /* }==================================================================================== */
 
+/* {====================================================================================
+** Fusion (PyTorch's fuse_fx with a backend config; docs/FUSE.md)
+** ==================================================================================== */
+
+struct bpcc_fuse_options {
+    bool is_qat; /* prepare_qat_fx's fusion: batch norms stay, in ConvBn* / ConvBnReLU* modules */
+};
+
+/*
+** Replace every match of a pattern that has a fuser method by its fused module: the fused call
+** keeps the root node's name and takes the last matched node's place and users; batch norms are
+** folded into the weights in eval mode. Matching follows PyTorch: from the output toward the
+** inputs, longest patterns first, interior nodes with a single user, exact module types.
+** `explain_out` (may be NULL) receives one line per fused group (free with bpcc_free). On
+** failure the graph is left partly fused: reload it to start over.
+*/
+BPCC_API enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
+                                    const struct bpcc_fuse_options *opts, char **explain_out,
+                                    struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

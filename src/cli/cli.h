@@ -21,5 +21,6 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_fuse(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const char usage_text[] =
     "  show MODEL [--json]     print the graph, modules and tensors of a model\n"
     "  fmt MODEL -o OUT        check a model and write it back in canonical form\n"
     "  config list|check|dump|diff   backend pattern configs (bpcc config --help)\n"
+    "  fuse MODEL -b BACKEND -o OUT  fuse conv/linear/bn/relu patterns as fuse_fx does\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -64,6 +65,7 @@ static const struct verb verbs[] = {
     {"show", cmd_show},
     {"fmt", cmd_fmt},
     {"config", cmd_config},
+    {"fuse", cmd_fuse},
 };
 
 int main(int argc, char **argv)

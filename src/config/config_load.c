@@ -599,7 +599,13 @@ static struct pattern_entry *entry(struct loader *L, const struct ynode *n)
     else if (ps) {
         e->pattern = simple_pattern(L, ps, &simple_ops);
         e->simple = true;
-    } else if (pc) e->pattern = complex_pattern(L, pc, 0);
+    } else if (pc) {
+        e->pattern = complex_pattern(L, pc, 0);
+        if (e->pattern && !strcmp(e->pattern->op, "MatchAllNode")) {
+            err(L, pc, "a pattern cannot be anchored at MatchAllNode (it would match every node)");
+            e->pattern = NULL;
+        }
+    }
     else err(L, n, "the entry needs a 'pattern' (or 'pattern_complex_format')");
     if (e->pattern) e->n_leaves = count_leaves(e->pattern);
 

@@ -1,0 +1,687 @@
+/*
+** fuse.c — the fusion pass (PyTorch's fuse_fx with a backend config): match the patterns that
+** have a fuser method, replace each match by its fused module at the root node's place, and
+** fold batch norms numerically in eval mode exactly as torch.nn.utils.fusion does (float32).
+*/
+#include "pass.h"
+
+#include <math.h>
+
+/* {==================== helpers on modules ==================== */
+
+static bool attr_bool(const struct bpcc_module *m, const char *key, bool dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    return v && v->kind == BPCC_VAL_BOOL ? v->u.b : dflt;
+}
+
+static int64_t attr_int(const struct bpcc_module *m, const char *key, int64_t dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    return v && v->kind == BPCC_VAL_INT ? v->u.i : dflt;
+}
+
+static double attr_float(const struct bpcc_module *m, const char *key, double dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    if (v && v->kind == BPCC_VAL_FLOAT) return v->u.f;
+    if (v && v->kind == BPCC_VAL_INT) return (double)v->u.i;
+    return dflt;
+}
+
+/* training flag; modules written without one are taken as in eval mode */
+static bool training(const struct bpcc_module *m) { return attr_bool(m, "training", false); }
+
+/* A copy of module `src` (type, attributes, tensor references) under `name`. */
+static enum bpcc_status clone_module(struct bpcc_graph *g, const struct bpcc_module *src,
+                                     const char *name, struct bpcc_module **out,
+                                     struct bpcc_diag *d)
+{
+    struct bpcc_module *m;
+    enum bpcc_status s = bpcc_graph_add_module(g, name, src->type, &m, d);
+    for (uint32_t i = 0; !s && i < src->attrs.n; i++)
+        s = bpcc_module_set_attr(m, src->attrs.u.seq.keys[i], &src->attrs.u.seq.items[i], d);
+    for (uint32_t i = 0; !s && i < src->n_tensors; i++)
+        s = bpcc_module_set_tensor(m, src->tensors[i].name, src->tensors[i].role, src->tensors[i].t, d);
+    if (!s) *out = m;
+    return s;
+}
+
+static enum bpcc_status new_module(struct bpcc_graph *g, const char *name, const char *type,
+                                   bool train, struct bpcc_module **out, struct bpcc_diag *d)
+{
+    enum bpcc_status s = bpcc_graph_add_module(g, name, type, out, d);
+    struct bpcc_value t = bpcc_value_bool(train);
+    return s ? s : bpcc_module_set_attr(*out, "training", &t, d);
+}
+
+/* }================================================ */
+
+/* {==================== the fuser call ==================== */
+
+/* What a fuser sees: the matched leaves in pattern preorder (the anchor first, then argument
+** patterns left to right), as module (call_module) or op name, and where to put the result. */
+struct fuse_call {
+    struct bpcc_graph *g;
+    bool is_qat;
+    const char *root_path;              /* module path of the root node: the result goes here */
+    const struct bpcc_module *root;     /* the root module (before fusion) */
+    const char *fused_module;           /* the config's fused_module (sequential), may be NULL */
+    uint32_t n;
+    const struct bpcc_module *mod[MATCH_MAX_LEAVES]; /* NULL: not a module */
+    const char *op[MATCH_MAX_LEAVES];   /* the leaf's type or target ("torch.nn.ReLU" for F.relu) */
+    const char *where;                  /* for messages */
+    struct bpcc_diag *d;
+};
+
+typedef enum bpcc_status (*fuser_fn)(struct fuse_call *fc);
+
+static enum bpcc_status fail(struct fuse_call *fc, const char *fmt, ...) BPCC_PRINTF(2, 3);
+static enum bpcc_status fail(struct fuse_call *fc, const char *fmt, ...)
+{
+    char msg[BPCC_DIAG_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return bpcc_diag_error(fc->d, BPCC_ERR_GRAPH, NULL, 0, 0, "cannot fuse %s: %s", fc->where, msg);
+}
+
+/* the forward-order modules of a simple chain: leaves are preorder (anchor first) */
+static const struct bpcc_module *fwd(const struct fuse_call *fc, uint32_t i)
+{
+    return fc->mod[fc->n - 1 - i];
+}
+
+static const struct bpcc_tensor *tensor_f32(const struct bpcc_module *m, const char *name)
+{
+    const struct bpcc_tensor *t = bpcc_module_tensor(m, name);
+    return t && t->dtype == BPCC_DTYPE_F32 && t->data ? t : NULL;
+}
+
+/* Fold batch norm `bn` into the weights of `conv` (a fresh clone): out_axis 0 for conv and
+** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
+**   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
+**   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
+static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv,
+                                const struct bpcc_module *bn, int out_axis, bool linear)
+{
+    const struct bpcc_tensor *w = tensor_f32(conv, "weight"), *b = tensor_f32(conv, "bias");
+    const struct bpcc_tensor *rm = tensor_f32(bn, "running_mean"), *rv = tensor_f32(bn, "running_var");
+    const struct bpcc_tensor *gw = tensor_f32(bn, "weight"), *gb = tensor_f32(bn, "bias");
+    if (!w) return fail(fc, "'%s' has no float32 weight", conv->name);
+    if (!rm || !rv)
+        return fail(fc, "batch norm '%s' has no running statistics (track_running_stats=False)", bn->name);
+    if (linear && (!gw || !gb))
+        return fail(fc, "batch norm '%s' has no affine weight and bias, which fuse_linear_bn_eval needs",
+                    bn->name);
+    uint64_t C = bpcc_tensor_numel(rm);
+    if (bpcc_tensor_numel(rv) != C || (gw && bpcc_tensor_numel(gw) != C) || (gb && bpcc_tensor_numel(gb) != C))
+        return fail(fc, "batch norm '%s' has inconsistent parameter sizes", bn->name);
+    if (w->ndim < 2 || (uint64_t)w->dims[out_axis] != C)
+        return fail(fc, "'%s' has %lld output channels in weight dimension %d but batch norm '%s' "
+                        "has %llu features", conv->name, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
+                    out_axis, bn->name, (unsigned long long)C);
+    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", conv->name);
+    float eps = (float)attr_float(bn, "eps", 1e-5);
+    struct bpcc_tensor *nw, *nb;
+    int64_t cdim[1] = {(int64_t)C};
+    enum bpcc_status s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
+    if (!s) s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, 1, cdim, &nb, fc->d);
+    if (s) return s;
+    const float *W = w->data, *B = b ? b->data : NULL, *RM = rm->data, *RV = rv->data;
+    const float *G = gw ? gw->data : NULL, *BE = gb ? gb->data : NULL;
+    float *NW = nw->data, *NB = nb->data;
+    /* weight: (outer, C, inner) view around out_axis */
+    uint64_t outer = 1, inner = 1;
+    for (int i = 0; i < out_axis; i++) outer *= (uint64_t)w->dims[i];
+    for (uint32_t i = (uint32_t)out_axis + 1; i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
+    for (uint64_t c = 0; c < C; c++) {
+        float r = 1.0f / sqrtf(RV[c] + eps);
+        float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
+        float scale = gamma * r;
+        for (uint64_t o = 0; o < outer; o++)
+            for (uint64_t k = 0; k < inner; k++) {
+                uint64_t at = (o * C + c) * inner + k;
+                NW[at] = W[at] * scale;
+            }
+        NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
+    }
+    s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
+    if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, fc->d);
+    return s;
+}
+
+/* The root module's path as a fresh (fused) container or plain module. The old root entry is
+** removed first: its path now names the fused module. */
+static char *child_path(const char *root, const char *child)
+{
+    size_t n = strlen(root) + strlen(child) + 2;
+    char *p = bpcc_malloc(n);
+    if (p) snprintf(p, n, "%s.%s", root, child);
+    return p;
+}
+
+/* A container module (a torch Sequential subclass) at the root path, children 0, 1, ... from
+** `parts` (each cloned; NULL part = a fresh torch.nn.ReLU). */
+static enum bpcc_status container(struct fuse_call *fc, const char *type,
+                                  const struct bpcc_module *const *parts, uint32_t n_parts,
+                                  struct bpcc_module **children_out)
+{
+    struct bpcc_module *c;
+    enum bpcc_status s = new_module(fc->g, fc->root_path, type, true, &c, fc->d);
+    for (uint32_t i = 0; !s && i < n_parts; i++) {
+        char idx[16];
+        snprintf(idx, sizeof idx, "%u", i);
+        char *p = child_path(fc->root_path, idx);
+        if (!p) return bpcc_diag_nomem(fc->d);
+        struct bpcc_module *m;
+        if (parts[i]) {
+            s = clone_module(fc->g, parts[i], p, &m, fc->d);
+        } else {
+            /* F.relu in the pattern: PyTorch makes a fresh nn.ReLU with the root's training flag */
+            s = new_module(fc->g, p, "torch.nn.ReLU", training(fc->root), &m, fc->d);
+            struct bpcc_value f = bpcc_value_bool(false);
+            if (!s) s = bpcc_module_set_attr(m, "inplace", &f, fc->d);
+        }
+        bpcc_xfree(p);
+        if (!s && children_out) children_out[i] = m;
+    }
+    return s;
+}
+
+/* the ReLU-like leaf: a module, or NULL when the pattern had the function F.relu */
+static const struct bpcc_module *relu_part(const struct fuse_call *fc, uint32_t fwd_index)
+{
+    return fwd(fc, fwd_index);
+}
+
+static const char *conv_dim_type(const char *conv_type, const char *prefix, const char *suffix)
+{
+    static char buf[128];
+    const char *d = NULL;
+    if (!strcmp(conv_type, "torch.nn.Conv1d")) d = "1d";
+    else if (!strcmp(conv_type, "torch.nn.Conv2d")) d = "2d";
+    else if (!strcmp(conv_type, "torch.nn.Conv3d")) d = "3d";
+    if (!d) return NULL;
+    snprintf(buf, sizeof buf, "%s%s%s", prefix, d, suffix);
+    return buf;
+}
+
+static enum bpcc_status check_same_mode(struct fuse_call *fc, uint32_t n)
+{
+    for (uint32_t i = 1; i < n; i++)
+        if (fwd(fc, i) && fwd(fc, 0) && training(fwd(fc, i)) != training(fwd(fc, 0)))
+            return fail(fc, "'%s' and '%s' must both be in the same mode (train or eval), as "
+                            "PyTorch's fuser requires", fwd(fc, 0)->name, fwd(fc, i)->name);
+    return BPCC_OK;
+}
+
+static enum bpcc_status qat_bn_checks(struct fuse_call *fc, const struct bpcc_module *conv,
+                                      const struct bpcc_module *bn, const char *out_key)
+{
+    if (attr_int(bn, "num_features", -1) != attr_int(conv, out_key, -2))
+        return fail(fc, "output channels of '%s' do not match num_features of '%s'", conv->name, bn->name);
+    if (!attr_bool(bn, "affine", true)) return fail(fc, "'%s' has affine=False; QAT fusion needs affine", bn->name);
+    if (!attr_bool(bn, "track_running_stats", true))
+        return fail(fc, "'%s' has track_running_stats=False; QAT fusion needs running statistics", bn->name);
+    return BPCC_OK;
+}
+
+/* eval: a plain copy of the conv/linear at the root path with the BN folded in */
+static enum bpcc_status folded(struct fuse_call *fc, const struct bpcc_module *conv,
+                               const struct bpcc_module *bn, const char *path, int axis,
+                               bool linear, struct bpcc_module **out)
+{
+    if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
+    enum bpcc_status s = clone_module(fc->g, conv, path, out, fc->d);
+    return s ? s : fold_bn(fc, *out, bn, axis, linear);
+}
+
+static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
+{
+    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
+    if (!conv || !bn) return fail(fc, "fuse_conv_bn needs a conv and a batch norm module");
+    enum bpcc_status s = check_same_mode(fc, 2);
+    if (s) return s;
+    if (fc->is_qat) {
+        if ((s = qat_bn_checks(fc, conv, bn, "out_channels"))) return s;
+        const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvBn", "");
+        if (!t) return fail(fc, "cannot fuse train modules (%s, %s)", conv->type, bn->type);
+        const struct bpcc_module *parts[] = {conv, bn};
+        return container(fc, t, parts, 2, NULL);
+    }
+    struct bpcc_module *m;
+    return folded(fc, conv, bn, fc->root_path, 0, false, &m);
+}
+
+static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
+{
+    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1), *relu = relu_part(fc, 2);
+    if (!conv || !bn) return fail(fc, "fuse_conv_bn_relu needs conv and batch norm modules");
+    enum bpcc_status s = check_same_mode(fc, 3);
+    if (s) return s;
+    if (fc->is_qat) {
+        if ((s = qat_bn_checks(fc, conv, bn, "out_channels"))) return s;
+        const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvBnReLU", "");
+        if (!t) return fail(fc, "cannot fuse train modules (%s, %s, relu)", conv->type, bn->type);
+        const struct bpcc_module *parts[] = {conv, bn, relu};
+        return container(fc, t, parts, 3, NULL);
+    }
+    const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvReLU", "");
+    if (!t) return fail(fc, "cannot fuse eval modules (%s, %s, relu)", conv->type, bn->type);
+    char type[128];
+    snprintf(type, sizeof type, "%s", t);
+    /* ConvReLU(fuse_conv_bn_eval(conv, bn), relu) */
+    const struct bpcc_module *parts[] = {conv, relu};
+    struct bpcc_module *children[2];
+    if ((s = container(fc, type, parts, 2, children))) return s;
+    if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
+    return fold_bn(fc, children[0], bn, 0, false);
+}
+
+static enum bpcc_status fuse_linear_bn(struct fuse_call *fc)
+{
+    const struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1);
+    if (!lin || !bn) return fail(fc, "fuse_linear_bn needs a linear and a batch norm module");
+    enum bpcc_status s = check_same_mode(fc, 2);
+    if (s) return s;
+    if (fc->is_qat) {
+        if ((s = qat_bn_checks(fc, lin, bn, "out_features"))) return s;
+        const struct bpcc_module *parts[] = {lin, bn};
+        return container(fc, "torch.ao.nn.intrinsic.LinearBn1d", parts, 2, NULL);
+    }
+    int64_t nf = attr_int(bn, "num_features", -1);
+    if (nf != attr_int(lin, "out_features", -2) && nf != 1)
+        return fail(fc, "to fuse, linear.out_features == bn.num_features or bn.num_features == 1");
+    struct bpcc_module *m;
+    return folded(fc, lin, bn, fc->root_path, 0, true, &m);
+}
+
+static enum bpcc_status fuse_convtranspose_bn(struct fuse_call *fc)
+{
+    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
+    if (!conv || !bn) return fail(fc, "fuse_convtranspose_bn needs modules");
+    enum bpcc_status s = check_same_mode(fc, 2);
+    if (s) return s;
+    if (fc->is_qat) return fail(fc, "fusing ConvTranspose+BatchNorm is not supported in QAT (as in PyTorch)");
+    if (attr_int(conv, "groups", 1) != 1)
+        return fail(fc, "'%s' has groups > 1: PyTorch's transposed fold reshapes the scale as "
+                        "[1, -1, ...], which fails for grouped weights", conv->name);
+    struct bpcc_module *m;
+    return folded(fc, conv, bn, fc->root_path, 1, false, &m);
+}
+
+static enum bpcc_status fuse_sequential(struct fuse_call *fc)
+{
+    if (!fc->fused_module) return fail(fc, "the 'sequential' fuser needs the entry's fused_module");
+    const struct bpcc_module *parts[MATCH_MAX_LEAVES];
+    for (uint32_t i = 0; i < fc->n; i++) parts[i] = fwd(fc, i);
+    if (!parts[0]) return fail(fc, "the first op of the pattern is not a module");
+    return container(fc, fc->fused_module, parts, fc->n, NULL);
+}
+
+static enum bpcc_status fuse_linear_bn_leaky_relu(struct fuse_call *fc)
+{
+    const struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1), *act = fwd(fc, 2);
+    if (!lin || !bn || !act) return fail(fc, "fuse_linear_bn_leaky_relu needs three modules");
+    enum bpcc_status s = check_same_mode(fc, 3);
+    if (s) return s;
+    if (fc->is_qat) return fail(fc, "cannot fuse train modules (linear, bn, leaky_relu)");
+    const struct bpcc_module *parts[] = {lin, act};
+    struct bpcc_module *children[2];
+    if ((s = container(fc, "torch.ao.nn.intrinsic.LinearLeakyReLU", parts, 2, children))) return s;
+    return fold_bn(fc, children[0], bn, 0, true);
+}
+
+/* onednn's conv + add (+ relu): leaves in preorder, e.g. [add, conv, x] or
+** [relu, add, x, bn, conv]. ConvAdd2d(conv, add) keeps the add op as attribute `add`. */
+static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
+{
+    const struct bpcc_module *conv = NULL, *bn = NULL, *relu = NULL;
+    const char *add = NULL;
+    for (uint32_t i = 0; i < fc->n; i++) {
+        const char *op = fc->op[i];
+        if (!op) continue;
+        if (!strcmp(op, "torch.nn.Conv2d")) conv = fc->mod[i];
+        else if (!strcmp(op, "torch.nn.BatchNorm2d")) bn = fc->mod[i];
+        else if (!strcmp(op, "torch.nn.ReLU")) relu = fc->mod[i];
+        else if (!strcmp(op, "operator.add") || !strcmp(op, "torch.add")) add = op;
+    }
+    if (!conv || !add) return fail(fc, "a conv+add fusion needs a Conv2d module and an add");
+    if (bn && fc->is_qat) return fail(fc, "cannot fuse train modules (conv, bn, add)");
+    const struct bpcc_module *parts[2] = {conv, relu};
+    struct bpcc_module *children[2];
+    bool with_relu = !strcmp(fc->op[0], "torch.nn.ReLU"); /* the anchor */
+    const char *type = with_relu ? "torch.ao.nn.intrinsic.ConvAddReLU2d" : "torch.ao.nn.intrinsic.ConvAdd2d";
+    enum bpcc_status s = container(fc, type, parts, with_relu ? 2 : 1, children);
+    if (!s && bn) {
+        if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
+        s = fold_bn(fc, children[0], bn, 0, false);
+    }
+    if (!s) {
+        struct bpcc_value v;
+        s = bpcc_value_str_new(fc->g, BPCC_VAL_SYMBOL, add, &v);
+        if (s) return bpcc_diag_nomem(fc->d);
+        s = bpcc_module_set_attr(bpcc_graph_find_module(fc->g, fc->root_path), "add", &v, fc->d);
+    }
+    return s;
+}
+
+struct fuser_def {
+    const char *name;
+    fuser_fn fn;
+};
+
+static const struct fuser_def fusers[] = {
+    {"fuse_conv_bn", fuse_conv_bn},
+    {"fuse_conv_bn_relu", fuse_conv_bn_relu},
+    {"fuse_linear_bn", fuse_linear_bn},
+    {"fuse_convtranspose_bn", fuse_convtranspose_bn},
+    {"sequential", fuse_sequential},
+    {"fuse_linear_bn_leaky_relu", fuse_linear_bn_leaky_relu},
+    {"fuse_conv_add_left", fuse_conv_add_any},
+    {"fuse_conv_add_right", fuse_conv_add_any},
+    {"fuse_conv_bn_add_left", fuse_conv_add_any},
+    {"fuse_conv_bn_add_right", fuse_conv_add_any},
+    {"fuse_conv_add_relu_left", fuse_conv_add_any},
+    {"fuse_conv_add_relu_right", fuse_conv_add_any},
+    {"fuse_conv_bn_add_relu_left", fuse_conv_add_any},
+    {"fuse_conv_bn_add_relu_right", fuse_conv_add_any},
+};
+
+static fuser_fn find_fuser(const char *name)
+{
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(fusers); i++)
+        if (!strcmp(fusers[i].name, name)) return fusers[i].fn;
+    return NULL;
+}
+
+/* }================================================ */
+
+/* {==================== the pass ==================== */
+
+static bool has_fuser(const struct pattern_entry *e) { return e->fuser_method != NULL; }
+
+/* The leaf type PyTorch's get_fuser_method_new looks up: a call_module's module type, nn.ReLU
+** for F.relu, a function or method target, MatchAllNode for anything else. */
+static const char *leaf_type(const struct bpcc_graph *g, const struct match *m, uint32_t i)
+{
+    const struct bpcc_node *n = m->nodes[i];
+    if (!strcmp(m->leaf_pattern[i]->op, "MatchAllNode") || !n) return "MatchAllNode";
+    if (n->kind == BPCC_NODE_CALL_MODULE) return bpcc_node_op(g, n);
+    if (n->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(n->target, "torch.nn.functional.relu"))
+        return "torch.nn.ReLU";
+    if (n->kind == BPCC_NODE_CALL_FUNCTION || n->kind == BPCC_NODE_CALL_METHOD) return n->target;
+    return "MatchAllNode";
+}
+
+/* Does pattern p have the shape of the match and, leaf by leaf, the given ops? */
+static bool shape_is(const struct pattern *p, const struct pattern *like, const char *const *ops,
+                     uint32_t *i)
+{
+    if (p->n_args != like->n_args || strcmp(p->op, ops[*i])) return false;
+    (*i)++;
+    for (uint32_t k = 0; k < p->n_args; k++)
+        if (!shape_is(p->args[k], like->args[k], ops, i)) return false;
+    return true;
+}
+
+/* get_fuser_method_new: the fuser registered for the matched types, trying MatchAllNode in
+** place of leaves (the original first; the last position varies fastest). */
+static const struct pattern_entry *fuser_entry(const struct bpcc_config *c, const struct bpcc_graph *g,
+                                               const struct match *m)
+{
+    uint32_t L = m->n_leaves;
+    const char *types[MATCH_MAX_LEAVES], *ops[MATCH_MAX_LEAVES];
+    for (uint32_t i = 0; i < L; i++) types[i] = leaf_type(g, m, i);
+    uint32_t limit = L < 10 ? (1u << L) : 1024;
+    for (uint32_t mask = 0; mask < limit; mask++) {
+        for (uint32_t i = 0; i < L; i++)
+            ops[i] = (mask >> (L - 1 - i)) & 1 ? "MatchAllNode" : types[i];
+        for (uint32_t k = 0; k < c->n_entries; k++) {
+            const struct pattern_entry *e = c->entries[k];
+            uint32_t at = 0;
+            if (e->fuser_method && shape_is(e->pattern, m->entry->pattern, ops, &at)) return e;
+        }
+    }
+    return NULL;
+}
+
+/* The root node: PyTorch's default getter follows the last argument pattern down to a leaf;
+** the named conv+add getters pick the Conv2d leaf. Returns the leaf index. */
+static uint32_t root_leaf(const struct match *m)
+{
+    if (m->entry->root_node_getter) {
+        for (uint32_t i = 0; i < m->n_leaves; i++)
+            if (!strcmp(m->leaf_pattern[i]->op, "torch.nn.Conv2d")) return i;
+    }
+    /* preorder index of the last-descent leaf */
+    const struct pattern *p = m->entry->pattern;
+    uint32_t idx = 0;
+    while (p->n_args) {
+        /* skip the anchor and every argument subtree but the last */
+        idx++;
+        for (uint32_t k = 0; k + 1 < p->n_args; k++) {
+            const struct pattern *stack[64];
+            uint32_t sp = 0;
+            stack[sp++] = p->args[k];
+            while (sp) {
+                const struct pattern *q = stack[--sp];
+                idx++;
+                for (uint32_t j = 0; j < q->n_args && sp < 64; j++) stack[sp++] = q->args[j];
+            }
+        }
+        p = p->args[p->n_args - 1];
+    }
+    return idx;
+}
+
+static void pattern_text(const struct pattern_entry *e, char *buf, size_t n)
+{
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_pattern_text(e, &b);
+    snprintf(buf, n, "%s", b.data ? b.data : "?");
+    bpcc_buf_release(&b);
+}
+
+/* Keep the modules the graph references (call_module targets, get_attr owners) and their
+** submodules, in the order GraphModule would copy them: by first reference in graph order. */
+static bool references(const struct bpcc_node *node, const char *name)
+{
+    const char *t = node->target;
+    size_t tl = strlen(t), nl = strlen(name);
+    /* the module itself or one of its submodules */
+    if (!strncmp(name, t, tl) && (nl == tl || name[tl] == '.')) return true;
+    if (node->kind != BPCC_NODE_GET_ATTR) return false;
+    /* get_attr: the module owning the attribute */
+    const char *dot = strrchr(t, '.');
+    size_t ol = dot ? (size_t)(dot - t) : 0;
+    return nl == ol && !strncmp(name, t, ol);
+}
+
+static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
+{
+    uint32_t n = g->n_modules;
+    if (!n) return BPCC_OK;
+    struct bpcc_module **keep = bpcc_malloc(n * sizeof *keep), **drop = bpcc_malloc(n * sizeof *drop);
+    uint8_t *taken = bpcc_malloc(n);
+    if (!keep || !drop || !taken) {
+        bpcc_xfree(keep);
+        bpcc_xfree(drop);
+        bpcc_xfree(taken);
+        return bpcc_diag_nomem(d);
+    }
+    memset(taken, 0, n);
+    uint32_t k = 0, nd = 0;
+    for (const struct bpcc_node *node = g->first; node; node = node->next) {
+        if (node->kind != BPCC_NODE_CALL_MODULE && node->kind != BPCC_NODE_GET_ATTR) continue;
+        for (uint32_t i = 0; i < n; i++)
+            if (!taken[i] && references(node, g->modules[i]->name)) {
+                taken[i] = 1;
+                keep[k++] = g->modules[i];
+            }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!taken[i]) drop[nd++] = g->modules[i];
+    for (uint32_t i = 0; i < nd; i++) bpcc_graph_remove_module(g, drop[i]->name, NULL);
+    BPCC_ASSERT(g->n_modules == k);
+    memcpy(g->modules, keep, k * sizeof *keep);
+    bpcc_xfree(keep);
+    bpcc_xfree(drop);
+    bpcc_xfree(taken);
+    return BPCC_OK;
+}
+
+/* Everything a match needs, taken before any fusion changes the graph: PyTorch computes
+** named_modules once, so a module shared by two matches is fused from its original both
+** times (and the later fusion's result is the one left at the shared path). */
+struct planned {
+    struct match m;
+    const struct pattern_entry *fuser;
+    fuser_fn fn;
+    struct bpcc_node *root;
+    struct fuse_call fc;
+    char ptext[256], where[512];
+};
+
+static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, bool is_qat,
+                             const struct match *m, struct planned *p, struct bpcc_diag *d)
+{
+    memset(p, 0, sizeof *p);
+    p->m = *m;
+    pattern_text(m->entry, p->ptext, sizeof p->ptext);
+    snprintf(p->where, sizeof p->where, "pattern %s (%s:%u) at node '%s'", p->ptext,
+             m->entry->file, m->entry->line, m->anchor->name);
+    uint32_t ri = root_leaf(m);
+    p->root = ri < m->n_leaves ? m->nodes[ri] : NULL;
+    if (!p->root || p->root->kind != BPCC_NODE_CALL_MODULE)
+        return bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->anchor->src_line,
+                               m->anchor->src_col,
+                               "cannot fuse %s: its root op '%s' is not a module call (PyTorch's "
+                               "fuser requires a call_module root)", p->where,
+                               p->root ? p->root->name : "?");
+    p->fuser = fuser_entry(c, g, m);
+    if (!p->fuser)
+        return bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->anchor->src_line,
+                               m->anchor->src_col,
+                               "cannot fuse %s: no fuser method is registered for the matched "
+                               "module types (as PyTorch: 'did not find fuser method')", p->where);
+    p->fn = find_fuser(p->fuser->fuser_method);
+    if (!p->fn)
+        return bpcc_diag_error(d, BPCC_ERR_INTERNAL, NULL, 0, 0, "fuser '%s' has no implementation",
+                               p->fuser->fuser_method);
+    struct fuse_call *fc = &p->fc;
+    *fc = (struct fuse_call){.g = g, .is_qat = is_qat, .fused_module = p->fuser->fused_module,
+                             .n = m->n_leaves, .root_path = p->root->target, .d = d};
+    fc->root = bpcc_graph_find_module(g, p->root->target);
+    for (uint32_t i = 0; i < m->n_leaves; i++) {
+        const struct bpcc_node *ln = m->nodes[i];
+        fc->op[i] = leaf_type(g, m, i);
+        fc->mod[i] = ln && ln->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(g, ln->target) : NULL;
+    }
+    return BPCC_OK;
+}
+
+/* Take module `path` and its submodules out of the table (the module objects stay valid:
+** they live in the graph's arena, and planned fusions still read them). */
+static void unlink_modules(struct bpcc_graph *g, const char *path)
+{
+    size_t pl = strlen(path);
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const char *nm = g->modules[i]->name;
+        if (!strncmp(nm, path, pl) && (nm[pl] == 0 || nm[pl] == '.')) {
+            bpcc_graph_remove_module(g, nm, NULL);
+            i--;
+        }
+    }
+}
+
+/* The graph side of one fusion: the root node takes the anchor's place and users (plus the
+** extra inputs of conv+add patterns); the other matched nodes, MatchAllNode ones excepted, go. */
+static enum bpcc_status rewire(struct bpcc_graph *g, const struct planned *p, struct bpcc_diag *d)
+{
+    const struct match *m = &p->m;
+    struct bpcc_node *root = p->root, *anchor = m->anchor;
+    enum bpcc_status s = BPCC_OK;
+    if (m->entry->extra_inputs_getter) {
+        uint32_t extra = 0;
+        for (uint32_t i = 0; i < m->n_leaves; i++)
+            if (!strcmp(m->leaf_pattern[i]->op, "MatchAllNode") && m->nodes[i]) extra++;
+        struct bpcc_value args;
+        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, root->args.n + extra, &args)) return bpcc_diag_nomem(d);
+        for (uint32_t i = 0; i < root->args.n; i++) args.u.seq.items[i] = root->args.u.seq.items[i];
+        uint32_t at = root->args.n;
+        for (uint32_t i = 0; i < m->n_leaves; i++)
+            if (!strcmp(m->leaf_pattern[i]->op, "MatchAllNode") && m->nodes[i])
+                args.u.seq.items[at++] = bpcc_value_node(m->nodes[i]);
+        if ((s = bpcc_node_set_args(root, &args, NULL, d))) return s;
+    }
+    if (root == anchor) return BPCC_OK;
+    bpcc_node_move_after(root, anchor);
+    if ((s = bpcc_node_replace_all_uses(anchor, root, NULL, d))) return s;
+    /* from the anchor down: each matched node loses its last user before its turn */
+    for (uint32_t i = 0; i < m->n_leaves && !s; i++) {
+        struct bpcc_node *x = m->nodes[i];
+        if (!x || x == root || !strcmp(m->leaf_pattern[i]->op, "MatchAllNode")) continue;
+        s = bpcc_node_erase(x, d);
+    }
+    return s;
+}
+
+enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
+                           const struct bpcc_fuse_options *o, char **explain_out,
+                           struct bpcc_diag *d)
+{
+    if (explain_out) *explain_out = NULL;
+    bool is_qat = o && o->is_qat;
+    struct match *ms;
+    uint32_t n_ms;
+    enum bpcc_status s = bpcc_match_graph(g, c, has_fuser, false, &ms, &n_ms, d);
+    if (s) return s;
+    struct planned *plans = bpcc_malloc((n_ms ? n_ms : 1) * sizeof *plans);
+    if (!plans) {
+        bpcc_xfree(ms);
+        return bpcc_diag_nomem(d);
+    }
+    /* graph order: the walk found the matches from the output back */
+    for (uint32_t i = 0; i < n_ms && !s; i++) s = plan(g, c, is_qat, &ms[n_ms - 1 - i], &plans[i], d);
+    bpcc_xfree(ms);
+    struct bpcc_buf ex;
+    bpcc_buf_init(&ex);
+    for (uint32_t i = 0; i < n_ms && !s; i++) {
+        struct planned *p = &plans[i];
+        p->fc.where = p->where;
+        /* the root's path now names the fused module */
+        unlink_modules(g, p->root->target);
+        if ((s = p->fn(&p->fc)) || (s = rewire(g, p, d))) break;
+        if (explain_out) {
+            const struct bpcc_module *fm = bpcc_graph_find_module(g, p->root->target);
+            bpcc_buf_printf(&ex, "%s -> %s (%s): ", p->root->name, fm ? fm->type : "?",
+                            p->fuser->fuser_method);
+            bool first = true;
+            for (uint32_t k = p->m.n_leaves; k-- > 0;) {
+                if (!p->m.nodes[k] || !strcmp(p->m.leaf_pattern[k]->op, "MatchAllNode")) continue;
+                bpcc_buf_printf(&ex, "%s%s", first ? "" : ", ", p->m.nodes[k]->name);
+                first = false;
+            }
+            bpcc_buf_printf(&ex, "  pattern %s  (%s:%u)\n", p->ptext, p->m.entry->file, p->m.entry->line);
+        }
+    }
+    bpcc_xfree(plans);
+    if (!s) s = prune_modules(g, d);
+    if (!s) s = bpcc_graph_verify(g, d);
+    if (s) {
+        bpcc_buf_release(&ex);
+        return s;
+    }
+    if (explain_out) {
+        if (!n_ms) bpcc_buf_adds(&ex, "no fusion pattern matched\n");
+        *explain_out = bpcc_buf_take(&ex, NULL);
+        if (!*explain_out) return bpcc_diag_nomem(d);
+    }
+    return BPCC_OK;
+}
+
+/* }================================================ */

@@ -1,0 +1,44 @@
+/*
+** pass.h — graph passes (internal): the pattern matcher shared by fuse and prepare, the fuser
+** method table, and the fusion pass.
+*/
+#ifndef BPCC_PASS_H
+#define BPCC_PASS_H
+
+#include "../config/config.h"
+#include "../ir/ir.h"
+
+#define MATCH_MAX_LEAVES 16
+
+/* One match: the registry entry, its anchor, and per pattern leaf (pattern preorder: the node
+** itself, then its argument patterns left to right) the graph node it matched, or NULL where
+** MatchAllNode matched a literal. */
+struct match {
+    const struct pattern_entry *entry;
+    struct bpcc_node *anchor;
+    uint32_t n_leaves;
+    struct bpcc_node *nodes[MATCH_MAX_LEAVES];
+    const struct pattern *leaf_pattern[MATCH_MAX_LEAVES];
+};
+
+/* The op a node is matched by: a call_module's module type, a call_function's or
+** call_method's target; NULL for other kinds. */
+BPCC_INTERNAL const char *bpcc_node_op(const struct bpcc_graph *g, const struct bpcc_node *n);
+
+/* PyTorch's _is_match: does `node` match pattern p (anchor: any users; interior: max_uses)?
+** On success the leaves are appended to m. */
+BPCC_INTERNAL bool bpcc_pattern_match(const struct bpcc_graph *g, const struct pattern *p,
+                                      const struct bpcc_value *v, uint32_t max_uses,
+                                      struct match *m);
+
+/* Walk the graph from the output toward the inputs; at each node not yet claimed try the
+** candidate entries for its op in matching order (only those `accept` admits); the first that
+** matches claims its nodes (MatchAllNode leaves too when `claim_wildcards`). Matches are
+** returned anchor-last-first (the walk order), in a malloc'd array. */
+BPCC_INTERNAL enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g,
+                                                const struct bpcc_config *c,
+                                                bool (*accept)(const struct pattern_entry *e),
+                                                bool claim_wildcards, struct match **out,
+                                                uint32_t *n_out, struct bpcc_diag *d);
+
+#endif
