@@ -407,7 +407,7 @@ BPCC_API struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, 
 /* Modules in insertion order. */
 BPCC_API uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g);
 BPCC_API struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i);
-/* Remove a module (and its tensors) from the table. */
+/* Remove a module (with its tensors and its submodules) from the table. */
 BPCC_API enum bpcc_status bpcc_graph_remove_module(struct bpcc_graph *g, const char *name,
                                                    struct bpcc_diag *d);
 

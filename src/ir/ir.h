@@ -61,6 +61,10 @@ struct bpcc_module {
     uint32_t n_tensors, cap_tensors;
     uint32_t src_line, src_col;
     struct bpcc_graph *graph;
+    /* the module tree: the nearest ancestor present in the table, and children in order */
+    struct bpcc_module *parent, *first_child, *last_child, *next_sibling;
+    bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
+    uint32_t mark;  /* scratch for passes */
 };
 
 struct bpcc_graph {
@@ -108,6 +112,10 @@ BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node
 
 /* module.c */
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
+/* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,
+** until bpcc_graph_compact_modules. The module objects stay valid (graph arena). */
+BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
+BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 
 /* dtype.c */
 BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);

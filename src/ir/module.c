@@ -62,8 +62,64 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     HASH_ADD_KEYPTR(hh, g->module_index, e->name, strlen(e->name), e);
     if (module_hash_oom) return bpcc_diag_nomem(d);
     g->modules[g->n_modules++] = m;
+    /* link into the tree under the nearest ancestor in the table */
+    char buf[512];
+    size_t len = strlen(m->name);
+    if (len < sizeof buf && len) {
+        memcpy(buf, m->name, len + 1);
+        for (char *dot = strrchr(buf, '.');; dot = strrchr(buf, '.')) {
+            if (dot) *dot = 0;
+            else buf[0] = 0;
+            struct bpcc_module *p = bpcc_graph_find_module(g, buf);
+            if (p && p != m) {
+                m->parent = p;
+                if (p->last_child) p->last_child->next_sibling = m;
+                else p->first_child = m;
+                p->last_child = m;
+                break;
+            }
+            if (!dot) break;
+        }
+    }
     if (out) *out = m;
     return BPCC_OK;
+}
+
+static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
+{
+    for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
+    struct module_index *e = NULL;
+    HASH_FIND_STR(g->module_index, m->name, e);
+    if (e && e->m == m) HASH_DEL(g->module_index, e);
+    m->dead = true;
+}
+
+void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
+{
+    if (m->dead) return;
+    struct bpcc_module *p = m->parent;
+    if (p) { /* out of the parent's child list */
+        struct bpcc_module **link = &p->first_child, *prev = NULL;
+        while (*link && *link != m) {
+            prev = *link;
+            link = &(*link)->next_sibling;
+        }
+        if (*link) {
+            *link = m->next_sibling;
+            if (p->last_child == m) p->last_child = prev;
+        }
+        m->parent = NULL;
+        m->next_sibling = NULL;
+    }
+    unlink_rec(g, m);
+}
+
+void bpcc_graph_compact_modules(struct bpcc_graph *g)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->n_modules; i++)
+        if (!g->modules[i]->dead) g->modules[k++] = g->modules[i];
+    g->n_modules = k;
 }
 
 struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name)
@@ -83,17 +139,10 @@ struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i)
 enum bpcc_status bpcc_graph_remove_module(struct bpcc_graph *g, const char *name,
                                           struct bpcc_diag *d)
 {
-    struct module_index *e = NULL;
-    HASH_FIND_STR(g->module_index, name, e);
-    if (!e) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no module '%s'", name);
-    struct bpcc_module *m = e->m;
-    HASH_DEL(g->module_index, e);
-    for (uint32_t i = 0; i < g->n_modules; i++)
-        if (g->modules[i] == m) {
-            memmove(&g->modules[i], &g->modules[i + 1], (g->n_modules - i - 1) * sizeof m);
-            g->n_modules--;
-            break;
-        }
+    struct bpcc_module *m = bpcc_graph_find_module(g, name);
+    if (!m) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no module '%s'", name);
+    bpcc_graph_unlink_module(g, m);
+    bpcc_graph_compact_modules(g);
     return BPCC_OK;
 }
 

@@ -70,9 +70,11 @@ struct fuse_call {
     uint32_t n;
     const struct bpcc_module *mod[MATCH_MAX_LEAVES]; /* NULL: not a module */
     const char *op[MATCH_MAX_LEAVES];   /* the leaf's type or target ("torch.nn.ReLU" for F.relu) */
-    const char *where;                  /* for messages */
+    const struct match *m;              /* for messages */
     struct bpcc_diag *d;
 };
+
+static void pattern_text(const struct pattern_entry *e, char *buf, size_t n);
 
 typedef enum bpcc_status (*fuser_fn)(struct fuse_call *fc);
 
@@ -84,7 +86,12 @@ static enum bpcc_status fail(struct fuse_call *fc, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return bpcc_diag_error(fc->d, BPCC_ERR_GRAPH, NULL, 0, 0, "cannot fuse %s: %s", fc->where, msg);
+    char ptext[256];
+    pattern_text(fc->m->entry, ptext, sizeof ptext);
+    const struct bpcc_node *a = fc->m->anchor;
+    return bpcc_diag_error(fc->d, BPCC_ERR_GRAPH, fc->g->source_file, a->src_line, a->src_col,
+                           "cannot fuse pattern %s (%s:%u) at node '%s': %s", ptext,
+                           fc->m->entry->file, fc->m->entry->line, a->name, msg);
 }
 
 /* the forward-order modules of a simple chain: leaves are preorder (anchor first) */
@@ -488,49 +495,48 @@ static void pattern_text(const struct pattern_entry *e, char *buf, size_t n)
 
 /* Keep the modules the graph references (call_module targets, get_attr owners) and their
 ** submodules, in the order GraphModule would copy them: by first reference in graph order. */
-static bool references(const struct bpcc_node *node, const char *name)
+/* Keep the modules the graph references — call_module targets with their submodules,
+** get_attr owners — in the order GraphModule would copy them: by first reference in graph
+** order. Linear: one index look-up per node, each kept module visited once. */
+static void keep_subtree(struct bpcc_module *m, struct bpcc_module **keep, uint32_t *k)
 {
-    const char *t = node->target;
-    size_t tl = strlen(t), nl = strlen(name);
-    /* the module itself or one of its submodules */
-    if (!strncmp(name, t, tl) && (nl == tl || name[tl] == '.')) return true;
-    if (node->kind != BPCC_NODE_GET_ATTR) return false;
-    /* get_attr: the module owning the attribute */
-    const char *dot = strrchr(t, '.');
-    size_t ol = dot ? (size_t)(dot - t) : 0;
-    return nl == ol && !strncmp(name, t, ol);
+    if (m->mark) return;
+    m->mark = 1;
+    keep[(*k)++] = m;
+    for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) keep_subtree(c, keep, k);
 }
 
 static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
 {
+    bpcc_graph_compact_modules(g);
     uint32_t n = g->n_modules;
     if (!n) return BPCC_OK;
-    struct bpcc_module **keep = bpcc_malloc(n * sizeof *keep), **drop = bpcc_malloc(n * sizeof *drop);
-    uint8_t *taken = bpcc_malloc(n);
-    if (!keep || !drop || !taken) {
-        bpcc_xfree(keep);
-        bpcc_xfree(drop);
-        bpcc_xfree(taken);
-        return bpcc_diag_nomem(d);
-    }
-    memset(taken, 0, n);
-    uint32_t k = 0, nd = 0;
+    struct bpcc_module **keep = bpcc_malloc(n * sizeof *keep);
+    if (!keep) return bpcc_diag_nomem(d);
+    for (uint32_t i = 0; i < n; i++) g->modules[i]->mark = 0;
+    uint32_t k = 0;
+    char owner[512];
     for (const struct bpcc_node *node = g->first; node; node = node->next) {
         if (node->kind != BPCC_NODE_CALL_MODULE && node->kind != BPCC_NODE_GET_ATTR) continue;
-        for (uint32_t i = 0; i < n; i++)
-            if (!taken[i] && references(node, g->modules[i]->name)) {
-                taken[i] = 1;
-                keep[k++] = g->modules[i];
-            }
+        struct bpcc_module *m = bpcc_graph_find_module(g, node->target);
+        if (m) keep_subtree(m, keep, &k);
+        if (node->kind != BPCC_NODE_GET_ATTR) continue;
+        const char *dot = strrchr(node->target, '.');
+        size_t ol = dot ? (size_t)(dot - node->target) : 0;
+        if (ol >= sizeof owner) continue;
+        memcpy(owner, node->target, ol);
+        owner[ol] = 0;
+        struct bpcc_module *o = bpcc_graph_find_module(g, owner);
+        if (o && !o->mark) {
+            o->mark = 1;
+            keep[k++] = o;
+        }
     }
     for (uint32_t i = 0; i < n; i++)
-        if (!taken[i]) drop[nd++] = g->modules[i];
-    for (uint32_t i = 0; i < nd; i++) bpcc_graph_remove_module(g, drop[i]->name, NULL);
-    BPCC_ASSERT(g->n_modules == k);
+        if (!g->modules[i]->mark) bpcc_graph_unlink_module(g, g->modules[i]);
     memcpy(g->modules, keep, k * sizeof *keep);
+    g->n_modules = k;
     bpcc_xfree(keep);
-    bpcc_xfree(drop);
-    bpcc_xfree(taken);
     return BPCC_OK;
 }
 
@@ -543,7 +549,6 @@ struct planned {
     fuser_fn fn;
     struct bpcc_node *root;
     struct fuse_call fc;
-    char ptext[256], where[512];
 };
 
 static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, bool is_qat,
@@ -551,23 +556,27 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
 {
     memset(p, 0, sizeof *p);
     p->m = *m;
-    pattern_text(m->entry, p->ptext, sizeof p->ptext);
-    snprintf(p->where, sizeof p->where, "pattern %s (%s:%u) at node '%s'", p->ptext,
-             m->entry->file, m->entry->line, m->anchor->name);
+    char ptext[256], where[512];
+#define WHERE()                                                                               \
+    (pattern_text(m->entry, ptext, sizeof ptext),                                             \
+     snprintf(where, sizeof where, "pattern %s (%s:%u) at node '%s'", ptext, m->entry->file,   \
+              m->entry->line, m->anchor->name),                                               \
+     where)
     uint32_t ri = root_leaf(m);
     p->root = ri < m->n_leaves ? m->nodes[ri] : NULL;
     if (!p->root || p->root->kind != BPCC_NODE_CALL_MODULE)
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->anchor->src_line,
                                m->anchor->src_col,
                                "cannot fuse %s: its root op '%s' is not a module call (PyTorch's "
-                               "fuser requires a call_module root)", p->where,
+                               "fuser requires a call_module root)", WHERE(),
                                p->root ? p->root->name : "?");
     p->fuser = fuser_entry(c, g, m);
     if (!p->fuser)
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->anchor->src_line,
                                m->anchor->src_col,
                                "cannot fuse %s: no fuser method is registered for the matched "
-                               "module types (as PyTorch: 'did not find fuser method')", p->where);
+                               "module types (as PyTorch: 'did not find fuser method')", WHERE());
+#undef WHERE
     p->fn = find_fuser(p->fuser->fuser_method);
     if (!p->fn)
         return bpcc_diag_error(d, BPCC_ERR_INTERNAL, NULL, 0, 0, "fuser '%s' has no implementation",
@@ -582,20 +591,6 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
         fc->mod[i] = ln && ln->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(g, ln->target) : NULL;
     }
     return BPCC_OK;
-}
-
-/* Take module `path` and its submodules out of the table (the module objects stay valid:
-** they live in the graph's arena, and planned fusions still read them). */
-static void unlink_modules(struct bpcc_graph *g, const char *path)
-{
-    size_t pl = strlen(path);
-    for (uint32_t i = 0; i < g->n_modules; i++) {
-        const char *nm = g->modules[i]->name;
-        if (!strncmp(nm, path, pl) && (nm[pl] == 0 || nm[pl] == '.')) {
-            bpcc_graph_remove_module(g, nm, NULL);
-            i--;
-        }
-    }
 }
 
 /* The graph side of one fusion: the root node takes the anchor's place and users (plus the
@@ -652,9 +647,10 @@ enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
     bpcc_buf_init(&ex);
     for (uint32_t i = 0; i < n_ms && !s; i++) {
         struct planned *p = &plans[i];
-        p->fc.where = p->where;
+        p->fc.m = &p->m;
         /* the root's path now names the fused module */
-        unlink_modules(g, p->root->target);
+        struct bpcc_module *old = bpcc_graph_find_module(g, p->root->target);
+        if (old) bpcc_graph_unlink_module(g, old);
         if ((s = p->fn(&p->fc)) || (s = rewire(g, p, d))) break;
         if (explain_out) {
             const struct bpcc_module *fm = bpcc_graph_find_module(g, p->root->target);
@@ -666,7 +662,9 @@ enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
                 bpcc_buf_printf(&ex, "%s%s", first ? "" : ", ", p->m.nodes[k]->name);
                 first = false;
             }
-            bpcc_buf_printf(&ex, "  pattern %s  (%s:%u)\n", p->ptext, p->m.entry->file, p->m.entry->line);
+            char ptext[256];
+            pattern_text(p->m.entry, ptext, sizeof ptext);
+            bpcc_buf_printf(&ex, "  pattern %s  (%s:%u)\n", ptext, p->m.entry->file, p->m.entry->line);
         }
     }
     bpcc_xfree(plans);

@@ -108,6 +108,20 @@ run "config diff same" 0 "$BPCC" config diff native native && has "config diff s
 run "config strict" 1 "$BPCC" config check --strict "$CFG/bad/unknown_op_strict.yaml"
 run "config non-strict warns" 0 "$BPCC" config check "$CFG/bad/unknown_op_strict.yaml" && has "config non-strict warns" "$ERR" "warning: unknown op 'torch.nn.Conv2D'"
 
+# fuse
+run "fuse without backend" 2 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -o "$WORK/f.bpcc" && has "fuse without backend" "$ERR" "missing -b BACKEND"
+run "fuse without output" 2 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b native && has "fuse without output" "$ERR" "missing -o OUT"
+run "fuse unknown backend" 1 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b nope -o "$WORK/f.bpcc" && has "fuse unknown backend" "$ERR" "cannot read backend config"
+[ ! -e "$WORK/f.bpcc" ] && ok || bad "failed fuse wrote an output"
+if run "fuse" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/fused.bpcc"; then
+    sed 's/"fused.safetensors"/"tiny_resnet_fused.safetensors"/' "$WORK/fused.bpcc" | cmp -s - "$FIX/torch/tiny_resnet_fused.bpcc" &&
+        ok || bad "bpcc fuse differs from PyTorch's fuse_fx output (tests/fixtures/torch/tiny_resnet_fused.bpcc)"
+fi
+run "fuse --explain" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b native --explain &&
+    has "fuse --explain" "$OUT" "conv1 -> torch.ao.nn.intrinsic.ConvReLU2d (fuse_conv_bn_relu): conv1, bn1, relu  pattern [torch.nn.Conv2d, torch.nn.BatchNorm2d, torch.nn.ReLU]  (native.yaml:"
+run "fuse --qat" 0 "$BPCC" fuse "$FIX/conv_bn_relu.bpcc" -b native --qat --explain && has "fuse --qat" "$OUT" "ConvBnReLU2d"
+run "fuse with a vendor config" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b "$CFG/good/base.yaml" --explain && has "fuse with a vendor config" "$OUT" "no fusion pattern matched"
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 

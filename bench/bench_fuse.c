@@ -1,0 +1,138 @@
+/*
+** bench_fuse.c — time of the fusion pass (match + fuse, the backend config already loaded):
+**   bench_fuse MODEL [RUNS]      on a model file (reloaded before each run, not timed)
+**   bench_fuse --synthetic N     on a generated chain of N/3 conv -> bn -> relu blocks
+** Prints median, min and max in milliseconds, and for synthetic graphs the time per node and
+** the peak resident memory.
+*/
+#include "bpcc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void die(const struct bpcc_diag *d)
+{
+    char buf[2048];
+    bpcc_diag_format(&d->entries[0], buf, sizeof buf);
+    fputs(buf, stderr);
+    exit(1);
+}
+
+/* conv(1x1, C channels) -> bn -> relu, repeated; tensors are real (C = 4). */
+static struct bpcc_graph *synthetic(uint32_t n_nodes, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g;
+    if (bpcc_graph_new(&g, d)) die(d);
+    struct bpcc_value none = {.kind = BPCC_VAL_TUPLE};
+    struct bpcc_node *prev;
+    if (bpcc_graph_create_node(g, BPCC_NODE_PLACEHOLDER, "x", "x", &none, NULL, &prev, d)) die(d);
+    const int64_t C = 4, wdims[4] = {4, 4, 1, 1}, cdims[1] = {4};
+    struct bpcc_value f = bpcc_value_bool(false), eps = bpcc_value_float(1e-5), c4 = bpcc_value_int(C);
+    for (uint32_t b = 0; 3 * b + 2 < n_nodes; b++) {
+        char name[64];
+        const char *types[3] = {"torch.nn.Conv2d", "torch.nn.BatchNorm2d", "torch.nn.ReLU"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "b%u.%c", b, "cbr"[k]);
+            struct bpcc_module *m;
+            if (bpcc_graph_add_module(g, name, types[k], &m, d) || bpcc_module_set_attr(m, "training", &f, d)) die(d);
+            if (k == 0) {
+                struct bpcc_tensor *w;
+                if (bpcc_module_set_attr(m, "out_channels", &c4, d) ||
+                    bpcc_tensor_new(g, BPCC_DTYPE_F32, 4, wdims, &w, d) ||
+                    bpcc_module_set_tensor(m, "weight", BPCC_TENSOR_PARAM, w, d)) die(d);
+            } else if (k == 1) {
+                if (bpcc_module_set_attr(m, "eps", &eps, d) || bpcc_module_set_attr(m, "num_features", &c4, d)) die(d);
+                const char *ts[] = {"weight", "bias", "running_mean", "running_var"};
+                for (int t = 0; t < 4; t++) {
+                    struct bpcc_tensor *x;
+                    if (bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, cdims, &x, d) ||
+                        bpcc_module_set_tensor(m, ts[t], t < 2 ? BPCC_TENSOR_PARAM : BPCC_TENSOR_BUFFER, x, d)) die(d);
+                    if (t == 3) for (int i = 0; i < C; i++) ((float *)bpcc_tensor_data(x))[i] = 1.0f;
+                }
+            }
+            struct bpcc_value args;
+            if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args) != BPCC_OK) die(d);
+            args.u.seq.items[0] = bpcc_value_node(prev);
+            if (bpcc_graph_create_node(g, BPCC_NODE_CALL_MODULE, NULL, name, &args, NULL, &prev, d)) die(d);
+        }
+    }
+    struct bpcc_value out;
+    if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &out) != BPCC_OK) die(d);
+    out.u.seq.items[0] = bpcc_value_node(prev);
+    if (bpcc_graph_create_node(g, BPCC_NODE_OUTPUT, "output", "output", &out, NULL, NULL, d)) die(d);
+    return g;
+}
+
+static long peak_rss_kib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_fuse MODEL [RUNS] | --synthetic N [BACKEND]\n");
+        return 2;
+    }
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_config *c;
+    const char *backend = "native";
+    if (!strcmp(argv[1], "--synthetic") && argc > 3) backend = argv[3];
+    if (bpcc_config_load(backend, NULL, &c, &d)) die(&d);
+    if (!strcmp(argv[1], "--synthetic")) {
+        uint32_t n = argc > 2 ? (uint32_t)strtoul(argv[2], NULL, 10) : 1000;
+        long rss0 = peak_rss_kib();
+        double t0 = now_ms();
+        struct bpcc_graph *g = synthetic(n, &d);
+        double t1 = now_ms();
+        uint32_t nodes = bpcc_graph_n_nodes(g);
+        if (bpcc_fuse(g, c, NULL, NULL, &d)) die(&d);
+        double t2 = now_ms();
+        long rss = peak_rss_kib();
+        printf("synthetic %8u nodes: build %8.1f ms  fuse %8.1f ms  (%.0f ns/node)  peak RSS %ld MiB "
+               "(%.0f bytes/node)  -> %u nodes\n", nodes, t1 - t0, t2 - t1, (t2 - t1) * 1e6 / nodes,
+               rss / 1024, (double)(rss - rss0) * 1024 / nodes, bpcc_graph_n_nodes(g));
+        bpcc_graph_free(g);
+        bpcc_config_free(c);
+        return 0;
+    }
+    int runs = argc > 2 ? atoi(argv[2]) : 20;
+    if (runs < 1) runs = 1;
+    double *t = calloc((size_t)runs, sizeof *t);
+    uint32_t before = 0, after = 0;
+    for (int r = 0; r < runs; r++) {
+        struct bpcc_graph *g;
+        if (bpcc_graph_load(argv[1], &g, &d)) die(&d);
+        before = bpcc_graph_n_nodes(g);
+        double t0 = now_ms();
+        if (bpcc_fuse(g, c, NULL, NULL, &d)) die(&d);
+        t[r] = now_ms() - t0;
+        after = bpcc_graph_n_nodes(g);
+        bpcc_graph_free(g);
+    }
+    qsort(t, (size_t)runs, sizeof *t, cmp);
+    printf("bpcc fuse %-28s %4u -> %4u nodes  median %7.3f ms  min %7.3f ms  max %7.3f ms\n",
+           argv[1], before, after, t[runs / 2], t[0], t[runs - 1]);
+    free(t);
+    bpcc_config_free(c);
+    return 0;
+}

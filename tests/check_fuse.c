@@ -1,0 +1,434 @@
+/*
+** check_fuse.c — the fusion pass: each fuser method on real weights (folded outputs against
+** conv -> bn computed directly, relative error <= 1e-5), QAT fusion, every "not fused because"
+** rule, the errors PyTorch would raise, explain output, and out-of-memory.
+*/
+#include "testutil.h"
+
+#include "ir/ir.h"
+
+#include <math.h>
+
+static struct bpcc_diag d;
+static struct bpcc_config *native;
+
+static void setup(void)
+{
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_config_load("native", NULL, &native, &d), BPCC_OK);
+}
+
+static void teardown(void) { bpcc_config_free(native); }
+
+static uint64_t rng = 88172645463325252ull;
+static float frand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((rng >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f;
+}
+
+/* Parse model text and give every declared tensor seeded random data (running_var > 0). */
+static struct bpcc_graph *model(const char *text)
+{
+    struct bpcc_graph *g;
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "t.bpcc", &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        struct bpcc_module *m = g->modules[i];
+        for (uint32_t k = 0; k < m->n_tensors; k++) {
+            struct bpcc_tensor *t = m->tensors[k].t;
+            bool ovf;
+            t->nbytes = bpcc_tensor_expected_bytes(t, &ovf);
+            t->data = bpcc_arena_alloc(&g->arena, t->nbytes + 1, 64);
+            if (t->dtype != BPCC_DTYPE_F32) continue;
+            float *f = t->data;
+            bool var = !strcmp(m->tensors[k].name, "running_var");
+            for (uint64_t j = 0; j < bpcc_tensor_numel(t); j++) f[j] = var ? 0.5f + fabsf(frand()) : frand();
+        }
+    }
+    return g;
+}
+
+static const float *fdata(struct bpcc_graph *g, const char *mod, const char *t)
+{
+    struct bpcc_module *m = bpcc_graph_find_module(g, mod);
+    ck_assert_msg(m != NULL, "no module %s", mod);
+    struct bpcc_tensor *x = bpcc_module_tensor(m, t);
+    ck_assert_msg(x != NULL, "no tensor %s.%s", mod, t);
+    return x->data;
+}
+
+/* direct NCHW conv, groups 1, dilation 1 */
+static void conv2d(const float *x, int C, int H, int W, const float *w, const float *b, int O,
+                   int K, int pad, float *y)
+{
+    for (int o = 0; o < O; o++)
+        for (int i = 0; i < H; i++)
+            for (int j = 0; j < W; j++) {
+                double acc = b ? b[o] : 0.0;
+                for (int c = 0; c < C; c++)
+                    for (int u = 0; u < K; u++)
+                        for (int v = 0; v < K; v++) {
+                            int ii = i + u - pad, jj = j + v - pad;
+                            if (ii < 0 || jj < 0 || ii >= H || jj >= W) continue;
+                            acc += (double)x[(c * H + ii) * W + jj] * w[((o * C + c) * K + u) * K + v];
+                        }
+                y[(o * H + i) * W + j] = (float)acc;
+            }
+}
+
+static void bn_eval(float *y, int O, int HW, const float *g, const float *b, const float *m,
+                    const float *v, float eps)
+{
+    for (int o = 0; o < O; o++)
+        for (int k = 0; k < HW; k++)
+            y[o * HW + k] = (y[o * HW + k] - m[o]) / sqrtf(v[o] + eps) * g[o] + b[o];
+}
+
+static double rel_err(const float *a, const float *b, int n)
+{
+    double num = 0, den = 0;
+    for (int i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]);
+        if (e > num) num = e;
+        if (fabs(b[i]) > den) den = fabs(b[i]);
+    }
+    return num / (den > 0 ? den : 1);
+}
+
+#define CONV(name, cin, cout, bias)                                                             \
+    "module " name " : torch.nn.Conv2d {training: False, in_channels: " #cin                  \
+    ", out_channels: " #cout ", kernel_size: (3, 3), stride: (1, 1), padding: (1, 1), groups: 1}\n" \
+    "  param weight : f32[" #cout ", " #cin ", 3, 3]\n" bias
+#define BN(name, c)                                                                             \
+    "module " name " : torch.nn.BatchNorm2d {training: False, num_features: " #c ", eps: 1e-05, affine: True, track_running_stats: True}\n" \
+    "  param weight : f32[" #c "]\n  param bias : f32[" #c "]\n  buffer running_mean : f32[" #c "]\n" \
+    "  buffer running_var : f32[" #c "]\n"
+#define RELU(name) "module " name " : torch.nn.ReLU {training: False, inplace: False}\n"
+
+static const char cbr[] = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+    BN("bn", 4) RELU("relu") "\ngraph\n"
+    "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %bn = call_module bn (%conv,)\n"
+    "  %relu = call_module relu (%bn,)\n  %output = output output (%relu,)\n";
+
+START_TEST(conv_bn_relu_folds_into_conv_relu_numerically)
+{
+    struct bpcc_graph *g = model(cbr);
+    enum { C = 3, O = 4, H = 5, W = 6 };
+    float x[C * H * W], ref[O * H * W], got[O * H * W];
+    for (int i = 0; i < C * H * W; i++) x[i] = frand();
+    conv2d(x, C, H, W, fdata(g, "conv", "weight"), fdata(g, "conv", "bias"), O, 3, 1, ref);
+    bn_eval(ref, O, H * W, fdata(g, "bn", "weight"), fdata(g, "bn", "bias"), fdata(g, "bn", "running_mean"),
+            fdata(g, "bn", "running_var"), 1e-5f);
+    char *ex;
+    ck_assert_msg(bpcc_fuse(g, native, NULL, &ex, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_ptr_nonnull(strstr(ex, "conv -> torch.ao.nn.intrinsic.ConvReLU2d (fuse_conv_bn_relu): conv, bn, relu"));
+    ck_assert_ptr_nonnull(strstr(ex, "native.yaml:"));
+    bpcc_free(ex);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv")), "torch.ao.nn.intrinsic.ConvReLU2d");
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv.0")), "torch.nn.Conv2d");
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv.1")), "torch.nn.ReLU");
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "bn"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "relu"));
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 3);
+    struct bpcc_node *fused = bpcc_graph_find_node(g, "conv");
+    ck_assert_ptr_eq(bpcc_node_user(fused, 0), bpcc_graph_output(g));
+    conv2d(x, C, H, W, fdata(g, "conv.0", "weight"), fdata(g, "conv.0", "bias"), O, 3, 1, got);
+    for (int i = 0; i < O * H * W; i++) {
+        if (ref[i] < 0) ref[i] = 0;
+        if (got[i] < 0) got[i] = 0;
+    }
+    ck_assert_double_le(rel_err(got, ref, O * H * W), 1e-5);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(conv_bn_folds_into_a_plain_conv_and_gains_a_bias)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 2, 3, "") BN("bn", 3) "\ngraph\n"
+                    "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                    "  %bn = call_module bn (%conv,)\n  %output = output output (%bn,)\n";
+    struct bpcc_graph *g = model(t);
+    enum { C = 2, O = 3, H = 4, W = 4 };
+    float x[C * H * W], ref[O * H * W], got[O * H * W];
+    for (int i = 0; i < C * H * W; i++) x[i] = frand();
+    conv2d(x, C, H, W, fdata(g, "conv", "weight"), NULL, O, 3, 1, ref);
+    bn_eval(ref, O, H * W, fdata(g, "bn", "weight"), fdata(g, "bn", "bias"), fdata(g, "bn", "running_mean"),
+            fdata(g, "bn", "running_var"), 1e-5f);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv")), "torch.nn.Conv2d");
+    conv2d(x, C, H, W, fdata(g, "conv", "weight"), fdata(g, "conv", "bias"), O, 3, 1, got);
+    ck_assert_double_le(rel_err(got, ref, O * H * W), 1e-5);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(linear_bn_folds_numerically)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n"
+                    "module fc : torch.nn.Linear {training: False, in_features: 5, out_features: 3}\n"
+                    "  param weight : f32[3, 5]\n  param bias : f32[3]\n"
+                    "module bn : torch.nn.BatchNorm1d {training: False, num_features: 3, eps: 0.001}\n"
+                    "  param weight : f32[3]\n  param bias : f32[3]\n  buffer running_mean : f32[3]\n"
+                    "  buffer running_var : f32[3]\n"
+                    "\ngraph\n  %x = placeholder x ()\n  %fc = call_module fc (%x,)\n"
+                    "  %bn = call_module bn (%fc,)\n  %output = output output (%bn,)\n";
+    struct bpcc_graph *g = model(t);
+    float x[5], ref[3], got[3];
+    for (int i = 0; i < 5; i++) x[i] = frand();
+    const float *w = fdata(g, "fc", "weight"), *b = fdata(g, "fc", "bias");
+    for (int o = 0; o < 3; o++) {
+        double acc = b[o];
+        for (int i = 0; i < 5; i++) acc += (double)w[o * 5 + i] * x[i];
+        ref[o] = (float)acc;
+    }
+    bn_eval(ref, 3, 1, fdata(g, "bn", "weight"), fdata(g, "bn", "bias"), fdata(g, "bn", "running_mean"),
+            fdata(g, "bn", "running_var"), 1e-3f);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "fc")), "torch.nn.Linear");
+    w = fdata(g, "fc", "weight");
+    b = fdata(g, "fc", "bias");
+    for (int o = 0; o < 3; o++) {
+        double acc = b[o];
+        for (int i = 0; i < 5; i++) acc += (double)w[o * 5 + i] * x[i];
+        got[o] = (float)acc;
+    }
+    ck_assert_double_le(rel_err(got, ref, 3), 1e-5);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(convtranspose_bn_folds_along_the_output_axis)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n"
+                    "module ct : torch.nn.ConvTranspose2d {training: False, in_channels: 2, out_channels: 3, groups: 1}\n"
+                    "  param weight : f32[2, 3, 2, 2]\n  param bias : f32[3]\n" BN("bn", 3)
+                    "\ngraph\n  %x = placeholder x ()\n  %ct = call_module ct (%x,)\n"
+                    "  %bn = call_module bn (%ct,)\n  %output = output output (%bn,)\n";
+    struct bpcc_graph *g = model(t);
+    float w0[24];
+    memcpy(w0, fdata(g, "ct", "weight"), sizeof w0);
+    const float *gam = fdata(g, "bn", "weight"), *var = fdata(g, "bn", "running_var");
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    const float *w = fdata(g, "ct", "weight");
+    for (int i = 0; i < 2; i++)
+        for (int c = 0; c < 3; c++)
+            for (int k = 0; k < 4; k++) {
+                int at = (i * 3 + c) * 4 + k;
+                float want = w0[at] * (gam[c] * (1.0f / sqrtf(var[c] + 1e-5f)));
+                ck_assert_float_eq(w[at], want);
+            }
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(qat_keeps_the_batch_norm_in_a_conv_bn_relu)
+{
+    struct bpcc_graph *g = model(cbr);
+    const float *w0 = fdata(g, "conv", "weight");
+    struct bpcc_fuse_options o = {.is_qat = true};
+    ck_assert_int_eq(bpcc_fuse(g, native, &o, NULL, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv")), "torch.ao.nn.intrinsic.ConvBnReLU2d");
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv.1")), "torch.nn.BatchNorm2d");
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv.2")), "torch.nn.ReLU");
+    ck_assert_ptr_eq(fdata(g, "conv.0", "weight"), w0); /* not folded */
+    bpcc_graph_free(g);
+}
+END_TEST
+
+static uint32_t count_fused(struct bpcc_graph *g)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < g->n_modules; i++)
+        if (strstr(g->modules[i]->type, "intrinsic")) n++;
+    return n;
+}
+
+START_TEST(not_fused_when_bn_has_two_users)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+        BN("bn", 4) RELU("relu") "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %bn = call_module bn (%conv,)\n  %relu = call_module relu (%bn,)\n"
+        "  %add = call_function operator.add (%relu, %bn)\n  %output = output output (%add,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    /* bn is interior of conv-bn-relu but has two users: conv+bn (bn the anchor) fuses instead */
+    ck_assert_uint_eq(count_fused(g), 0);
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "bn"));
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(g, "relu"));
+    ck_assert_uint_eq(bpcc_node_n_users(bpcc_graph_find_node(g, "conv")), 2);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(not_fused_when_conv_output_also_leaves_the_graph)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+        RELU("relu") "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %relu = call_module relu (%conv,)\n  %output = output output ((%relu, %conv),)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4);
+    ck_assert_uint_eq(count_fused(g), 0);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(not_fused_when_the_arity_differs)
+{
+    const char *cfg = "name: t\nconfigs:\n"
+                      "  - pattern_complex_format: [operator.add, torch.nn.Conv2d]\n"
+                      "    fuser_method: sequential\n    fused_module: torch.ao.nn.intrinsic.ConvReLU2d\n";
+    struct bpcc_config *c;
+    ck_assert_int_eq(bpcc_config_load_text(cfg, strlen(cfg), "a.yaml", NULL, &c, &d), BPCC_OK);
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 3, "  param bias : f32[3]\n")
+        "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %add = call_function operator.add (%conv, %x)\n  %output = output output (%add,)\n";
+    struct bpcc_graph *g = model(t);
+    char *ex;
+    ck_assert_int_eq(bpcc_fuse(g, c, NULL, &ex, &d), BPCC_OK);
+    ck_assert_str_eq(ex, "no fusion pattern matched\n");
+    bpcc_free(ex);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4);
+    bpcc_graph_free(g);
+    bpcc_config_free(c);
+}
+END_TEST
+
+START_TEST(not_fused_when_the_module_is_a_subclass)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n"
+        "module conv : my.pkg.MyConv2d {training: False}\n  param weight : f32[4, 3, 3, 3]\n"
+        BN("bn", 4) "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %bn = call_module bn (%conv,)\n  %output = output output (%bn,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4); /* module types match exactly, as in PyTorch */
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(functional_relu_becomes_a_fresh_relu_module)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+        "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %relu = call_function torch.nn.functional.relu (%conv,) {inplace: False}\n"
+        "  %output = output output (%relu,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv")), "torch.ao.nn.intrinsic.ConvReLU2d");
+    struct bpcc_module *r = bpcc_graph_find_module(g, "conv.1");
+    ck_assert_str_eq(bpcc_module_type(r), "torch.nn.ReLU");
+    ck_assert(!bpcc_module_attr(r, "training")->u.b);
+    ck_assert(!bpcc_module_attr(r, "inplace")->u.b);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 3);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(error_when_the_root_is_not_a_module_call)
+{
+    const char *cfg = "name: t\nconfigs:\n"
+                      "  - pattern: [torch.nn.functional.conv2d, torch.nn.functional.relu]\n"
+                      "    fuser_method: sequential\n    fused_module: torch.ao.nn.intrinsic.ConvReLU2d\n";
+    struct bpcc_config *c;
+    ck_assert_int_eq(bpcc_config_load_text(cfg, strlen(cfg), "f.yaml", NULL, &c, &d), BPCC_OK);
+    const char *t = "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %w = placeholder w ()\n"
+                    "  %c = call_function torch.nn.functional.conv2d (%x, %w)\n"
+                    "  %r = call_function torch.nn.functional.relu (%c,)\n  %output = output output (%r,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, c, NULL, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "is not a module call"));
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "(f.yaml:3)"));
+    ck_assert_uint_eq(d.entries[0].line, 7); /* the anchor's line in t.bpcc */
+    bpcc_graph_free(g);
+    bpcc_config_free(c);
+}
+END_TEST
+
+START_TEST(error_when_conv_and_bn_modes_differ)
+{
+    char t[2048];
+    snprintf(t, sizeof t, "%s", cbr);
+    char *p = strstr(t, "BatchNorm2d {training: False");
+    memcpy(p + strlen("BatchNorm2d {training: "), "True, ", 6);
+    memmove(p + strlen("BatchNorm2d {training: True, "), p + strlen("BatchNorm2d {training: False, ") - 1,
+            strlen(p + strlen("BatchNorm2d {training: False, ") - 1) + 1);
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "must both be in the same mode"));
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(fused_models_keep_node_names_and_save)
+{
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURE("torch/tiny_resnet.bpcc"), &g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    char *text;
+    ck_assert_int_eq(bpcc_graph_print(g, "tiny_resnet_fused.safetensors", &text, NULL, &d), BPCC_OK);
+    size_t len;
+    char *want = tu_read(FIXTURE("torch/tiny_resnet_fused.bpcc"), &len);
+    ck_assert_str_eq(text, want); /* exactly what PyTorch's fuse_fx made (the fixture) */
+    free(want);
+    bpcc_free(text);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+static enum bpcc_status fuse_once(struct bpcc_diag *dd)
+{
+    struct bpcc_graph *g;
+    enum bpcc_status s = bpcc_graph_load(FIXTURE("torch/tiny_resnet.bpcc"), &g, dd);
+    if (s) return s;
+    char *ex;
+    s = bpcc_fuse(g, native, NULL, &ex, dd);
+    if (!s) bpcc_free(ex);
+    bpcc_graph_free(g);
+    return s;
+}
+
+START_TEST(fusion_survives_every_allocation_failure)
+{
+    int failures = 0;
+    for (uint64_t n = 1;; n++) {
+        struct bpcc_diag dd;
+        bpcc_diag_init(&dd);
+        bpcc_alloc_fail_at(n, false);
+        enum bpcc_status s = fuse_once(&dd);
+        bpcc_alloc_fail_at(0, false);
+        if (s == BPCC_OK) break;
+        ck_assert_msg(s == BPCC_ERR_NOMEM, "allocation %llu: %s (%s)", (unsigned long long)n,
+                      bpcc_status_name(s), tu_msg(&dd));
+        failures++;
+        ck_assert_int_lt(n, 100000);
+    }
+    ck_assert_int_gt(failures, 20);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("fuse");
+    TCase *tc = tcase_create("fuse");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, conv_bn_relu_folds_into_conv_relu_numerically);
+    tcase_add_test(tc, conv_bn_folds_into_a_plain_conv_and_gains_a_bias);
+    tcase_add_test(tc, linear_bn_folds_numerically);
+    tcase_add_test(tc, convtranspose_bn_folds_along_the_output_axis);
+    tcase_add_test(tc, qat_keeps_the_batch_norm_in_a_conv_bn_relu);
+    tcase_add_test(tc, not_fused_when_bn_has_two_users);
+    tcase_add_test(tc, not_fused_when_conv_output_also_leaves_the_graph);
+    tcase_add_test(tc, not_fused_when_the_arity_differs);
+    tcase_add_test(tc, not_fused_when_the_module_is_a_subclass);
+    tcase_add_test(tc, functional_relu_becomes_a_fresh_relu_module);
+    tcase_add_test(tc, error_when_the_root_is_not_a_module_call);
+    tcase_add_test(tc, error_when_conv_and_bn_modes_differ);
+    tcase_add_test(tc, fused_models_keep_node_names_and_save);
+    tcase_add_test(tc, fusion_survives_every_allocation_failure);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
