@@ -579,6 +579,29 @@ BPCC_API enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_conf
                                     const struct bpcc_fuse_options *opts, char **explain_out,
                                     struct bpcc_diag *d);
 
+/*
+** Your own fuser methods. A config names one as `fuser_method: NAME`; when its pattern matches,
+** the fuser must create the fused module (and any submodules "PATH.0", ...) at `root_path` with
+** bpcc_graph_add_module & co.: the module that was there has been taken out of the table, and
+** `modules` holds the matched modules as they were before fusion. The graph itself is rewired
+** by bpcc. Register before loading the configs that use it; registrations are process-wide and
+** a later one of the same name wins.
+*/
+struct bpcc_fuser_call {
+    struct bpcc_graph *graph;
+    bool is_qat;
+    const char *root_path;                    /* where the fused module goes */
+    const char *fused_module;                 /* the config entry's fused_module, or NULL */
+    uint32_t n_ops;                           /* matched ops, pattern preorder (anchor first) */
+    const char *const *op_types;              /* module type, or function/method name, per op */
+    const struct bpcc_module *const *modules; /* module per op; NULL for functions, methods */
+    void *user_data;
+};
+typedef enum bpcc_status (*bpcc_fuser_fn)(const struct bpcc_fuser_call *call, struct bpcc_diag *d);
+BPCC_API enum bpcc_status bpcc_fuser_register(const char *name, uint32_t min_ops, uint32_t max_ops,
+                                              bpcc_fuser_fn fn, void *user_data,
+                                              struct bpcc_diag *d);
+
 /* }==================================================================================== */
 
 #ifdef __cplusplus

@@ -378,6 +378,83 @@ START_TEST(fused_models_keep_node_names_and_save)
 }
 END_TEST
 
+static int user_calls;
+
+static enum bpcc_status my_fuser(const struct bpcc_fuser_call *call, struct bpcc_diag *dd)
+{
+    user_calls++;
+    ck_assert_ptr_eq(call->user_data, &user_calls);
+    ck_assert_uint_eq(call->n_ops, 2);
+    ck_assert_str_eq(call->op_types[0], "torch.nn.ReLU");  /* preorder: the anchor first */
+    ck_assert_str_eq(call->op_types[1], "torch.nn.Conv2d");
+    ck_assert_ptr_nonnull(call->modules[1]);
+    struct bpcc_module *m;
+    enum bpcc_status st = bpcc_graph_add_module(call->graph, call->root_path, "vendor.ConvRelu", &m, dd);
+    if (st) return st;
+    struct bpcc_value v = bpcc_value_int(7);
+    st = bpcc_module_set_attr(m, "vendor_mode", &v, dd);
+    for (uint32_t i = 0; !st && i < bpcc_module_n_tensors(call->modules[1]); i++) {
+        const char *tn;
+        enum bpcc_tensor_role role;
+        struct bpcc_tensor *t = bpcc_module_tensor_at(call->modules[1], i, &tn, &role);
+        st = bpcc_module_set_tensor(m, tn, role, t, dd);
+    }
+    return st;
+}
+
+START_TEST(registered_fusers_are_used_by_configs)
+{
+    ck_assert_int_eq(bpcc_fuser_register("my_conv_relu", 2, 2, my_fuser, &user_calls, &d), BPCC_OK);
+    const char *cfg = "name: vendor\nconfigs:\n  - pattern: [torch.nn.Conv2d, torch.nn.ReLU]\n"
+                      "    fuser_method: my_conv_relu\n";
+    struct bpcc_config *c;
+    ck_assert_msg(bpcc_config_load_text(cfg, strlen(cfg), "v.yaml", NULL, &c, &d) == BPCC_OK, "%s", tu_msg(&d));
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+        RELU("relu") "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %relu = call_module relu (%conv,)\n  %output = output output (%relu,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, c, NULL, NULL, &d), BPCC_OK);
+    ck_assert_int_eq(user_calls, 1);
+    struct bpcc_module *m = bpcc_graph_find_module(g, "conv");
+    ck_assert_str_eq(bpcc_module_type(m), "vendor.ConvRelu");
+    ck_assert_int_eq(bpcc_module_attr(m, "vendor_mode")->u.i, 7);
+    ck_assert_ptr_nonnull(bpcc_module_tensor(m, "weight"));
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 3);
+    /* the wrong arity is refused when the config loads */
+    const char *bad = "name: vendor\nconfigs:\n  - pattern: [torch.nn.Conv2d, torch.nn.BatchNorm2d, torch.nn.ReLU]\n"
+                      "    fuser_method: my_conv_relu\n";
+    struct bpcc_config *c2;
+    ck_assert_int_eq(bpcc_config_load_text(bad, strlen(bad), "b.yaml", NULL, &c2, &d), BPCC_ERR_CONFIG);
+    bpcc_graph_free(g);
+    bpcc_config_free(c);
+}
+END_TEST
+
+START_TEST(onednn_conv_add_relu_takes_the_other_addend_as_input)
+{
+    struct bpcc_config *onednn;
+    ck_assert_int_eq(bpcc_config_load("onednn", NULL, &onednn, &d), BPCC_OK);
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 3, "  param bias : f32[3]\n")
+        BN("bn", 3) RELU("relu") "\ngraph\n  %x = placeholder x ()\n  %y = placeholder y ()\n"
+        "  %conv = call_module conv (%x,)\n  %bn = call_module bn (%conv,)\n"
+        "  %add = call_function operator.add (%bn, %y)\n  %relu = call_module relu (%add,)\n"
+        "  %output = output output (%relu,)\n";
+    struct bpcc_graph *g = model(t);
+    char *ex;
+    ck_assert_msg(bpcc_fuse(g, onednn, NULL, &ex, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_ptr_nonnull(strstr(ex, "fuse_conv_bn_add_relu_left"));
+    bpcc_free(ex);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv")), "torch.ao.nn.intrinsic.ConvAddReLU2d");
+    ck_assert_str_eq(bpcc_module_attr(bpcc_graph_find_module(g, "conv"), "add")->u.s, "operator.add");
+    struct bpcc_node *n = bpcc_graph_find_node(g, "conv");
+    ck_assert_uint_eq(bpcc_node_args(n)->n, 2); /* (x, y): the extra input */
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(n), 1)->u.node, bpcc_graph_find_node(g, "y"));
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4);
+    bpcc_graph_free(g);
+    bpcc_config_free(onednn);
+}
+END_TEST
+
 static enum bpcc_status fuse_once(struct bpcc_diag *dd)
 {
     struct bpcc_graph *g;
@@ -428,6 +505,8 @@ int main(void)
     tcase_add_test(tc, error_when_the_root_is_not_a_module_call);
     tcase_add_test(tc, error_when_conv_and_bn_modes_differ);
     tcase_add_test(tc, fused_models_keep_node_names_and_save);
+    tcase_add_test(tc, registered_fusers_are_used_by_configs);
+    tcase_add_test(tc, onednn_conv_add_relu_takes_the_other_addend_as_input);
     tcase_add_test(tc, fusion_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -6,6 +6,8 @@
 */
 #include "config.h"
 
+#include "../pass/pass.h"
+
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
@@ -47,24 +49,6 @@ const char *bpcc_obs_type_name(enum obs_type t)
 {
     return (unsigned)t < OBS_COUNT ? obs_names[t] : "?";
 }
-
-/* Fuser methods: name and how many pattern leaves (ops and MatchAllNode) they take. */
-static const struct { const char *name; uint32_t min_leaves, max_leaves; } fusers[] = {
-    {"fuse_conv_bn", 2, 2},
-    {"fuse_conv_bn_relu", 3, 3},
-    {"fuse_linear_bn", 2, 2},
-    {"fuse_convtranspose_bn", 2, 2},
-    {"sequential", 2, 3},
-    {"fuse_linear_bn_leaky_relu", 3, 3},
-    {"fuse_conv_add_left", 3, 3},
-    {"fuse_conv_add_right", 3, 3},
-    {"fuse_conv_bn_add_left", 4, 4},
-    {"fuse_conv_bn_add_right", 4, 4},
-    {"fuse_conv_add_relu_left", 4, 4},
-    {"fuse_conv_add_relu_right", 4, 4},
-    {"fuse_conv_bn_add_relu_left", 5, 5},
-    {"fuse_conv_bn_add_relu_right", 5, 5},
-};
 
 static const char *const getters[] = {
     "conv_add_root_node_getter_left",          "conv_add_root_node_getter_right",
@@ -637,22 +621,18 @@ static struct pattern_entry *entry(struct loader *L, const struct ynode *n)
 
     const struct ynode *fm = bpcc_ynode_get(n, "fuser_method");
     if (fm && !is_null(fm) && get_string(L, fm, "fuser_method", &e->fuser_method)) {
-        size_t k = 0;
-        while (k < BPCC_ARRAY_LEN(fusers) && strcmp(fusers[k].name, e->fuser_method)) k++;
-        if (k == BPCC_ARRAY_LEN(fusers)) {
+        uint32_t lo, hi;
+        if (!bpcc_fuser_arity(e->fuser_method, &lo, &hi)) {
             char list[1024];
-            const char *names[BPCC_ARRAY_LEN(fusers) + 1];
-            for (size_t j = 0; j < BPCC_ARRAY_LEN(fusers); j++) names[j] = fusers[j].name;
-            names[BPCC_ARRAY_LEN(fusers)] = NULL;
-            err(L, fm, "unknown fuser method '%s' (valid: %s)", fm->str, one_of(names, list, sizeof list));
-        } else if (e->pattern && (e->n_leaves < fusers[k].min_leaves ||
-                                  e->n_leaves > fusers[k].max_leaves)) {
-            if (fusers[k].min_leaves == fusers[k].max_leaves)
-                err(L, fm, "fuser method '%s' fuses %u ops, but the pattern has %u", fm->str,
-                    fusers[k].min_leaves, e->n_leaves);
+            bpcc_fuser_names(list, sizeof list);
+            err(L, fm, "unknown fuser method '%s' (valid: %s)", fm->str, list);
+        } else if (e->pattern && (e->n_leaves < lo || e->n_leaves > hi)) {
+            if (lo == hi)
+                err(L, fm, "fuser method '%s' fuses %u ops, but the pattern has %u", fm->str, lo,
+                    e->n_leaves);
             else
                 err(L, fm, "fuser method '%s' fuses %u to %u ops, but the pattern has %u",
-                    fm->str, fusers[k].min_leaves, fusers[k].max_leaves, e->n_leaves);
+                    fm->str, lo, hi, e->n_leaves);
         }
     }
     for (int g = 0; g < 2; g++) {

@@ -377,31 +377,86 @@ static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
 
 struct fuser_def {
     const char *name;
-    fuser_fn fn;
+    uint32_t min_ops, max_ops; /* pattern leaves (ops and MatchAllNode) it fuses */
+    fuser_fn fn;               /* built-in */
+    bpcc_fuser_fn user_fn;     /* registered through bpcc_fuser_register */
+    void *user_data;
 };
 
-static const struct fuser_def fusers[] = {
-    {"fuse_conv_bn", fuse_conv_bn},
-    {"fuse_conv_bn_relu", fuse_conv_bn_relu},
-    {"fuse_linear_bn", fuse_linear_bn},
-    {"fuse_convtranspose_bn", fuse_convtranspose_bn},
-    {"sequential", fuse_sequential},
-    {"fuse_linear_bn_leaky_relu", fuse_linear_bn_leaky_relu},
-    {"fuse_conv_add_left", fuse_conv_add_any},
-    {"fuse_conv_add_right", fuse_conv_add_any},
-    {"fuse_conv_bn_add_left", fuse_conv_add_any},
-    {"fuse_conv_bn_add_right", fuse_conv_add_any},
-    {"fuse_conv_add_relu_left", fuse_conv_add_any},
-    {"fuse_conv_add_relu_right", fuse_conv_add_any},
-    {"fuse_conv_bn_add_relu_left", fuse_conv_add_any},
-    {"fuse_conv_bn_add_relu_right", fuse_conv_add_any},
+static const struct fuser_def builtin_fusers[] = {
+    {"fuse_conv_bn", 2, 2, fuse_conv_bn, NULL, NULL},
+    {"fuse_conv_bn_relu", 3, 3, fuse_conv_bn_relu, NULL, NULL},
+    {"fuse_linear_bn", 2, 2, fuse_linear_bn, NULL, NULL},
+    {"fuse_convtranspose_bn", 2, 2, fuse_convtranspose_bn, NULL, NULL},
+    {"sequential", 2, 3, fuse_sequential, NULL, NULL},
+    {"fuse_linear_bn_leaky_relu", 3, 3, fuse_linear_bn_leaky_relu, NULL, NULL},
+    {"fuse_conv_add_left", 3, 3, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_add_right", 3, 3, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_bn_add_left", 4, 4, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_bn_add_right", 4, 4, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_add_relu_left", 4, 4, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_add_relu_right", 4, 4, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_bn_add_relu_left", 5, 5, fuse_conv_add_any, NULL, NULL},
+    {"fuse_conv_bn_add_relu_right", 5, 5, fuse_conv_add_any, NULL, NULL},
 };
 
-static fuser_fn find_fuser(const char *name)
+#define MAX_USER_FUSERS 64
+static struct fuser_def user_fusers[MAX_USER_FUSERS];
+static uint32_t n_user_fusers;
+static char user_names[MAX_USER_FUSERS][64];
+
+static const struct fuser_def *find_def(const char *name)
 {
-    for (size_t i = 0; i < BPCC_ARRAY_LEN(fusers); i++)
-        if (!strcmp(fusers[i].name, name)) return fusers[i].fn;
+    for (uint32_t i = n_user_fusers; i-- > 0;) /* later registrations win */
+        if (!strcmp(user_fusers[i].name, name)) return &user_fusers[i];
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(builtin_fusers); i++)
+        if (!strcmp(builtin_fusers[i].name, name)) return &builtin_fusers[i];
     return NULL;
+}
+
+bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_t *max_out)
+{
+    const struct fuser_def *f = find_def(name);
+    if (!f) return false;
+    *min_out = f->min_ops;
+    *max_out = f->max_ops;
+    return true;
+}
+
+void bpcc_fuser_names(char *buf, size_t n)
+{
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(builtin_fusers) && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", builtin_fusers[i].name);
+    for (uint32_t i = 0; i < n_user_fusers && used < n; i++)
+        used += (size_t)snprintf(buf + used, n - used, ", %s", user_fusers[i].name);
+}
+
+enum bpcc_status bpcc_fuser_register(const char *name, uint32_t min_ops, uint32_t max_ops,
+                                     bpcc_fuser_fn fn, void *user_data, struct bpcc_diag *d)
+{
+    if (!name || !fn || !min_ops || min_ops > max_ops || max_ops > MATCH_MAX_LEAVES ||
+        strlen(name) >= sizeof user_names[0])
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid fuser registration");
+    if (n_user_fusers == MAX_USER_FUSERS)
+        return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "more than %d fusers registered",
+                               MAX_USER_FUSERS);
+    snprintf(user_names[n_user_fusers], sizeof user_names[0], "%s", name);
+    user_fusers[n_user_fusers] = (struct fuser_def){user_names[n_user_fusers], min_ops, max_ops,
+                                                    NULL, fn, user_data};
+    n_user_fusers++;
+    return BPCC_OK;
+}
+
+/* Run fuser `f` on a call. */
+static enum bpcc_status run_fuser(const struct fuser_def *f, struct fuse_call *fc)
+{
+    if (f->fn) return f->fn(fc);
+    struct bpcc_fuser_call call = {.graph = fc->g, .is_qat = fc->is_qat, .root_path = fc->root_path,
+                                   .fused_module = fc->fused_module, .n_ops = fc->n,
+                                   .op_types = fc->op, .modules = fc->mod, .user_data = f->user_data};
+    return f->user_fn(&call, fc->d);
 }
 
 /* }================================================ */
@@ -546,7 +601,7 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
 struct planned {
     struct match m;
     const struct pattern_entry *fuser;
-    fuser_fn fn;
+    const struct fuser_def *def;
     struct bpcc_node *root;
     struct fuse_call fc;
 };
@@ -577,8 +632,8 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
                                "cannot fuse %s: no fuser method is registered for the matched "
                                "module types (as PyTorch: 'did not find fuser method')", WHERE());
 #undef WHERE
-    p->fn = find_fuser(p->fuser->fuser_method);
-    if (!p->fn)
+    p->def = find_def(p->fuser->fuser_method);
+    if (!p->def)
         return bpcc_diag_error(d, BPCC_ERR_INTERNAL, NULL, 0, 0, "fuser '%s' has no implementation",
                                p->fuser->fuser_method);
     struct fuse_call *fc = &p->fc;
@@ -651,7 +706,7 @@ enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
         /* the root's path now names the fused module */
         struct bpcc_module *old = bpcc_graph_find_module(g, p->root->target);
         if (old) bpcc_graph_unlink_module(g, old);
-        if ((s = p->fn(&p->fc)) || (s = rewire(g, p, d))) break;
+        if ((s = run_fuser(p->def, &p->fc)) || (s = rewire(g, p, d))) break;
         if (explain_out) {
             const struct bpcc_module *fm = bpcc_graph_find_module(g, p->root->target);
             bpcc_buf_printf(&ex, "%s -> %s (%s): ", p->root->name, fm ? fm->type : "?",

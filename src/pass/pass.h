@@ -41,4 +41,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g,
                                                 bool claim_wildcards, struct match **out,
                                                 uint32_t *n_out, struct bpcc_diag *d);
 
+/* fuse.c: the fuser methods, built-in and registered (for config validation) */
+BPCC_INTERNAL bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_t *max_out);
+BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
+
 #endif
