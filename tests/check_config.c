@@ -124,6 +124,32 @@ START_TEST(unknown_ops_warn_with_a_suggestion)
 }
 END_TEST
 
+START_TEST(dump_quotes_what_is_not_a_plain_word)
+{
+    /* found by fuzzing: a block-scalar name "t\n" was dumped bare and did not read back */
+    const char *texts[] = {"name: |\n t\nconfigs:", "name: '- a: b #c'\nconfigs: []\n",
+                           "name: \"tab\\there\\x01\"\nconfigs: []\n", "name: 'null'\nconfigs: []\n"};
+    const char *names[] = {"t\n", "- a: b #c", "tab\there\x01", "null"};
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(texts); i++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct bpcc_config *c, *c2;
+        ck_assert_msg(bpcc_config_load_text(texts[i], strlen(texts[i]), NULL, NULL, &c, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_str_eq(bpcc_config_name(c), names[i]);
+        char *y, *y2;
+        ck_assert_int_eq(bpcc_config_dump_yaml(c, &y, &d), BPCC_OK);
+        ck_assert_msg(bpcc_config_load_text(y, strlen(y), NULL, NULL, &c2, &d) == BPCC_OK, "%s: %s", y, tu_msg(&d));
+        ck_assert_str_eq(bpcc_config_name(c2), names[i]);
+        ck_assert_int_eq(bpcc_config_dump_yaml(c2, &y2, &d), BPCC_OK);
+        ck_assert_str_eq(y, y2);
+        bpcc_free(y);
+        bpcc_free(y2);
+        bpcc_config_free(c);
+        bpcc_config_free(c2);
+    }
+}
+END_TEST
+
 START_TEST(builtins_load_cleanly_and_dump_canonically)
 {
     uint32_t n;
@@ -388,6 +414,7 @@ int main(void)
     tcase_add_test(tc, errors_in_an_entry_name_the_entry);
     tcase_add_test(tc, all_problems_of_a_file_are_reported);
     tcase_add_test(tc, unknown_ops_warn_with_a_suggestion);
+    tcase_add_test(tc, dump_quotes_what_is_not_a_plain_word);
     tcase_add_test(tc, builtins_load_cleanly_and_dump_canonically);
     tcase_add_test(tc, precompiled_builtins_equal_their_yaml);
     tcase_add_test(tc, extends_overrides_in_place_and_appends);

@@ -7,6 +7,7 @@
 
 #include "../io/json.h"
 
+#include <ctype.h>
 #include <math.h>
 
 /* {==================== JSON ==================== */
@@ -173,21 +174,34 @@ enum bpcc_status bpcc_config_dump_json(const struct bpcc_config *c, int indent, 
 
 /* {==================== YAML ==================== */
 
+/* A string as a YAML scalar: bare when it is a plain word ([A-Za-z0-9_][A-Za-z0-9_./-]* and no
+** YAML keyword), else double-quoted with escapes. (bpcc_torch.backend_config writes the same.) */
 static void yscalar(struct bpcc_buf *b, const char *s)
 {
     static const char *const words[] = {"null", "true", "false", "yes", "no", "on", "off", "~"};
-    bool quote = !s[0] || strpbrk(s, ":#{}[],&*!|>'\"%@`") || s[0] == ' ' ||
-                 s[strlen(s) - 1] == ' ';
-    for (size_t i = 0; !quote && i < BPCC_ARRAY_LEN(words); i++)
-        if (!strcasecmp(s, words[i])) quote = true;
-    if (!quote) {
+    bool bare = s[0] && (isalnum((unsigned char)s[0]) || s[0] == '_');
+    for (const char *p = s; bare && *p; p++)
+        bare = isalnum((unsigned char)*p) || strchr("_./-", *p);
+    for (size_t i = 0; bare && i < BPCC_ARRAY_LEN(words); i++)
+        if (!strcasecmp(s, words[i])) bare = false;
+    if (bare) {
         bpcc_buf_adds(b, s);
         return;
     }
     bpcc_buf_addc(b, '"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') bpcc_buf_addc(b, '\\');
-        bpcc_buf_addc(b, *s);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            bpcc_buf_addc(b, '\\');
+            bpcc_buf_addc(b, (char)*p);
+        } else if (*p == '\n') {
+            bpcc_buf_adds(b, "\\n");
+        } else if (*p == '\t') {
+            bpcc_buf_adds(b, "\\t");
+        } else if (*p < 0x20 || *p == 0x7f) {
+            bpcc_buf_printf(b, "\\x%02x", *p);
+        } else {
+            bpcc_buf_addc(b, (char)*p);
+        }
     }
     bpcc_buf_addc(b, '"');
 }

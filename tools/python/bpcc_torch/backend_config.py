@@ -8,6 +8,7 @@ porting their own Python BackendConfig to YAML:
 """
 import importlib
 import math
+import re
 
 import torch
 from torch.ao.quantization.utils import MatchAllNode
@@ -176,6 +177,10 @@ def to_dict(bc):
 
 # {==================== YAML ====================
 
+_PLAIN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+_YAML_WORDS = ("null", "true", "false", "yes", "no", "on", "off", "~")
+
+
 def _yscalar(v):
     if v is None:
         return "null"
@@ -191,10 +196,21 @@ def _yscalar(v):
         r = repr(v)
         return r if ("." in r or "e" in r) else r + ".0"
     s = str(v)
-    if s == "" or any(c in s for c in ":#{}[],&*!|>'\"%@`") or s.strip() != s or \
-            s.lower() in ("null", "true", "false", "yes", "no", "on", "off", "~"):
-        return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
-    return s
+    if _PLAIN.match(s) and s.lower() not in _YAML_WORDS:
+        return s
+    out = []
+    for ch in s:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append("\\x%02x" % ord(ch))
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 def _yflow(v):
