@@ -7,23 +7,20 @@
 #include "config.h"
 
 #include "../pass/pass.h"
+#include "yschema.h"
 
 #include <errno.h>
 #include <math.h>
 #include <unistd.h>
 
 struct loader {
+    struct yschema ys;           /* file, diagnostics, strictness, error count */
     struct bpcc_config *cfg;
-    const char *file;            /* interned */
     const char *dir;             /* for relative extends */
-    struct bpcc_diag *d;
-    bool strict;
-    uint32_t errors;             /* in this file */
     uint32_t entry_no;           /* 1-based index of the entry being read, 0 outside */
     const struct ynode *entry;   /* its mapping node */
     struct pattern_entry **own;  /* entries of this file, for duplicate detection */
     uint32_t n_own, cap_own;
-    bool oom;
 };
 
 static const char *const top_keys[] = {"name", "extends", "configs", NULL};
@@ -61,19 +58,11 @@ static const char *const getters[] = {
     "conv_bn_add_relu_extra_inputs_getter_left", "conv_bn_add_relu_extra_inputs_getter_right",
     NULL};
 
-/* dtypes a dtype config may name */
-static const struct { const char *name; enum bpcc_dtype t; } dtype_names[] = {
-    {"quint8", BPCC_DTYPE_QUINT8}, {"qint8", BPCC_DTYPE_QINT8},     {"qint32", BPCC_DTYPE_QINT32},
-    {"quint4x2", BPCC_DTYPE_QUINT4X2}, {"float32", BPCC_DTYPE_F32}, {"float", BPCC_DTYPE_F32},
-    {"float16", BPCC_DTYPE_F16},   {"bfloat16", BPCC_DTYPE_BF16},   {"float64", BPCC_DTYPE_F64},
-    {"int8", BPCC_DTYPE_I8},       {"uint8", BPCC_DTYPE_U8},        {"int16", BPCC_DTYPE_I16},
-    {"int32", BPCC_DTYPE_I32},     {"int64", BPCC_DTYPE_I64},       {"bool", BPCC_DTYPE_BOOL},
-};
-
 /* {==================== messages ==================== */
 
-static void note_entry(struct loader *L)
+static void note_entry(void *ud)
 {
+    struct loader *L = ud;
     if (!L->entry_no || !L->entry) return;
     const struct ynode *p = bpcc_ynode_get(L->entry, "pattern");
     if (!p) p = bpcc_ynode_get(L->entry, "pattern_complex_format");
@@ -90,194 +79,15 @@ static void note_entry(struct loader *L)
         if (used < sizeof text) snprintf(text + used, sizeof text - used, "]");
     }
     if (used)
-        bpcc_diag_note(L->d, L->entry->line, L->entry->col, "in configs entry #%u (pattern %s)",
+        bpcc_diag_note(L->ys.d, L->entry->line, L->entry->col, "in configs entry #%u (pattern %s)",
                        L->entry_no, text);
     else
-        bpcc_diag_note(L->d, L->entry->line, L->entry->col, "in configs entry #%u", L->entry_no);
-}
-
-/* One problem at `at`: an error, or a warning that --strict makes an error. */
-static void vreport(struct loader *L, const struct ynode *at, bool warning, const char *fmt,
-                    va_list ap)
-{
-    char msg[BPCC_DIAG_MSG_MAX];
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    uint32_t line = at ? at->line : 0, col = at ? at->col : 0;
-    if (warning && !L->strict) {
-        bpcc_diag_warning(L->d, L->file, line, col, "%s", msg);
-    } else {
-        L->errors++;
-        bpcc_diag_error(L->d, BPCC_ERR_CONFIG, L->file, line, col, "%s", msg);
-    }
-    note_entry(L);
-}
-
-BPCC_PRINTF(3, 4)
-static bool err(struct loader *L, const struct ynode *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(L, at, false, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-BPCC_PRINTF(3, 4)
-static void warn(struct loader *L, const struct ynode *at, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vreport(L, at, true, fmt, ap);
-    va_end(ap);
-}
-
-static bool oom(struct loader *L)
-{
-    if (!L->oom) bpcc_diag_nomem(L->d);
-    L->oom = true;
-    L->errors++;
-    return false;
-}
-
-/* "a, b or c" of a NULL-terminated list, into buf */
-static const char *one_of(const char *const *names, char *buf, size_t n)
-{
-    size_t used = 0;
-    buf[0] = 0;
-    for (size_t i = 0; names[i] && used < n; i++)
-        used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", names[i]);
-    return buf;
-}
-
-static const char *kind_word(const struct ynode *n)
-{
-    return n->kind == YNODE_MAP ? "a mapping" : n->kind == YNODE_SEQ ? "a list" : "a scalar";
-}
-
-/* }================================================ */
-
-/* {==================== scalars ==================== */
-
-static bool want_kind(struct loader *L, const struct ynode *n, enum ynode_kind k, const char *what)
-{
-    if (n->kind == k) return true;
-    return err(L, n, "%s must be %s, not %s", what,
-               k == YNODE_MAP ? "a mapping" : k == YNODE_SEQ ? "a list" : "a scalar", kind_word(n));
-}
-
-static bool get_string(struct loader *L, const struct ynode *n, const char *what, const char **out)
-{
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
-    if (!n->str[0]) return err(L, n, "%s must not be empty", what);
-    *out = bpcc_intern_n(&L->cfg->intern, n->str, strlen(n->str));
-    return *out ? true : oom(L);
-}
-
-static bool get_bool(struct loader *L, const struct ynode *n, const char *what, bool *out)
-{
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
-    const char *s = n->str;
-    if (n->plain && (!strcmp(s, "true") || !strcmp(s, "True") || !strcmp(s, "TRUE"))) {
-        *out = true;
-        return true;
-    }
-    if (n->plain && (!strcmp(s, "false") || !strcmp(s, "False") || !strcmp(s, "FALSE"))) {
-        *out = false;
-        return true;
-    }
-    return err(L, n, "%s must be true or false, not '%s'", what, s);
-}
-
-static bool get_int(struct loader *L, const struct ynode *n, const char *what, int64_t *out)
-{
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
-    char *end;
-    errno = 0;
-    long long v = strtoll(n->str, &end, 10);
-    if (!n->plain || !n->str[0] || *end || errno == ERANGE)
-        return err(L, n, "%s must be an integer, not '%s'", what, n->str);
-    *out = v;
-    return true;
-}
-
-static bool get_number(struct loader *L, const struct ynode *n, const char *what, double *out)
-{
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
-    const char *s = n->str;
-    char *end;
-    double v;
-    if (!strcmp(s, ".inf") || !strcmp(s, ".Inf") || !strcmp(s, "+.inf")) v = INFINITY;
-    else if (!strcmp(s, "-.inf") || !strcmp(s, "-.Inf")) v = -INFINITY;
-    else {
-        errno = 0;
-        v = strtod(s, &end);
-        if (!n->plain || !s[0] || *end || isnan(v) || (errno == ERANGE && isinf(v)))
-            return err(L, n, "%s must be a number, not '%s'", what, s);
-    }
-    *out = v;
-    return true;
-}
-
-/* Was a numeric scalar written as an integer? (for dumping it back the same way) */
-static bool written_int(const struct ynode *n)
-{
-    return n->kind == YNODE_SCALAR && !strpbrk(n->str, ".eEnN");
-}
-
-static bool is_null(const struct ynode *n)
-{
-    return n->kind == YNODE_SCALAR && n->plain &&
-           (!strcmp(n->str, "null") || !strcmp(n->str, "~") || !strcmp(n->str, "Null") ||
-            !strcmp(n->str, "NULL") || !n->str[0]);
-}
-
-/* Unknown keys of a mapping, with a suggestion. */
-static void check_keys(struct loader *L, const struct ynode *map, const char *const *allowed,
-                       const char *where)
-{
-    for (uint32_t i = 0; i < map->n; i++) {
-        const struct ynode *k = map->items[2 * i];
-        bool ok = false;
-        for (size_t j = 0; allowed[j]; j++)
-            if (!strcmp(allowed[j], k->str)) ok = true;
-        if (ok) continue;
-        const char *best = NULL;
-        unsigned best_d = 4;
-        for (size_t j = 0; allowed[j]; j++) {
-            unsigned dist = bpcc_edit_distance(k->str, allowed[j], 3);
-            if (dist < best_d) {
-                best_d = dist;
-                best = allowed[j];
-            }
-        }
-        char list[1024];
-        if (best)
-            err(L, k, "unknown key '%s' in %s (did you mean '%s'?)", k->str, where, best);
-        else
-            err(L, k, "unknown key '%s' in %s (valid keys: %s)", k->str, where,
-                one_of(allowed, list, sizeof list));
-    }
-}
-
-static bool get_dtype(struct loader *L, const struct ynode *n, const char *what,
-                      enum bpcc_dtype *out)
-{
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
-    const char *s = n->str;
-    if (!strncmp(s, "torch.", 6)) s += 6;
-    for (size_t i = 0; i < BPCC_ARRAY_LEN(dtype_names); i++)
-        if (!strcmp(s, dtype_names[i].name)) {
-            *out = dtype_names[i].t;
-            return true;
-        }
-    return err(L, n, "unknown dtype '%s' in %s (valid: quint8, qint8, qint32, quint4x2, "
-                     "float32, float16, bfloat16, float64, int8, uint8, int16, int32, int64, bool)",
-               n->str, what);
+        bpcc_diag_note(L->ys.d, L->entry->line, L->entry->col, "in configs entry #%u", L->entry_no);
 }
 
 static bool get_obs(struct loader *L, const struct ynode *n, const char *what, enum obs_type *out)
 {
-    if (!want_kind(L, n, YNODE_SCALAR, what)) return false;
+    if (!ys_want_kind(&L->ys, n, YNODE_SCALAR, what)) return false;
     const char *s = n->str;
     if (!strncmp(s, "ObservationType.", 16)) s += 16;
     for (int i = 0; i < OBS_COUNT; i++)
@@ -286,8 +96,8 @@ static bool get_obs(struct loader *L, const struct ynode *n, const char *what, e
             return true;
         }
     char list[512];
-    return err(L, n, "unknown observation type '%s' (valid: %s)", n->str,
-               one_of(obs_names, list, sizeof list));
+    return ys_err(&L->ys, n, "unknown observation type '%s' (valid: %s)", n->str,
+               ys_one_of(obs_names, list, sizeof list));
 }
 
 /* }================================================ */
@@ -298,35 +108,35 @@ static bool get_obs(struct loader *L, const struct ynode *n, const char *what, e
 static bool get_op(struct loader *L, const struct ynode *n, bool allow_wildcard, const char **out,
                    char *kind_out)
 {
-    if (!want_kind(L, n, YNODE_SCALAR, "a pattern op")) return false;
+    if (!ys_want_kind(&L->ys, n, YNODE_SCALAR, "a pattern op")) return false;
     const char *s = n->str;
-    if (!s[0]) return err(L, n, "empty op name in pattern");
+    if (!s[0]) return ys_err(&L->ys, n, "empty op name in pattern");
     if (!strcmp(s, "MatchAllNode") || !strcmp(s, "torch.ao.quantization.utils.MatchAllNode")) {
         if (!allow_wildcard)
-            return err(L, n, "MatchAllNode is only allowed in pattern_complex_format");
+            return ys_err(&L->ys, n, "MatchAllNode is only allowed in pattern_complex_format");
         *out = bpcc_intern_n(&L->cfg->intern, "MatchAllNode", 12);
         if (kind_out) *kind_out = '*';
-        return *out ? true : oom(L);
+        return *out ? true : ys_oom(&L->ys);
     }
     char kind;
     const char *canon = bpcc_vocab_canonical(s, &kind);
     if (!canon) {
         const char *sug = bpcc_vocab_suggest(s);
-        if (sug) warn(L, n, "unknown op '%s' (did you mean '%s'?)", s, sug);
-        else warn(L, n, "unknown op '%s': not a torch module, function or Tensor method", s);
+        if (sug) ys_warn(&L->ys, n, "unknown op '%s' (did you mean '%s'?)", s, sug);
+        else ys_warn(&L->ys, n, "unknown op '%s': not a torch module, function or Tensor method", s);
         canon = s;
         kind = 0;
     }
     if (kind_out) *kind_out = kind;
     *out = bpcc_intern_n(&L->cfg->intern, canon, strlen(canon));
-    return *out ? true : oom(L);
+    return *out ? true : ys_oom(&L->ys);
 }
 
 static struct pattern *leaf(struct loader *L, const char *op)
 {
     struct pattern *p = BPCC_ARENA_NEW(&L->cfg->arena, struct pattern);
     if (!p) {
-        oom(L);
+        ys_oom(&L->ys);
         return NULL;
     }
     p->op = op;
@@ -343,11 +153,11 @@ static struct pattern *simple_pattern(struct loader *L, const struct ynode *n, u
         return leaf(L, op);
     }
     if (n->kind != YNODE_SEQ) {
-        err(L, n, "pattern must be an op or a list of ops, not %s", kind_word(n));
+        ys_err(&L->ys, n, "pattern must be an op or a list of ops, not %s", ys_kind_word(n));
         return NULL;
     }
     if (n->n < 1 || n->n > 3) {
-        err(L, n, "a simple pattern has 1 to 3 ops, this one has %u (use pattern_complex_format "
+        ys_err(&L->ys, n, "a simple pattern has 1 to 3 ops, this one has %u (use pattern_complex_format "
                   "for longer or branching patterns)", n->n);
         return NULL;
     }
@@ -356,8 +166,8 @@ static struct pattern *simple_pattern(struct loader *L, const struct ynode *n, u
     for (uint32_t i = 0; i < n->n; i++) {
         const char *op;
         if (n->items[i]->kind != YNODE_SCALAR) {
-            err(L, n->items[i], "pattern ops must be names, not %s (nested patterns go in "
-                                "pattern_complex_format)", kind_word(n->items[i]));
+            ys_err(&L->ys, n->items[i], "pattern ops must be names, not %s (nested patterns go in "
+                                "pattern_complex_format)", ys_kind_word(n->items[i]));
             ok = false;
             continue;
         }
@@ -371,7 +181,7 @@ static struct pattern *simple_pattern(struct loader *L, const struct ynode *n, u
             p->n_args = 1;
             p->args = BPCC_ARENA_NEWN(&L->cfg->arena, struct pattern *, 1);
             if (!p->args) {
-                oom(L);
+                ys_oom(&L->ys);
                 return NULL;
             }
             p->args[0] = chain;
@@ -385,7 +195,7 @@ static struct pattern *simple_pattern(struct loader *L, const struct ynode *n, u
 static struct pattern *complex_pattern(struct loader *L, const struct ynode *n, int depth)
 {
     if (depth > 32) {
-        err(L, n, "pattern nests deeper than 32 levels");
+        ys_err(&L->ys, n, "pattern nests deeper than 32 levels");
         return NULL;
     }
     if (n->kind == YNODE_SCALAR) {
@@ -393,7 +203,7 @@ static struct pattern *complex_pattern(struct loader *L, const struct ynode *n, 
         return get_op(L, n, true, &op, NULL) ? leaf(L, op) : NULL;
     }
     if (n->kind != YNODE_SEQ || n->n == 0 || n->items[0]->kind != YNODE_SCALAR) {
-        err(L, n, "pattern_complex_format is an op or a list [op, argument patterns...]");
+        ys_err(&L->ys, n, "pattern_complex_format is an op or a list [op, argument patterns...]");
         return NULL;
     }
     const char *op;
@@ -401,14 +211,14 @@ static struct pattern *complex_pattern(struct loader *L, const struct ynode *n, 
     struct pattern *p = leaf(L, op);
     if (!p) return NULL;
     if (!strcmp(op, "MatchAllNode") && n->n > 1) {
-        err(L, n->items[0], "MatchAllNode matches anything and takes no argument patterns");
+        ys_err(&L->ys, n->items[0], "MatchAllNode matches anything and takes no argument patterns");
         return NULL;
     }
     p->n_args = n->n - 1;
     if (p->n_args) {
         p->args = BPCC_ARENA_NEWN(&L->cfg->arena, struct pattern *, p->n_args);
         if (!p->args) {
-            oom(L);
+            ys_oom(&L->ys);
             return NULL;
         }
     }
@@ -451,44 +261,44 @@ static bool constraint(struct loader *L, const struct ynode *n, const char *what
                        struct dtype_constraint *c)
 {
     memset(c, 0, sizeof *c);
-    if (n->kind == YNODE_SCALAR) return get_dtype(L, n, what, &c->dtype);
-    if (!want_kind(L, n, YNODE_MAP, what)) return false;
+    if (n->kind == YNODE_SCALAR) return ys_dtype(&L->ys, n, what, &c->dtype);
+    if (!ys_want_kind(&L->ys, n, YNODE_MAP, what)) return false;
     char where[64];
     snprintf(where, sizeof where, "%s", what);
-    check_keys(L, n, constraint_keys, where);
+    ys_check_keys(&L->ys, n, constraint_keys, where);
     bool ok = true;
     const struct ynode *v;
-    if ((v = bpcc_ynode_get(n, "dtype"))) ok &= get_dtype(L, v, what, &c->dtype);
-    else ok &= err(L, n, "%s needs a 'dtype'", what);
+    if ((v = bpcc_ynode_get(n, "dtype"))) ok &= ys_dtype(&L->ys, v, what, &c->dtype);
+    else ok &= ys_err(&L->ys, n, "%s needs a 'dtype'", what);
     static const char *const num_keys[] = {"quant_min_lower_bound", "quant_max_upper_bound",
                                            "scale_min_lower_bound", "scale_max_upper_bound",
                                            "scale_exact_match"};
     bool *has[] = {&c->has_qmin, &c->has_qmax, &c->has_smin, &c->has_smax, &c->has_scale};
     double *val[] = {&c->qmin, &c->qmax, &c->smin, &c->smax, &c->scale};
     for (int k = 0; k < 5; k++)
-        if ((v = bpcc_ynode_get(n, num_keys[k])) && !is_null(v)) {
-            ok &= (*has[k] = get_number(L, v, num_keys[k], val[k]));
-            if (written_int(v)) c->int_mask |= (uint8_t)(1u << k);
+        if ((v = bpcc_ynode_get(n, num_keys[k])) && !ys_is_null(v)) {
+            ok &= (*has[k] = ys_number(&L->ys, v, num_keys[k], val[k]));
+            if (ys_written_int(v)) c->int_mask |= (uint8_t)(1u << k);
         }
-    if ((v = bpcc_ynode_get(n, "zero_point_exact_match")) && !is_null(v))
-        ok &= (c->has_zp = get_int(L, v, "zero_point_exact_match", &c->zp));
+    if ((v = bpcc_ynode_get(n, "zero_point_exact_match")) && !ys_is_null(v))
+        ok &= (c->has_zp = ys_int(&L->ys, v, "zero_point_exact_match", &c->zp));
     if (!ok) return false;
     /* consistency */
     if (c->has_qmin && c->has_qmax && c->qmin > c->qmax)
-        ok &= err(L, bpcc_ynode_get(n, "quant_min_lower_bound"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "quant_min_lower_bound"),
                   "quant_min_lower_bound %g is above quant_max_upper_bound %g", c->qmin, c->qmax);
     if (c->has_smin && c->has_smax && c->smin > c->smax)
-        ok &= err(L, bpcc_ynode_get(n, "scale_min_lower_bound"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_min_lower_bound"),
                   "scale_min_lower_bound %g is above scale_max_upper_bound %g", c->smin, c->smax);
     if (c->has_smin && c->smin < 0)
-        ok &= err(L, bpcc_ynode_get(n, "scale_min_lower_bound"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_min_lower_bound"),
                   "scale_min_lower_bound %g is negative", c->smin);
     if (c->has_scale && !(c->scale > 0))
-        ok &= err(L, bpcc_ynode_get(n, "scale_exact_match"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_exact_match"),
                   "scale_exact_match must be positive, not %g", c->scale);
     if (c->has_zp && ((c->has_qmin && (double)c->zp < c->qmin) ||
                       (c->has_qmax && (double)c->zp > c->qmax)))
-        ok &= err(L, bpcc_ynode_get(n, "zero_point_exact_match"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "zero_point_exact_match"),
                   "zero_point_exact_match %lld is outside [quant_min_lower_bound, "
                   "quant_max_upper_bound]", (long long)c->zp);
     int64_t lo = 0, hi = 0;
@@ -501,11 +311,11 @@ static bool constraint(struct loader *L, const struct ynode *n, const char *what
     default: ranged = false;
     }
     if (ranged && c->has_qmin && (c->qmin < (double)lo || c->qmin > (double)hi))
-        ok &= err(L, bpcc_ynode_get(n, "quant_min_lower_bound"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "quant_min_lower_bound"),
                   "quant_min_lower_bound %g is outside the range of %s [%lld, %lld]", c->qmin,
                   bpcc_dtype_name(c->dtype), (long long)lo, (long long)hi);
     if (ranged && c->has_qmax && (c->qmax < (double)lo || c->qmax > (double)hi))
-        ok &= err(L, bpcc_ynode_get(n, "quant_max_upper_bound"),
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "quant_max_upper_bound"),
                   "quant_max_upper_bound %g is outside the range of %s [%lld, %lld]", c->qmax,
                   bpcc_dtype_name(c->dtype), (long long)lo, (long long)hi);
     return ok;
@@ -516,25 +326,25 @@ static bool dtype_config(struct loader *L, const struct ynode *n, struct dtype_c
     memset(dc, 0, sizeof *dc);
     dc->line = n->line;
     dc->col = n->col;
-    if (!want_kind(L, n, YNODE_MAP, "a dtype config")) return false;
-    check_keys(L, n, dtype_config_keys, "a dtype config");
+    if (!ys_want_kind(&L->ys, n, YNODE_MAP, "a dtype config")) return false;
+    ys_check_keys(&L->ys, n, dtype_config_keys, "a dtype config");
     bool ok = true;
     const struct ynode *v;
-    if ((v = bpcc_ynode_get(n, "input_dtype")) && !is_null(v))
+    if ((v = bpcc_ynode_get(n, "input_dtype")) && !ys_is_null(v))
         ok &= constraint(L, v, "input_dtype", &dc->input);
-    if ((v = bpcc_ynode_get(n, "output_dtype")) && !is_null(v))
+    if ((v = bpcc_ynode_get(n, "output_dtype")) && !ys_is_null(v))
         ok &= constraint(L, v, "output_dtype", &dc->output);
-    if ((v = bpcc_ynode_get(n, "weight_dtype")) && !is_null(v))
+    if ((v = bpcc_ynode_get(n, "weight_dtype")) && !ys_is_null(v))
         ok &= constraint(L, v, "weight_dtype", &dc->weight);
-    if ((v = bpcc_ynode_get(n, "bias_dtype")) && !is_null(v)) {
+    if ((v = bpcc_ynode_get(n, "bias_dtype")) && !ys_is_null(v)) {
         struct dtype_constraint b;
         ok &= constraint(L, v, "bias_dtype", &b);
         if (b.has_qmin || b.has_qmax || b.has_smin || b.has_smax || b.has_scale || b.has_zp)
-            ok &= err(L, v, "bias_dtype takes a dtype only, no constraints");
+            ok &= ys_err(&L->ys, v, "bias_dtype takes a dtype only, no constraints");
         dc->bias = b.dtype;
     }
-    if ((v = bpcc_ynode_get(n, "is_dynamic")) && !is_null(v))
-        ok &= get_bool(L, v, "is_dynamic", &dc->is_dynamic);
+    if ((v = bpcc_ynode_get(n, "is_dynamic")) && !ys_is_null(v))
+        ok &= ys_bool(&L->ys, v, "is_dynamic", &dc->is_dynamic);
     return ok;
 }
 
@@ -543,14 +353,14 @@ static bool dtype_config(struct loader *L, const struct ynode *n, struct dtype_c
 static bool module_name(struct loader *L, const struct ynode *n, const char *what,
                         const char **out)
 {
-    if (is_null(n)) {
+    if (ys_is_null(n)) {
         *out = NULL;
         return true;
     }
     char kind;
     if (!get_op(L, n, false, out, &kind)) return false;
     if (kind && kind != 'm')
-        return err(L, n, "%s must be a module class, '%s' is a %s", what, n->str,
+        return ys_err(&L->ys, n, "%s must be a module class, '%s' is a %s", what, n->str,
                    kind == 'f' ? "function" : "Tensor method");
     return true;
 }
@@ -564,45 +374,45 @@ static bool name_in(const char *s, const char *const *list)
 
 static struct pattern_entry *entry(struct loader *L, const struct ynode *n)
 {
-    if (!want_kind(L, n, YNODE_MAP, "a configs entry")) return NULL;
+    if (!ys_want_kind(&L->ys, n, YNODE_MAP, "a configs entry")) return NULL;
     struct pattern_entry *e = BPCC_ARENA_NEW(&L->cfg->arena, struct pattern_entry);
     if (!e) {
-        oom(L);
+        ys_oom(&L->ys);
         return NULL;
     }
-    e->file = L->file;
+    e->file = L->ys.file;
     e->line = n->line;
     e->col = n->col;
     e->input_output_observed = -1;
-    uint32_t errors_before = L->errors;
-    check_keys(L, n, entry_keys, "a configs entry");
+    uint32_t errors_before = L->ys.errors;
+    ys_check_keys(&L->ys, n, entry_keys, "a configs entry");
 
     const struct ynode *ps = bpcc_ynode_get(n, "pattern"), *pc = bpcc_ynode_get(n, "pattern_complex_format");
     uint32_t simple_ops = 0;
-    if (ps && pc) err(L, pc, "only one of 'pattern' and 'pattern_complex_format' may be given");
+    if (ps && pc) ys_err(&L->ys, pc, "only one of 'pattern' and 'pattern_complex_format' may be given");
     else if (ps) {
         e->pattern = simple_pattern(L, ps, &simple_ops);
         e->simple = true;
     } else if (pc) {
         e->pattern = complex_pattern(L, pc, 0);
         if (e->pattern && !strcmp(e->pattern->op, "MatchAllNode")) {
-            err(L, pc, "a pattern cannot be anchored at MatchAllNode (it would match every node)");
+            ys_err(&L->ys, pc, "a pattern cannot be anchored at MatchAllNode (it would match every node)");
             e->pattern = NULL;
         }
     }
-    else err(L, n, "the entry needs a 'pattern' (or 'pattern_complex_format')");
+    else ys_err(&L->ys, n, "the entry needs a 'pattern' (or 'pattern_complex_format')");
     if (e->pattern) e->n_leaves = count_leaves(e->pattern);
 
     const struct ynode *v;
     e->obs = OBS_DIFFERENT;
     if ((v = bpcc_ynode_get(n, "observation_type"))) get_obs(L, v, "observation_type", &e->obs);
 
-    if ((v = bpcc_ynode_get(n, "dtype_configs")) && !is_null(v) &&
-        want_kind(L, v, YNODE_SEQ, "dtype_configs")) {
+    if ((v = bpcc_ynode_get(n, "dtype_configs")) && !ys_is_null(v) &&
+        ys_want_kind(&L->ys, v, YNODE_SEQ, "dtype_configs")) {
         e->n_dtype_configs = v->n;
         e->dtype_configs = v->n ? BPCC_ARENA_NEWN(&L->cfg->arena, struct dtype_config, v->n) : NULL;
         if (v->n && !e->dtype_configs) {
-            oom(L);
+            ys_oom(&L->ys);
             return NULL;
         }
         for (uint32_t i = 0; i < v->n; i++) dtype_config(L, v->items[i], &e->dtype_configs[i]);
@@ -613,64 +423,64 @@ static struct pattern_entry *entry(struct loader *L, const struct ynode *n)
     const struct ynode *ref = bpcc_ynode_get(n, "reference_quantized_module");
     const struct ynode *ref13 = bpcc_ynode_get(n, "reference_quantized_module_for_root");
     if (ref && ref13)
-        err(L, ref13, "'reference_quantized_module' and 'reference_quantized_module_for_root' "
+        ys_err(&L->ys, ref13, "'reference_quantized_module' and 'reference_quantized_module_for_root' "
                       "are the same setting; give one");
     else if (ref || ref13)
         module_name(L, ref ? ref : ref13, "reference_quantized_module", &e->reference_module);
     if ((v = bpcc_ynode_get(n, "fused_module"))) module_name(L, v, "fused_module", &e->fused_module);
 
     const struct ynode *fm = bpcc_ynode_get(n, "fuser_method");
-    if (fm && !is_null(fm) && get_string(L, fm, "fuser_method", &e->fuser_method)) {
+    if (fm && !ys_is_null(fm) && ys_string(&L->ys, fm, "fuser_method", &e->fuser_method)) {
         uint32_t lo, hi;
         if (!bpcc_fuser_arity(e->fuser_method, &lo, &hi)) {
             char list[1024];
             bpcc_fuser_names(list, sizeof list);
-            err(L, fm, "unknown fuser method '%s' (valid: %s)", fm->str, list);
+            ys_err(&L->ys, fm, "unknown fuser method '%s' (valid: %s)", fm->str, list);
         } else if (e->pattern && (e->n_leaves < lo || e->n_leaves > hi)) {
             if (lo == hi)
-                err(L, fm, "fuser method '%s' fuses %u ops, but the pattern has %u", fm->str, lo,
+                ys_err(&L->ys, fm, "fuser method '%s' fuses %u ops, but the pattern has %u", fm->str, lo,
                     e->n_leaves);
             else
-                err(L, fm, "fuser method '%s' fuses %u to %u ops, but the pattern has %u",
+                ys_err(&L->ys, fm, "fuser method '%s' fuses %u to %u ops, but the pattern has %u",
                     fm->str, lo, hi, e->n_leaves);
         }
     }
     for (int g = 0; g < 2; g++) {
         const char *key = g ? "extra_inputs_getter" : "root_node_getter";
         const char **slot = g ? &e->extra_inputs_getter : &e->root_node_getter;
-        if ((v = bpcc_ynode_get(n, key)) && !is_null(v) && get_string(L, v, key, slot) &&
+        if ((v = bpcc_ynode_get(n, key)) && !ys_is_null(v) && ys_string(&L->ys, v, key, slot) &&
             !name_in(*slot, getters)) {
             char list[2048];
-            err(L, v, "unknown %s '%s' (valid: %s)", key, v->str, one_of(getters, list, sizeof list));
+            ys_err(&L->ys, v, "unknown %s '%s' (valid: %s)", key, v->str, ys_one_of(getters, list, sizeof list));
         }
     }
 
-    if ((v = bpcc_ynode_get(n, "num_tensor_args_to_observation_type")) && !is_null(v) &&
-        want_kind(L, v, YNODE_MAP, "num_tensor_args_to_observation_type")) {
+    if ((v = bpcc_ynode_get(n, "num_tensor_args_to_observation_type")) && !ys_is_null(v) &&
+        ys_want_kind(&L->ys, v, YNODE_MAP, "num_tensor_args_to_observation_type")) {
         for (uint32_t i = 0; i < v->n; i++) {
             int64_t k;
-            if (!get_int(L, v->items[2 * i], "a tensor argument count", &k)) continue;
+            if (!ys_int(&L->ys, v->items[2 * i], "a tensor argument count", &k)) continue;
             if (k < 0 || k > 2) {
-                err(L, v->items[2 * i], "tensor argument count %lld must be 0, 1 or 2", (long long)k);
+                ys_err(&L->ys, v->items[2 * i], "tensor argument count %lld must be 0, 1 or 2", (long long)k);
                 continue;
             }
             if (get_obs(L, v->items[2 * i + 1], "observation type", &e->num_tensor_args[k]))
                 e->has_num_tensor_args[k] = true;
         }
     }
-    if ((v = bpcc_ynode_get(n, "input_type_to_index")) && !is_null(v) &&
-        want_kind(L, v, YNODE_MAP, "input_type_to_index")) {
+    if ((v = bpcc_ynode_get(n, "input_type_to_index")) && !ys_is_null(v) &&
+        ys_want_kind(&L->ys, v, YNODE_MAP, "input_type_to_index")) {
         static const char *const types[] = {"weight", "bias", "input", NULL};
         for (uint32_t i = 0; i < v->n; i++) {
             const struct ynode *k = v->items[2 * i];
             if (!name_in(k->str, types)) {
-                err(L, k, "unknown input type '%s' in input_type_to_index (valid: weight, bias, input)", k->str);
+                ys_err(&L->ys, k, "unknown input type '%s' in input_type_to_index (valid: weight, bias, input)", k->str);
                 continue;
             }
             int64_t idx;
-            if (!get_int(L, v->items[2 * i + 1], "an argument index", &idx)) continue;
+            if (!ys_int(&L->ys, v->items[2 * i + 1], "an argument index", &idx)) continue;
             if (idx < 0 || idx > 64) {
-                err(L, v->items[2 * i + 1], "argument index %lld is out of range", (long long)idx);
+                ys_err(&L->ys, v->items[2 * i + 1], "argument index %lld is out of range", (long long)idx);
                 continue;
             }
             e->type_index_key[e->n_type_index] = bpcc_intern_n(&L->cfg->intern, k->str, strlen(k->str));
@@ -679,49 +489,49 @@ static struct pattern_entry *entry(struct loader *L, const struct ynode *n)
     }
     const struct ynode *fq = bpcc_ynode_get(n, "overwrite_output_observer");
     const struct ynode *fq2 = bpcc_ynode_get(n, "fixed_qparams");
-    if (fq && fq2) err(L, fq2, "'overwrite_output_observer' and 'fixed_qparams' are the same setting; give one");
+    if (fq && fq2) ys_err(&L->ys, fq2, "'overwrite_output_observer' and 'fixed_qparams' are the same setting; give one");
     if (!fq) fq = fq2;
-    if (fq && !is_null(fq) && want_kind(L, fq, YNODE_MAP, "fixed qparams")) {
-        check_keys(L, fq, fixed_keys, "fixed qparams");
+    if (fq && !ys_is_null(fq) && ys_want_kind(&L->ys, fq, YNODE_MAP, "fixed qparams")) {
+        ys_check_keys(&L->ys, fq, fixed_keys, "fixed qparams");
         struct fixed_qparams *f = &e->fixed;
         bool ok = true;
         const struct ynode *s = bpcc_ynode_get(fq, "scale"), *z = bpcc_ynode_get(fq, "zero_point");
-        if (!s || !z) ok = err(L, fq, "fixed qparams need 'scale' and 'zero_point'");
-        if (s) ok &= get_number(L, s, "scale", &f->scale);
-        if (s) f->scale_is_int = written_int(s);
-        if (z) ok &= get_int(L, z, "zero_point", &f->zero_point);
+        if (!s || !z) ok = ys_err(&L->ys, fq, "fixed qparams need 'scale' and 'zero_point'");
+        if (s) ok &= ys_number(&L->ys, s, "scale", &f->scale);
+        if (s) f->scale_is_int = ys_written_int(s);
+        if (z) ok &= ys_int(&L->ys, z, "zero_point", &f->zero_point);
         f->dtype = BPCC_DTYPE_QUINT8;
-        if ((v = bpcc_ynode_get(fq, "dtype"))) ok &= get_dtype(L, v, "fixed qparams dtype", &f->dtype);
+        if ((v = bpcc_ynode_get(fq, "dtype"))) ok &= ys_dtype(&L->ys, v, "fixed qparams dtype", &f->dtype);
         f->quant_min = 0;
         f->quant_max = 255;
         if (f->dtype == BPCC_DTYPE_QINT8) f->quant_min = -128, f->quant_max = 127;
-        if ((v = bpcc_ynode_get(fq, "quant_min"))) ok &= get_int(L, v, "quant_min", &f->quant_min);
-        if ((v = bpcc_ynode_get(fq, "quant_max"))) ok &= get_int(L, v, "quant_max", &f->quant_max);
-        if (ok && !(f->scale > 0)) ok = err(L, s, "fixed qparams scale must be positive, not %g", f->scale);
-        if (ok && f->quant_min > f->quant_max) ok = err(L, fq, "fixed qparams quant_min %lld is above quant_max %lld", (long long)f->quant_min, (long long)f->quant_max);
+        if ((v = bpcc_ynode_get(fq, "quant_min"))) ok &= ys_int(&L->ys, v, "quant_min", &f->quant_min);
+        if ((v = bpcc_ynode_get(fq, "quant_max"))) ok &= ys_int(&L->ys, v, "quant_max", &f->quant_max);
+        if (ok && !(f->scale > 0)) ok = ys_err(&L->ys, s, "fixed qparams scale must be positive, not %g", f->scale);
+        if (ok && f->quant_min > f->quant_max) ok = ys_err(&L->ys, fq, "fixed qparams quant_min %lld is above quant_max %lld", (long long)f->quant_min, (long long)f->quant_max);
         if (ok && (f->zero_point < f->quant_min || f->zero_point > f->quant_max))
-            ok = err(L, z, "fixed qparams zero_point %lld is outside [quant_min, quant_max]", (long long)f->zero_point);
+            ok = ys_err(&L->ys, z, "fixed qparams zero_point %lld is outside [quant_min, quant_max]", (long long)f->zero_point);
         f->set = ok;
     }
-    if ((v = bpcc_ynode_get(n, "input_output_observed")) && !is_null(v)) {
+    if ((v = bpcc_ynode_get(n, "input_output_observed")) && !ys_is_null(v)) {
         bool b;
-        if (get_bool(L, v, "input_output_observed", &b)) e->input_output_observed = b;
+        if (ys_bool(&L->ys, v, "input_output_observed", &b)) e->input_output_observed = b;
     }
 
     /* cross-field rules */
     if (e->reference_module && !e->root_module)
-        err(L, ref ? ref : ref13, "reference_quantized_module needs a root_module (the float "
+        ys_err(&L->ys, ref ? ref : ref13, "reference_quantized_module needs a root_module (the float "
                                   "module it replaces)");
     if (e->root_module && e->pattern && e->n_leaves > 1 && !pattern_has_op(e->pattern, e->root_module))
-        err(L, bpcc_ynode_get(n, "root_module"),
+        ys_err(&L->ys, bpcc_ynode_get(n, "root_module"),
             "root_module '%s' is not an op of the pattern", e->root_module);
     if (e->fused_module && !e->fuser_method && e->pattern && e->n_leaves > 1)
-        warn(L, bpcc_ynode_get(n, "fused_module"),
+        ys_warn(&L->ys, bpcc_ynode_get(n, "fused_module"),
              "fused_module without a fuser_method: PyTorch does not fuse this pattern");
     if (e->fuser_method && e->pattern && e->n_leaves == 1)
-        err(L, bpcc_ynode_get(n, "fuser_method"), "a fuser_method needs a pattern of two or more ops");
+        ys_err(&L->ys, bpcc_ynode_get(n, "fuser_method"), "a fuser_method needs a pattern of two or more ops");
     (void)simple_ops;
-    return L->errors == errors_before ? e : NULL;
+    return L->ys.errors == errors_before ? e : NULL;
 }
 
 /* {==================== files and extends ==================== */
@@ -842,7 +652,10 @@ static enum bpcc_status load_text(struct bpcc_config *cfg, const char *text, siz
 {
     const char *ifile = bpcc_intern_n(&cfg->intern, file, strlen(file));
     if (!ifile) return bpcc_diag_nomem(d);
-    struct loader L = {.cfg = cfg, .file = ifile, .dir = dir, .d = d, .strict = strict};
+    struct loader L = {.ys = {.file = ifile, .d = d, .intern = &cfg->intern, .strict = strict},
+                       .cfg = cfg, .dir = dir};
+    L.ys.note = note_entry;
+    L.ys.note_ud = &L;
     struct ynode *root;
     enum bpcc_status s = bpcc_yaml_parse(text, len, ifile, &cfg->arena, &root, d);
     if (s) return s;
@@ -850,29 +663,29 @@ static enum bpcc_status load_text(struct bpcc_config *cfg, const char *text, siz
     if (root->kind != YNODE_MAP)
         return bpcc_diag_error(d, BPCC_ERR_CONFIG, ifile, root->line, root->col,
                                "a backend config is a mapping with 'name' and 'configs', not %s",
-                               kind_word(root));
-    check_keys(&L, root, top_keys, "the backend config");
+                               ys_kind_word(root));
+    ys_check_keys(&L.ys, root, top_keys, "the backend config");
     const struct ynode *v;
     const char *name = NULL;
-    if ((v = bpcc_ynode_get(root, "name"))) get_string(&L, v, "name", &name);
-    else err(&L, root, "the backend config needs a 'name'");
+    if ((v = bpcc_ynode_get(root, "name"))) ys_string(&L.ys, v, "name", &name);
+    else ys_err(&L.ys, root, "the backend config needs a 'name'");
 
-    if ((v = bpcc_ynode_get(root, "extends")) && !is_null(v)) {
+    if ((v = bpcc_ynode_get(root, "extends")) && !ys_is_null(v)) {
         uint32_t n = v->kind == YNODE_SEQ ? v->n : 1;
         for (uint32_t i = 0; i < n; i++) {
             const struct ynode *b = v->kind == YNODE_SEQ ? v->items[i] : v;
             const char *spec;
-            if (!get_string(&L, b, "extends", &spec)) continue;
+            if (!ys_string(&L.ys, b, "extends", &spec)) continue;
             s = load_source(cfg, spec, dir, strict, stack, true, b, ifile, d);
             if (s) {
-                L.errors++;
+                L.ys.errors++;
                 if (s == BPCC_ERR_NOMEM) return s;
             }
         }
     }
     const struct ynode *configs = bpcc_ynode_get(root, "configs");
-    if (!configs) err(&L, root, "the backend config needs 'configs' (a list of pattern entries)");
-    else if (!is_null(configs) && want_kind(&L, configs, YNODE_SEQ, "configs")) {
+    if (!configs) ys_err(&L.ys, root, "the backend config needs 'configs' (a list of pattern entries)");
+    else if (!ys_is_null(configs) && ys_want_kind(&L.ys, configs, YNODE_SEQ, "configs")) {
         for (uint32_t i = 0; i < configs->n; i++) {
             L.entry_no = i + 1;
             L.entry = configs->items[i];
@@ -885,7 +698,7 @@ static enum bpcc_status load_text(struct bpcc_config *cfg, const char *text, siz
                     struct bpcc_buf t;
                     bpcc_buf_init(&t);
                     bpcc_pattern_text(e, &t);
-                    L.errors++;
+                    L.ys.errors++;
                     bpcc_diag_error(d, BPCC_ERR_CONFIG, ifile, e->line, e->col,
                                     "duplicate pattern %s in one file (use 'extends' to override "
                                     "a base config)", t.data ? t.data : "");
@@ -898,7 +711,7 @@ static enum bpcc_status load_text(struct bpcc_config *cfg, const char *text, siz
                 uint32_t cap = L.cap_own ? L.cap_own * 2 : 32;
                 struct pattern_entry **p = bpcc_realloc(L.own, cap * sizeof *p);
                 if (!p) {
-                    oom(&L);
+                    ys_oom(&L.ys);
                     break;
                 }
                 L.own = p;
@@ -906,15 +719,15 @@ static enum bpcc_status load_text(struct bpcc_config *cfg, const char *text, siz
             }
             L.own[L.n_own++] = e;
             if (bpcc_registry_add(cfg, e, true, d)) {
-                oom(&L);
+                ys_oom(&L.ys);
                 break;
             }
         }
         L.entry_no = 0;
     }
     bpcc_xfree(L.own);
-    if (L.oom) return BPCC_ERR_NOMEM;
-    if (L.errors) return BPCC_ERR_CONFIG;
+    if (L.ys.oom) return BPCC_ERR_NOMEM;
+    if (L.ys.errors) return BPCC_ERR_CONFIG;
     if (!is_base || !cfg->name) cfg->name = name;
     return BPCC_OK;
 }
