@@ -560,6 +560,29 @@ BPCC_API enum bpcc_status bpcc_config_diff(const struct bpcc_config *a, const st
 /* }==================================================================================== */
 
 /* {====================================================================================
+** QConfig mappings (docs/QCONFIG.md): PyTorch's QConfigMapping in YAML, or a built-in one
+** (fbgemm, qnnpack, x86, onednn = get_default_qconfig_mapping(name) of PyTorch 1.13).
+** ==================================================================================== */
+
+struct bpcc_qconfig_mapping;
+
+/* `name_or_path`: a built-in name or a YAML file; opts (may be NULL): strict op names. */
+BPCC_API enum bpcc_status bpcc_qconfig_load(const char *name_or_path,
+                                            const struct bpcc_config_options *opts,
+                                            struct bpcc_qconfig_mapping **out, struct bpcc_diag *d);
+BPCC_API enum bpcc_status bpcc_qconfig_load_text(const char *text, size_t len, const char *filename,
+                                                 const struct bpcc_config_options *opts,
+                                                 struct bpcc_qconfig_mapping **out,
+                                                 struct bpcc_diag *d);
+BPCC_API void bpcc_qconfig_free(struct bpcc_qconfig_mapping *m);
+BPCC_API const char *const *bpcc_qconfig_builtin_names(uint32_t *n_out);
+/* Every rule with its observers as constructed (defaults applied, effective quant range). */
+BPCC_API enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, int indent,
+                                                 char **text_out, struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
 ** Fusion (PyTorch's fuse_fx with a backend config; docs/FUSE.md)
 ** ==================================================================================== */
 

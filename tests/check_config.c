@@ -7,7 +7,6 @@
 
 #include "config/config.h"
 
-#include <dirent.h>
 
 #ifndef CONFIGS_DIR
 #error "CONFIGS_DIR must be defined by the build"
@@ -16,55 +15,24 @@
 static char *bad_files[128];
 static int n_bad;
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-static void collect_bad(void)
-{
-    DIR *dp = opendir(CONFIGS_DIR "/bad");
-    struct dirent *e;
-    while (dp && (e = readdir(dp)) && n_bad < 128)
-        if (strstr(e->d_name, ".yaml")) bad_files[n_bad++] = strdup(e->d_name);
-    if (dp) closedir(dp);
-    qsort(bad_files, (size_t)n_bad, sizeof *bad_files, cmp_str);
-}
-
 START_TEST(bad_config_reports_its_line_col)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/bad/%s", CONFIGS_DIR, bad_files[_i]);
-    size_t len;
-    char *text = tu_read(path, &len);
-    ck_assert_ptr_nonnull(text);
-    char *exp = strstr(text, "# expect: ");
-    ck_assert_msg(exp != NULL, "%s has no '# expect:' line", path);
-    unsigned line, col;
-    int used = 0;
-    ck_assert_int_eq(sscanf(exp + 10, "%u:%u %n", &line, &col, &used), 2);
-    char want[512];
-    const char *msg = exp + 10 + used;
-    size_t n = strcspn(msg, "\n");
-    snprintf(want, sizeof want, "%.*s", (int)n, msg);
-    bool strict = strstr(text, "# strict\n") == text;
+    struct tu_expect x;
+    ck_assert_msg(tu_read_expect(path, &x), "%s has no '# expect:' line", path);
     struct bpcc_diag d;
     bpcc_diag_init(&d);
-    struct bpcc_config_options o = {.strict = strict};
+    struct bpcc_config_options o = {.strict = x.strict};
     struct bpcc_config *c = (void *)1;
-    enum bpcc_status s = bpcc_config_load(path, &o, &c, &d);
-    ck_assert_msg(s != BPCC_OK, "%s loaded", path);
+    ck_assert_msg(bpcc_config_load(path, &o, &c, &d) != BPCC_OK, "%s loaded", path);
     ck_assert_ptr_null(c);
-    /* the first error is the expected one */
-    const struct bpcc_diag_entry *e = NULL;
-    for (uint32_t i = 0; i < d.n_entries && !e; i++)
-        if (d.entries[i].severity == BPCC_SEV_ERROR) e = &d.entries[i];
+    const struct bpcc_diag_entry *e = tu_first_error(&d);
     ck_assert_msg(e != NULL, "%s: no error", path);
-    ck_assert_msg(e->line == line && e->col == col, "%s: error at %u:%u, want %u:%u (%s)",
-                  bad_files[_i], e->line, e->col, line, col, e->msg);
-    ck_assert_msg(strstr(e->msg, want), "%s: '%s' lacks '%s'", bad_files[_i], e->msg, want);
+    ck_assert_msg(e->line == x.line && e->col == x.col, "%s: error at %u:%u, want %u:%u (%s)",
+                  bad_files[_i], e->line, e->col, x.line, x.col, e->msg);
+    ck_assert_msg(strstr(e->msg, x.msg), "%s: '%s' lacks '%s'", bad_files[_i], e->msg, x.msg);
     ck_assert_ptr_nonnull(strstr(e->file, bad_files[_i]));
-    free(text);
 }
 END_TEST
 
@@ -406,7 +374,7 @@ END_TEST
 
 int main(void)
 {
-    collect_bad();
+    n_bad = tu_list_yaml(CONFIGS_DIR "/bad", bad_files, 128);
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("config");
     tcase_set_timeout(tc, 300);

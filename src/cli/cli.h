@@ -22,5 +22,6 @@ int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_fuse(int argc, char **argv);
+int cmd_qconfig(int argc, char **argv);
 
 #endif

@@ -18,6 +18,7 @@ static const char usage_text[] =
     "  fmt MODEL -o OUT        check a model and write it back in canonical form\n"
     "  config list|check|dump|diff   backend pattern configs (bpcc config --help)\n"
     "  fuse MODEL -b BACKEND -o OUT  fuse conv/linear/bn/relu patterns as fuse_fx does\n"
+    "  qconfig list|check|dump       qconfig mappings (bpcc qconfig --help)\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -66,6 +67,7 @@ static const struct verb verbs[] = {
     {"fmt", cmd_fmt},
     {"config", cmd_config},
     {"fuse", cmd_fuse},
+    {"qconfig", cmd_qconfig},
 };
 
 int main(int argc, char **argv)

@@ -122,6 +122,18 @@ run "fuse --explain" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b native --ex
 run "fuse --qat" 0 "$BPCC" fuse "$FIX/conv_bn_relu.bpcc" -b native --qat --explain && has "fuse --qat" "$OUT" "ConvBnReLU2d"
 run "fuse with a vendor config" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b "$CFG/good/base.yaml" --explain && has "fuse with a vendor config" "$OUT" "no fusion pattern matched"
 
+# qconfig
+QC=$FIX/../qconfigs
+run "qconfig list" 0 "$BPCC" qconfig list && has "qconfig list" "$OUT" "onednn"
+run "qconfig check good" 0 "$BPCC" qconfig check "$QC/good/custom.yaml" && has "qconfig check good" "$OUT" "custom.yaml: ok"
+run "qconfig check bad" 1 "$BPCC" qconfig check "$QC/bad/unknown_observer.yaml" &&
+    has "qconfig check bad" "$ERR" "unknown_observer.yaml:3:26: error: unknown observer 'MinMaxObserverr'"
+if run "qconfig dump" 0 "$BPCC" qconfig dump qnnpack; then
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["global"]["activation"]["quant_max"]==255' 2>/dev/null &&
+        ok || bad "qconfig dump qnnpack: unexpected JSON"
+fi
+run "qconfig unknown name" 1 "$BPCC" qconfig dump fbgemmm && has "qconfig unknown name" "$ERR" "not a built-in qconfig mapping"
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 

@@ -1,0 +1,87 @@
+/*
+** qconfig.h — qconfig mappings (PyTorch's QConfigMapping) and observer specs, internal layout.
+*/
+#ifndef BPCC_QCONFIG_H
+#define BPCC_QCONFIG_H
+
+#include "../config/config.h"
+
+/* Append-only; names as PyTorch's classes. */
+enum obs_class {
+    OC_MINMAX = 0,
+    OC_MOVING_AVERAGE_MINMAX,
+    OC_PER_CHANNEL_MINMAX,
+    OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX,
+    OC_HISTOGRAM,
+    OC_PLACEHOLDER,
+    OC_FIXED_QPARAMS,
+    OC_NOOP,
+    OC_REUSE_INPUT,
+    OC_COUNT
+};
+
+enum qscheme {
+    QS_PER_TENSOR_AFFINE = 0,
+    QS_PER_TENSOR_SYMMETRIC,
+    QS_PER_CHANNEL_AFFINE,
+    QS_PER_CHANNEL_SYMMETRIC,
+    QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS,
+    QS_COUNT
+};
+
+BPCC_INTERNAL const char *bpcc_obs_class_name(enum obs_class c);
+BPCC_INTERNAL const char *bpcc_qscheme_name(enum qscheme q);
+
+/* An observer as constructed: every field holds the effective value, defaults applied and the
+** quantization range computed as PyTorch's calculate_qmin_qmax does. */
+struct observer_spec {
+    enum obs_class cls;
+    enum bpcc_dtype dtype;
+    enum qscheme qscheme;
+    bool reduce_range;
+    bool has_customized_qrange;  /* quant_min and quant_max were both given */
+    int64_t quant_min, quant_max;
+    float eps;
+    double averaging_constant;
+    int64_t ch_axis;
+    int64_t bins, upsample_rate;
+    double scale;                /* FixedQParamsObserver */
+    int64_t zero_point;
+    enum bpcc_dtype compute_dtype; /* PlaceholderObserver (1.13): set = dynamic quantization */
+    const char *custom_op_name;
+    uint32_t line, col;
+};
+
+struct qconfig {
+    struct observer_spec activation, weight;
+    uint32_t line, col;
+};
+
+enum qc_rule_kind { QR_OBJECT_TYPE = 0, QR_MODULE_NAME_REGEX, QR_MODULE_NAME, QR_MODULE_NAME_OBJECT_TYPE_ORDER, QR_COUNT };
+
+/* One rule; qc NULL = keep float (`qconfig: null`). */
+struct qc_rule {
+    const char *key;   /* op type (canonical), regex, or module name */
+    const char *type;  /* module_name_object_type_order: the op type */
+    int64_t index;     /* module_name_object_type_order: the invocation index */
+    const struct qconfig *qc;
+    uint32_t line, col;
+};
+
+struct bpcc_qconfig_mapping {
+    struct bpcc_arena arena;
+    struct bpcc_intern intern;
+    const char *name;
+    bool has_global;
+    const struct qconfig *global;
+    struct qc_rule *rules[QR_COUNT];
+    uint32_t n_rules[QR_COUNT];
+};
+
+struct builtin_qconfig {
+    const char *name, *file, *text;
+    size_t len;
+};
+BPCC_INTERNAL const struct builtin_qconfig *bpcc_builtin_qconfigs(uint32_t *n);
+
+#endif
