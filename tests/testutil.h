@@ -15,58 +15,6 @@
 
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must be defined by the build"
-/* A bad-input file states what loading it must report on its first lines:
-**   # expect: LINE:COL message substring      (and optionally "# strict" as the first line)
-** Parses that header; returns false if there is none. */
-struct tu_expect {
-    unsigned line, col;
-    char msg[512];
-    bool strict;
-};
-
-static inline bool tu_read_expect(const char *path, struct tu_expect *e)
-{
-    size_t len;
-    char *text = tu_read(path, &len);
-    if (!text) return false;
-    const char *x = strstr(text, "# expect: ");
-    int used = 0;
-    bool ok = x && sscanf(x + 10, "%u:%u %n", &e->line, &e->col, &used) == 2;
-    if (ok) {
-        const char *msg = x + 10 + used;
-        snprintf(e->msg, sizeof e->msg, "%.*s", (int)strcspn(msg, "\n"), msg);
-        e->strict = strstr(text, "# strict\n") == text;
-    }
-    free(text);
-    return ok;
-}
-
-/* The first error of d, NULL if none. */
-static inline const struct bpcc_diag_entry *tu_first_error(const struct bpcc_diag *d)
-{
-    for (uint32_t i = 0; i < d->n_entries; i++)
-        if (d->entries[i].severity == BPCC_SEV_ERROR) return &d->entries[i];
-    return NULL;
-}
-
-/* The .yaml files of a directory, sorted (names malloc'd into out[]). */
-static inline int tu_list_yaml(const char *dir, char **out, int max)
-{
-    int n = 0;
-    DIR *dp = opendir(dir);
-    struct dirent *e;
-    while (dp && (e = readdir(dp)) && n < max)
-        if (strstr(e->d_name, ".yaml")) out[n++] = strdup(e->d_name);
-    if (dp) closedir(dp);
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && strcmp(out[j - 1], out[j]) > 0; j--) {
-            char *t = out[j];
-            out[j] = out[j - 1];
-            out[j - 1] = t;
-        }
-    return n;
-}
-
 #endif
 
 #define FIXTURE(name) FIXTURES_DIR "/" name
