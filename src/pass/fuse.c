@@ -197,12 +197,6 @@ static enum bpcc_status container(struct fuse_call *fc, const char *type,
     return s;
 }
 
-/* the ReLU-like leaf: a module, or NULL when the pattern had the function F.relu */
-static const struct bpcc_module *relu_part(const struct fuse_call *fc, uint32_t fwd_index)
-{
-    return fwd(fc, fwd_index);
-}
-
 static const char *conv_dim_type(const char *conv_type, const char *prefix, const char *suffix)
 {
     static char buf[128];
@@ -264,7 +258,7 @@ static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
 
 static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
 {
-    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1), *relu = relu_part(fc, 2);
+    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1), *relu = fwd(fc, 2) /* NULL when the pattern had F.relu */;
     if (!conv || !bn) return fail(fc, "fuse_conv_bn_relu needs conv and batch norm modules");
     enum bpcc_status s = check_same_mode(fc, 3);
     if (s) return s;
