@@ -345,6 +345,12 @@ BPCC_API struct bpcc_node *bpcc_node_user(const struct bpcc_node *n, uint32_t i)
 BPCC_API const struct bpcc_value *bpcc_node_meta(const struct bpcc_node *n);
 BPCC_API enum bpcc_status bpcc_node_set_meta(struct bpcc_node *n, const struct bpcc_value *meta,
                                              struct bpcc_diag *d);
+/* The module the node was traced in (PyTorch's node_name_to_scope): its dotted path, and its type
+** in *type_out. NULL (and *type_out NULL) for the root scope. Set when parsed from `@ path : type`
+** or by bpcc_node_set_scope (path NULL or "" resets to the root scope); both strings are copied. */
+BPCC_API const char *bpcc_node_scope(const struct bpcc_node *n, const char **type_out);
+BPCC_API enum bpcc_status bpcc_node_set_scope(struct bpcc_node *n, const char *path, const char *type,
+                                              struct bpcc_diag *d);
 
 /* Replace args and/or kwargs (NULL keeps the current one); use-def is updated. */
 BPCC_API enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value *args,
@@ -575,10 +581,44 @@ BPCC_API enum bpcc_status bpcc_qconfig_load_text(const char *text, size_t len, c
                                                  struct bpcc_qconfig_mapping **out,
                                                  struct bpcc_diag *d);
 BPCC_API void bpcc_qconfig_free(struct bpcc_qconfig_mapping *m);
+/* The file the mapping was read from (a built-in's shipped name, e.g. "fbgemm.yaml"). */
+BPCC_API const char *bpcc_qconfig_file(const struct bpcc_qconfig_mapping *m);
 BPCC_API const char *const *bpcc_qconfig_builtin_names(uint32_t *n_out);
 /* Every rule with its observers as constructed (defaults applied, effective quant range). */
 BPCC_API enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, int indent,
                                                  char **text_out, struct bpcc_diag *d);
+
+/* The qconfig of every node of a (fused) graph, as prepare_fx's generate_qconfig_map decides it:
+** global < object_type < module_name_regex < module_name < module_name_object_type_order, with
+** functions and methods in the module scope they were traced in (bpcc_node_scope) and fused
+** modules taking their parts' object_type qconfig (an error if the parts disagree, as in
+** PyTorch). Graph and mapping must outlive the assignment. Entries are in graph order. */
+enum bpcc_qc_origin {
+    BPCC_QC_NOT_APPLICABLE = 0,  /* placeholder, output: never given a qconfig */
+    BPCC_QC_DEFAULT,             /* no rule and no global: stays float */
+    BPCC_QC_GLOBAL,
+    BPCC_QC_OBJECT_TYPE,
+    BPCC_QC_FUSED_OBJECT_TYPE,   /* object_type of a fused module's parts */
+    BPCC_QC_MODULE_NAME_REGEX,
+    BPCC_QC_MODULE_NAME,
+    BPCC_QC_MODULE_NAME_OBJECT_TYPE_ORDER
+};
+struct bpcc_qconfig_assignment;
+BPCC_API enum bpcc_status bpcc_qconfig_assign(const struct bpcc_graph *g, const struct bpcc_qconfig_mapping *m,
+                                              struct bpcc_qconfig_assignment **out, struct bpcc_diag *d);
+BPCC_API void bpcc_qconfig_assignment_free(struct bpcc_qconfig_assignment *a);
+BPCC_API uint32_t bpcc_qconfig_assignment_count(const struct bpcc_qconfig_assignment *a);
+BPCC_API const struct bpcc_node *bpcc_qconfig_assignment_node(const struct bpcc_qconfig_assignment *a, uint32_t i);
+/* Whether entry i has a qconfig (false: the node stays float). */
+BPCC_API bool bpcc_qconfig_assignment_quantized(const struct bpcc_qconfig_assignment *a, uint32_t i);
+/* The kind of rule that decided entry i, and its line in the mapping file (0 for none). */
+BPCC_API enum bpcc_qc_origin bpcc_qconfig_assignment_origin(const struct bpcc_qconfig_assignment *a, uint32_t i,
+                                                            uint32_t *line_out);
+BPCC_API const char *bpcc_qc_origin_name(enum bpcc_qc_origin o);
+/* {"qconfig_mapping": name, "nodes": [{name, op, target, qconfig (as bpcc_qconfig_dump_json writes
+** one, null = float), rule: {kind, type|regex|name, file, line}}]}. */
+BPCC_API enum bpcc_status bpcc_qconfig_assignment_json(const struct bpcc_qconfig_assignment *a, int indent,
+                                                       char **out, struct bpcc_diag *d);
 
 /* }==================================================================================== */
 

@@ -161,6 +161,261 @@ START_TEST(loading_survives_every_allocation_failure)
 }
 END_TEST
 
+/* {==================== per-node assignment (generate_qconfig_map) ==================== */
+
+/* A graph in the shape tracing gives: modules, functions in scopes, a method, a get_attr. */
+static const char assign_model[] =
+    "bpcc-model 1\n"
+    "\n"
+    "module conv1 : torch.nn.Conv2d\n"
+    "module blocks.0.conv : torch.nn.Conv2d\n"
+    "module blocks.0.relu : torch.nn.ReLU\n"
+    "module blocks.1.conv : torch.nn.Conv2d\n"
+    "module head.fc : torch.nn.Linear\n"
+    "module fused : torch.ao.nn.intrinsic.ConvReLU2d\n"
+    "module fused.0 : torch.nn.Conv2d\n"
+    "module fused.1 : torch.nn.ReLU\n"
+    "\n"
+    "graph\n"
+    "  %x = placeholder x ()\n"
+    "  %conv1 = call_module conv1 (%x,)\n"
+    "  %b0 = call_module blocks.0.conv (%conv1,)\n"
+    "  %add = call_function operator.add (%b0, %conv1) @ blocks.0 : my.Block\n"
+    "  %add_1 = call_function operator.add (%add, %b0) @ blocks.0 : my.Block\n"
+    "  %relu = call_module blocks.0.relu (%add_1,)\n"
+    "  %b1 = call_module blocks.1.conv (%relu,)\n"
+    "  %add_2 = call_function operator.add (%b1, %relu) @ blocks.1 : my.Block\n"
+    "  %mean = call_method mean (%add_2,) @ blocks.1 : my.Block\n"
+    "  %sig = call_function torch.sigmoid (%mean,)\n"
+    "  %w = get_attr blocks.1.conv.weight ()\n"
+    "  %fc = call_module head.fc (%sig,)\n"
+    "  %f = call_module fused (%fc,)\n"
+    "  %output = output output (%f,)\n";
+
+#define QC_A "{activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+#define QC_B "{activation: {observer: HistogramObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+
+struct assigned {
+    struct bpcc_graph *g;
+    struct bpcc_qconfig_mapping *m;
+    struct bpcc_qconfig_assignment *a;
+};
+
+static enum bpcc_status assign_text(const char *mapping, struct assigned *r, struct bpcc_diag *d)
+{
+    memset(r, 0, sizeof *r);
+    enum bpcc_status s = bpcc_graph_parse(assign_model, strlen(assign_model), "m.bpcc", &r->g, d);
+    if (!s) s = bpcc_qconfig_load_text(mapping, strlen(mapping), "q.yaml", NULL, &r->m, d);
+    if (!s) s = bpcc_qconfig_assign(r->g, r->m, &r->a, d);
+    return s;
+}
+
+static void assigned_free(struct assigned *r)
+{
+    bpcc_qconfig_assignment_free(r->a);
+    bpcc_qconfig_free(r->m);
+    bpcc_graph_free(r->g);
+}
+
+/* "origin:line" of node `name`, with '+' for quantized and '-' for float: "+global:0". */
+static const char *how(const struct assigned *r, const char *name)
+{
+    static char buf[8][96];
+    static int k;
+    char *b = buf[k++ % 8];
+    for (uint32_t i = 0; i < bpcc_qconfig_assignment_count(r->a); i++) {
+        if (strcmp(bpcc_node_name(bpcc_qconfig_assignment_node(r->a, i)), name)) continue;
+        uint32_t line;
+        enum bpcc_qc_origin o = bpcc_qconfig_assignment_origin(r->a, i, &line);
+        snprintf(b, 96, "%c%s:%u", bpcc_qconfig_assignment_quantized(r->a, i) ? '+' : '-', bpcc_qc_origin_name(o), line);
+        return b;
+    }
+    return "missing";
+}
+
+#define ASSIGN(r, yaml)                                                              \
+    do {                                                                             \
+        struct bpcc_diag d_;                                                         \
+        bpcc_diag_init(&d_);                                                         \
+        ck_assert_msg(assign_text(yaml, r, &d_) == BPCC_OK, "%s", tu_msg(&d_));     \
+    } while (0)
+
+START_TEST(global_applies_where_no_rule_does_and_no_global_keeps_float)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n");
+    ck_assert_str_eq(how(&r, "x"), "-not_applicable:0");
+    ck_assert_str_eq(how(&r, "output"), "-not_applicable:0");
+    ck_assert_str_eq(how(&r, "conv1"), "+global:0");
+    ck_assert_str_eq(how(&r, "mean"), "+global:0");
+    ck_assert_str_eq(how(&r, "w"), "+global:0");
+    assigned_free(&r);
+    ASSIGN(&r, "object_type:\n  - {type: torch.sigmoid, qconfig: " QC_A "}\n");
+    ck_assert_str_eq(how(&r, "conv1"), "-default:0");
+    ck_assert_str_eq(how(&r, "sig"), "+object_type:2");
+    assigned_free(&r);
+    ASSIGN(&r, "global: null\n");
+    ck_assert_str_eq(how(&r, "conv1"), "-global:0");
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(object_type_matches_module_classes_functions_and_methods)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "object_type:\n"
+               "  - {type: torch.nn.Conv2d, qconfig: " QC_B "}\n"
+               "  - {type: operator.add, qconfig: null}\n"
+               "  - {type: mean, qconfig: null}\n"
+               "  - {type: torch.nn.ReLU, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "conv1"), "+object_type:3");
+    ck_assert_str_eq(how(&r, "b1"), "+object_type:3");
+    ck_assert_str_eq(how(&r, "add"), "-object_type:4");
+    ck_assert_str_eq(how(&r, "mean"), "-object_type:5");
+    ck_assert_str_eq(how(&r, "fc"), "+global:0");
+    ck_assert_str_eq(how(&r, "relu"), "+object_type:6");
+    ck_assert_str_eq(how(&r, "f"), "+fused_object_type:3");
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(scope_type_overrides_a_function_and_method_rule)
+{
+    /* maybe_adjust_qconfig_for_module_type_or_name(scope type, scope path, function qconfig) */
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "object_type:\n"
+               "  - {type: mean, qconfig: null}\n"
+               "  - {type: my.Block, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "mean"), "+object_type:4");
+    ck_assert_str_eq(how(&r, "add"), "+object_type:4");
+    ck_assert_str_eq(how(&r, "sig"), "+global:0"); /* root scope */
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(module_name_covers_submodules_and_functions_in_their_scope)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "module_name:\n"
+               "  - {name: blocks, qconfig: null}\n"
+               "  - {name: blocks.1.conv, qconfig: " QC_B "}\n"
+               "  - {name: block, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "b0"), "-module_name:3");
+    ck_assert_str_eq(how(&r, "add"), "-module_name:3");
+    ck_assert_str_eq(how(&r, "mean"), "-module_name:3");
+    ck_assert_str_eq(how(&r, "b1"), "+module_name:4");   /* the nearest listed name */
+    ck_assert_str_eq(how(&r, "w"), "+module_name:4");    /* get_attr: its owner module */
+    ck_assert_str_eq(how(&r, "conv1"), "+global:0");     /* 'block' is not a prefix by name parts */
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(module_name_regex_is_anchored_at_the_start_and_first_match_wins)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "module_name_regex:\n"
+               "  - {regex: 'blocks\\.[0-9]\\.c', qconfig: null}\n"
+               "  - {regex: blocks, qconfig: " QC_B "}\n"
+               "  - {regex: conv, qconfig: null}\n");
+    ck_assert_str_eq(how(&r, "b0"), "-module_name_regex:3");
+    ck_assert_str_eq(how(&r, "relu"), "+module_name_regex:4");
+    ck_assert_str_eq(how(&r, "add"), "+module_name_regex:4");
+    ck_assert_str_eq(how(&r, "conv1"), "-module_name_regex:5");
+    ck_assert_str_eq(how(&r, "fc"), "+global:0");          /* head.fc: 'conv' matches nowhere at the start */
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(precedence_is_order_over_name_over_regex_over_type_over_global)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "object_type:\n  - {type: torch.nn.Conv2d, qconfig: null}\n"
+               "module_name_regex:\n  - {regex: blocks, qconfig: " QC_B "}\n"
+               "module_name:\n  - {name: blocks.0, qconfig: null}\n"
+               "module_name_object_type_order:\n  - {name: blocks.0, type: torch.nn.Conv2d, index: 0, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "conv1"), "-object_type:3");
+    ck_assert_str_eq(how(&r, "b1"), "+module_name_regex:5");
+    ck_assert_str_eq(how(&r, "relu"), "-module_name:7");
+    ck_assert_str_eq(how(&r, "b0"), "+module_name_object_type_order:9");
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(object_type_order_counts_calls_per_module_in_graph_order)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "module_name_object_type_order:\n"
+               "  - {name: blocks.0, type: operator.add, index: 1, qconfig: null}\n"
+               "  - {name: blocks.1, type: operator.add, index: 1, qconfig: null}\n"
+               "  - {name: '', type: torch.nn.Conv2d, index: 0, qconfig: null}\n");
+    ck_assert_str_eq(how(&r, "add"), "+global:0");
+    ck_assert_str_eq(how(&r, "add_1"), "-module_name_object_type_order:3");
+    ck_assert_str_eq(how(&r, "add_2"), "+global:0"); /* the first add in blocks.1 */
+    ck_assert_str_eq(how(&r, "conv1"), "-module_name_object_type_order:5"); /* counted in its parent */
+    ck_assert_str_eq(how(&r, "b0"), "+global:0");
+    /* a fused module is counted as its first part (the pattern root it was traced as) */
+    ck_assert_str_eq(how(&r, "f"), "+global:0");
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(fused_module_takes_the_object_type_of_its_parts)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "object_type:\n"
+               "  - {type: torch.nn.Conv2d, qconfig: " QC_B "}\n"
+               "  - {type: torch.nn.ReLU, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "f"), "+fused_object_type:3");
+    assigned_free(&r);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(assign_text("global: " QC_A "\nobject_type:\n  - {type: torch.nn.Conv2d, qconfig: " QC_B "}\n"
+                                 "  - {type: torch.nn.ReLU, qconfig: null}\n", &r, &d), BPCC_ERR_CONFIG);
+    const struct bpcc_diag_entry *e = tu_first_error(&d);
+    ck_assert_ptr_nonnull(e);
+    ck_assert_str_eq(e->file, "m.bpcc");
+    ck_assert_uint_eq(e->line, 25);
+    ck_assert_msg(strstr(e->msg, "torch.nn.Conv2d (line 3) and torch.nn.ReLU (line 4)"), "%s", e->msg);
+    ck_assert_ptr_null(r.a);
+    assigned_free(&r);
+}
+END_TEST
+
+START_TEST(assignment_survives_every_allocation_failure)
+{
+    const char *yaml = "global: " QC_A "\nmodule_name_regex:\n  - {regex: blocks, qconfig: null}\n"
+                       "module_name_object_type_order:\n  - {name: blocks.0, type: operator.add, index: 1, qconfig: null}\n"
+                       "object_type:\n  - {type: torch.nn.Conv2d, qconfig: " QC_A "}\n  - {type: torch.nn.ReLU, qconfig: " QC_A "}\n";
+    int failures = 0;
+    for (uint64_t k = 1;; k++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct assigned r;
+        bpcc_alloc_fail_at(k, false);
+        enum bpcc_status s = assign_text(yaml, &r, &d);
+        char *j = NULL;
+        if (!s) s = bpcc_qconfig_assignment_json(r.a, 0, &j, &d);
+        bpcc_alloc_fail_at(0, false);
+        bpcc_free(j);
+        assigned_free(&r);
+        if (s == BPCC_OK) break;
+        ck_assert_msg(s == BPCC_ERR_NOMEM, "allocation %llu: %s (%s)", (unsigned long long)k, bpcc_status_name(s), tu_msg(&d));
+        failures++;
+        ck_assert_int_lt(k, 100000);
+    }
+    ck_assert_int_gt(failures, 20);
+}
+END_TEST
+
+/* }================================================ */
+
 int main(void)
 {
     n_bad = tu_list_yaml(QCONFIGS_DIR "/bad", bad_files, 64);
@@ -172,6 +427,15 @@ int main(void)
     tcase_add_test(tc, quant_range_follows_calculate_qmin_qmax);
     tcase_add_test(tc, builtin_mappings_load);
     tcase_add_test(tc, loading_survives_every_allocation_failure);
+    tcase_add_test(tc, global_applies_where_no_rule_does_and_no_global_keeps_float);
+    tcase_add_test(tc, object_type_matches_module_classes_functions_and_methods);
+    tcase_add_test(tc, scope_type_overrides_a_function_and_method_rule);
+    tcase_add_test(tc, module_name_covers_submodules_and_functions_in_their_scope);
+    tcase_add_test(tc, module_name_regex_is_anchored_at_the_start_and_first_match_wins);
+    tcase_add_test(tc, precedence_is_order_over_name_over_regex_over_type_over_global);
+    tcase_add_test(tc, object_type_order_counts_calls_per_module_in_graph_order);
+    tcase_add_test(tc, fused_module_takes_the_object_type_of_its_parts);
+    tcase_add_test(tc, assignment_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     int rc = tu_run(s);
     for (int i = 0; i < n_bad; i++) free(bad_files[i]);

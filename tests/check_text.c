@@ -43,7 +43,8 @@ START_TEST(free_form_text_prints_canonically)
         "\t%x=placeholder x()\n"
         "%r = call_module m ( %x , ) : f32[ 1 ,2 ]   # ok\n"
         "  %f = call_function torch.mul (%r, 1.50e0, [1,2,],) {other : 3E-1}\n"
-        "  %output = output output ( %f, )\n";
+        "  %s = call_method sigmoid (%f,)@ blocks.0  :my.Block\n"
+        "  %output = output output ( %s, )\n";
     const char *want =
         "bpcc-model 1\n"
         "\n"
@@ -53,7 +54,8 @@ START_TEST(free_form_text_prints_canonically)
         "  %x = placeholder x ()\n"
         "  %r = call_module m (%x,) : f32[1, 2]\n"
         "  %f = call_function torch.mul (%r, 1.5, [1, 2]) {other: 0.3}\n"
-        "  %output = output output (%f,)\n";
+        "  %s = call_method sigmoid (%f,) @ blocks.0 : my.Block\n"
+        "  %output = output output (%s,)\n";
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     struct bpcc_graph *g;
@@ -62,6 +64,11 @@ START_TEST(free_form_text_prints_canonically)
     char *out;
     ck_assert_int_eq(bpcc_graph_print(g, NULL, &out, NULL, &d), BPCC_OK);
     ck_assert_str_eq(out, want);
+    const char *stype = NULL;
+    ck_assert_str_eq(bpcc_node_scope(bpcc_graph_find_node(g, "s"), &stype), "blocks.0");
+    ck_assert_str_eq(stype, "my.Block");
+    ck_assert_ptr_null(bpcc_node_scope(bpcc_graph_find_node(g, "f"), &stype));
+    ck_assert_ptr_null(stype);
     bpcc_graph_free(g);
     /* and the canonical text is a fixed point */
     ck_assert_int_eq(bpcc_graph_parse(out, strlen(out), NULL, &g, &d), BPCC_OK);
@@ -176,6 +183,8 @@ static const struct bad_case bad[] = {
     {"module attrs with node", HDR "module m : a.B {x: %q}\ngraph\n", BPCC_ERR_PARSE, 2, 20, "use of undefined node"},
     {"empty weights name", HDR "weights \"\"\ngraph\n", BPCC_ERR_PARSE, 2, 9, "empty weights file name"},
     {"NUL byte", HDR "graph\n  %x = placeh\0lder x ()\n", BPCC_ERR_PARSE, 3, 14, "NUL byte"},
+    {"empty scope path", GR "  %y = call_function f.g () @ \"\" : a.B\n" OUT, BPCC_ERR_PARSE, 4, 31, "the root scope is written by leaving '@' out"},
+    {"scope without type", GR "  %y = call_function f.g () @ blk\n" OUT, BPCC_ERR_PARSE, 4, 34, "expected ':', found end of line"},
     {"space inside tensor type", GR "  %y = call_function f.g () : f32 [1]\n" OUT, BPCC_ERR_PARSE, 4, 34, "expected '[' right after element type"},
 };
 

@@ -140,6 +140,10 @@ static json_t *node_json(const struct bpcc_node *n)
     for (uint32_t i = 0; ok && i < n->n_users; i++)
         ok = json_array_append_new(users, json_string(n->users[i].node->name)) == 0;
     ok = ok && put(o, "meta", meta_json(&n->meta));
+    if (ok && n->scope_path) {
+        json_t *sc = json_pack("[ss]", n->scope_path, n->scope_type);
+        ok = put(o, "scope", sc);
+    }
     if (!ok) {
         json_decref(o);
         return NULL;

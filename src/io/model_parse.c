@@ -749,6 +749,16 @@ static enum bpcc_status parse_node(struct parser *ps)
     }
     struct bpcc_value meta = bpcc_value_none();
     if (accept(ps, ':') && parse_meta(ps, &meta, 0)) return ps->status;
+    const char *scope_path = NULL, *scope_type = NULL;
+    if (accept(ps, '@')) {
+        const char *sat = NULL;
+        scope_path = parse_name(ps, "a scope module path", &sat);
+        if (!scope_path) return ps->status;
+        if (!*scope_path) return fail_at(ps, sat, "a scope names a submodule; the root scope is written by leaving '@' out");
+        if (expect(ps, ':')) return ps->status;
+        scope_type = parse_name(ps, "the scope's module type", NULL);
+        if (!scope_type) return ps->status;
+    }
     if (expect_eol(ps)) return ps->status;
     if (kind == BPCC_NODE_OUTPUT && bpcc_graph_output(ps->g))
         return fail_at(ps, at, "a graph has one output node; '%%%s' is a second",
@@ -760,6 +770,8 @@ static enum bpcc_status parse_node(struct parser *ps)
                                              &node, NULL);
     if (s) return s == BPCC_ERR_NOMEM ? nomem(ps) : fail_at(ps, at, "invalid node");
     node->meta = meta;
+    node->scope_path = scope_path;
+    node->scope_type = scope_type;
     node->src_line = ps->line;
     node->src_col = col_of(ps, at);
     return BPCC_OK;

@@ -172,6 +172,12 @@ enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weight
             bpcc_buf_adds(&b, " : ");
             bpcc_print_value(&b, &n->meta);
         }
+        if (n->scope_path) {
+            bpcc_buf_adds(&b, " @ ");
+            print_name(&b, n->scope_path);
+            bpcc_buf_adds(&b, " : ");
+            print_name(&b, n->scope_type);
+        }
         bpcc_buf_addc(&b, '\n');
     }
     size_t len;

@@ -391,6 +391,29 @@ uint32_t bpcc_node_id(const struct bpcc_node *n) { return n->id; }
 const struct bpcc_value *bpcc_node_args(const struct bpcc_node *n) { return &n->args; }
 const struct bpcc_value *bpcc_node_kwargs(const struct bpcc_node *n) { return &n->kwargs; }
 const struct bpcc_value *bpcc_node_meta(const struct bpcc_node *n) { return &n->meta; }
+
+const char *bpcc_node_scope(const struct bpcc_node *n, const char **type_out)
+{
+    if (type_out) *type_out = n->scope_type;
+    return n->scope_path;
+}
+
+enum bpcc_status bpcc_node_set_scope(struct bpcc_node *n, const char *path, const char *type,
+                                     struct bpcc_diag *d)
+{
+    if (!path || !*path) {
+        n->scope_path = n->scope_type = NULL;
+        return BPCC_OK;
+    }
+    if (!type || !*type)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "node '%s': scope '%s' needs a module type",
+                               n->name, path);
+    const char *p = bpcc_graph_intern(n->graph, path), *t = bpcc_graph_intern(n->graph, type);
+    if (!p || !t) return bpcc_diag_nomem(d);
+    n->scope_path = p;
+    n->scope_type = t;
+    return BPCC_OK;
+}
 uint32_t bpcc_node_n_users(const struct bpcc_node *n) { return n->n_users; }
 
 struct bpcc_node *bpcc_node_user(const struct bpcc_node *n, uint32_t i)

@@ -26,6 +26,9 @@ struct bpcc_node {
     struct bpcc_value args;    /* TUPLE */
     struct bpcc_value kwargs;  /* DICT  */
     struct bpcc_value meta;    /* NONE, TTYPE or a TUPLE/LIST of them */
+    /* The module the node was traced in (PyTorch's node_name_to_scope): its dotted path and
+    ** type, both interned; NULL for the root scope. call_module nodes take theirs from the target. */
+    const char *scope_path, *scope_type;
     struct bpcc_node *prev, *next;
     struct bpcc_graph *graph;
     struct user_entry *users;

@@ -357,6 +357,7 @@ static enum bpcc_status load_text(struct bpcc_qconfig_mapping *m, const char *te
 {
     const char *ifile = bpcc_intern_n(&m->intern, file, strlen(file));
     if (!ifile) return bpcc_diag_nomem(d);
+    m->file = ifile;
     struct qloader Q = {.ys = {.file = ifile, .d = d, .intern = &m->intern, .strict = strict}, .m = m};
     Q.ys.note = note_rule;
     Q.ys.note_ud = &Q;
@@ -398,6 +399,8 @@ static enum bpcc_status new_mapping(struct bpcc_qconfig_mapping **out, struct bp
     *out = m;
     return BPCC_OK;
 }
+
+const char *bpcc_qconfig_file(const struct bpcc_qconfig_mapping *m) { return m->file; }
 
 void bpcc_qconfig_free(struct bpcc_qconfig_mapping *m)
 {
@@ -463,6 +466,27 @@ const char *const *bpcc_qconfig_builtin_names(uint32_t *n_out)
     return names;
 }
 
+const char *bpcc_qc_rule_kind_name(enum qc_rule_kind k) { return (unsigned)k < QR_COUNT ? rule_keys[k] : "?"; }
+
+static bool str_eq(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+static bool observer_equal(const struct observer_spec *a, const struct observer_spec *b)
+{
+    return a->cls == b->cls && a->dtype == b->dtype && a->qscheme == b->qscheme &&
+           a->reduce_range == b->reduce_range && a->quant_min == b->quant_min && a->quant_max == b->quant_max &&
+           a->eps == b->eps && a->averaging_constant == b->averaging_constant && a->ch_axis == b->ch_axis &&
+           a->bins == b->bins && a->upsample_rate == b->upsample_rate && a->scale == b->scale &&
+           a->zero_point == b->zero_point && a->compute_dtype == b->compute_dtype &&
+           str_eq(a->custom_op_name, b->custom_op_name);
+}
+
+bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b)
+{
+    if (a == b) return true;
+    if (!a || !b) return false;
+    return observer_equal(&a->activation, &b->activation) && observer_equal(&a->weight, &b->weight);
+}
+
 /* {==================== JSON ==================== */
 
 static bool put(json_t *o, const char *k, json_t *v) { return v && json_object_set_new(o, k, v) == 0; }
@@ -506,7 +530,7 @@ static json_t *observer_json(const struct observer_spec *o)
     return j;
 }
 
-static json_t *qconfig_json(const struct qconfig *qc)
+json_t *bpcc_qconfig_json(const struct qconfig *qc)
 {
     if (!qc) return json_null();
     json_t *j = json_object();
@@ -524,7 +548,7 @@ enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, in
     uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object();
     bool ok = root && put(root, "name", m->name ? json_string(m->name) : json_null());
-    if (ok && m->has_global) ok = put(root, "global", qconfig_json(m->global));
+    if (ok && m->has_global) ok = put(root, "global", bpcc_qconfig_json(m->global));
     for (int k = 0; ok && k < QR_COUNT; k++) {
         json_t *a = json_array();
         ok = put(root, rule_keys[k], a);
@@ -538,7 +562,7 @@ enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, in
             else ok = put(e, "name", json_string(r->key));
             if (ok && k == QR_MODULE_NAME_OBJECT_TYPE_ORDER)
                 ok = put(e, "type", json_string(r->type)) && put(e, "index", json_integer(r->index));
-            ok = ok && put(e, "qconfig", qconfig_json(r->qc));
+            ok = ok && put(e, "qconfig", bpcc_qconfig_json(r->qc));
         }
     }
     char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) | JSON_REAL_PRECISION(17)) : NULL;

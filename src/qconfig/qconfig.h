@@ -72,6 +72,7 @@ struct bpcc_qconfig_mapping {
     struct bpcc_arena arena;
     struct bpcc_intern intern;
     const char *name;
+    const char *file;  /* interned: where it was loaded from */
     bool has_global;
     const struct qconfig *global;
     struct qc_rule *rules[QR_COUNT];
@@ -83,5 +84,22 @@ struct builtin_qconfig {
     size_t len;
 };
 BPCC_INTERNAL const struct builtin_qconfig *bpcc_builtin_qconfigs(uint32_t *n);
+BPCC_INTERNAL const char *bpcc_qc_rule_kind_name(enum qc_rule_kind k);
+
+/* One node's qconfig (NULL: stays float) and the rule that chose it (NULL for global/default). */
+struct bpcc_node_qconfig {
+    const struct bpcc_node *node;
+    const struct qconfig *qconfig;
+    enum bpcc_qc_origin origin;
+    const struct qc_rule *rule;
+};
+BPCC_INTERNAL const struct bpcc_node_qconfig *bpcc_qconfig_assignment_at(const struct bpcc_qconfig_assignment *a,
+                                                                        uint32_t i);
+/* The JSON of a qconfig (null for NULL = keep float), as `bpcc qconfig dump` writes it. */
+struct json_t;
+BPCC_INTERNAL struct json_t *bpcc_qconfig_json(const struct qconfig *qc);
+/* Same effective observers (PyTorch's qconfig_equals compares constructor arguments; bpcc
+** compares what they construct). */
+BPCC_INTERNAL bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b);
 
 #endif

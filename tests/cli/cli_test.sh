@@ -133,6 +133,17 @@ if run "qconfig dump" 0 "$BPCC" qconfig dump qnnpack; then
         ok || bad "qconfig dump qnnpack: unexpected JSON"
 fi
 run "qconfig unknown name" 1 "$BPCC" qconfig dump fbgemmm && has "qconfig unknown name" "$ERR" "not a built-in qconfig mapping"
+run "qconfig assign" 0 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q fbgemm -b fbgemm &&
+    has "qconfig assign fused" "$OUT" "%conv1    quantized  fused_object_type (fbgemm.yaml:8)" &&
+    has "qconfig assign global" "$OUT" "%add      quantized  global"
+if run "qconfig assign json" 0 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q qnnpack --json; then
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); n={e["name"]: e for e in d["nodes"]}; assert n["x"]["qconfig"] is None and n["bn1"]["rule"]["kind"]=="object_type" and n["add"]["rule"]["kind"]=="global" and n["conv1"]["qconfig"]["activation"]["quant_max"]==255' 2>/dev/null &&
+        ok || bad "qconfig assign --json: unexpected JSON"
+fi
+run "qconfig assign needs -q" 2 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" && has "qconfig assign needs -q" "$ERR" "needs -q QCONFIG"
+printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\nobject_type:\n  - {type: torch.nn.Conv2d, qconfig: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}}\n  - {type: torch.nn.ReLU, qconfig: null}\n' > "$WORK/relu_float.yaml"
+run "qconfig assign fused parts disagree" 1 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q "$WORK/relu_float.yaml" -b fbgemm &&
+    has "qconfig assign fused parts disagree" "$ERR" "different object_type qconfigs"
 
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"

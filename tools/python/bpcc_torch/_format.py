@@ -186,13 +186,14 @@ class ModuleEntry:
 
 
 class NodeEntry:
-    def __init__(self, name, kind, target, args=(), kwargs=None, meta=None):
+    def __init__(self, name, kind, target, args=(), kwargs=None, meta=None, scope=None):
         self.name = name
         self.kind = kind
         self.target = target
         self.args = tuple(args)
         self.kwargs = kwargs if kwargs is not None else {}
         self.meta = meta
+        self.scope = scope  # (module path, module type) the node was traced in; None = root
 
 
 class Model:
@@ -221,6 +222,8 @@ def print_model(m):
             line += " " + format_value(n.kwargs)
         if n.meta is not None:
             line += " : " + format_value(n.meta)
+        if n.scope is not None:
+            line += " @ %s : %s" % (name(n.scope[0]), name(n.scope[1]))
         lines.append(line)
     return "\n".join(lines) + "\n"
 
@@ -467,8 +470,15 @@ def parse_model(text, path="<text>"):
             ln.fail("a one-element tuple is written '(x,)'")
         kwargs = ln.items("}", True)[0] if ln.accept("{") else {}
         meta = ln.meta() if ln.accept(":") else None
+        scope = None
+        if ln.accept("@"):
+            spath = ln.name()
+            if not spath:
+                ln.fail("a scope names a submodule; the root scope is written by leaving '@' out")
+            ln.expect(":")
+            scope = (spath, ln.name())
         ln.eol()
-        m.nodes.append(NodeEntry(nname, kind, target, tuple(args), kwargs, meta))
+        m.nodes.append(NodeEntry(nname, kind, target, tuple(args), kwargs, meta, scope))
     if section != "graph":
         raise FormatError("%s: error: no graph section" % path)
     return m

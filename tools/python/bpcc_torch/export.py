@@ -19,7 +19,10 @@ def trace(model):
     from torch.ao.quantization.fx.tracer import QuantizationTracer
     tracer = QuantizationTracer([], [])
     graph = tracer.trace(model)
-    return torch.fx.GraphModule(model, graph, model.__class__.__name__)
+    gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
+    # the scope each node was traced in, as prepare_fx's generate_qconfig_map reads it
+    gm._bpcc_scope = {k: (path, t) for k, (path, t) in tracer.node_name_to_scope.items() if path}
+    return gm
 
 
 def _meta(tm):
@@ -34,7 +37,20 @@ def _meta(tm):
     return None
 
 
-def _node_entry(n):
+def _scope(n, scopes):
+    """(path, type name) of a function or method node traced inside a submodule, else None."""
+    if n.op not in ("call_function", "call_method") or n.name not in scopes:
+        return None
+    path, t = scopes[n.name]
+    if isinstance(t, str):
+        return (path, t)
+    try:
+        return (path, class_name(t))
+    except BridgeError as e:
+        raise BridgeError("node '%s': scope '%s': %s" % (n.name, path, e))
+
+
+def _node_entry(n, scopes):
     where = "node '%s'" % n.name
     if n.op == "call_function":
         try:
@@ -48,7 +64,7 @@ def _node_entry(n):
     tm = n.meta.get("tensor_meta")
     meta = _meta(tm) if tm is not None else None
     return fmt.NodeEntry(n.name, n.op, target, to_ir(tuple(n.args), where),
-                         to_ir(dict(n.kwargs), where), meta)
+                         to_ir(dict(n.kwargs), where), meta, _scope(n, scopes))
 
 
 def _attrs(name, mod):
@@ -130,7 +146,8 @@ def to_model(gm, weights_name):
             entry.tensors.append((role, k, tt))
             tensors.append(("%s.%s" % (name, k) if name else k, t))
         m.modules.append(entry)
-    m.nodes = [_node_entry(n) for n in gm.graph.nodes]
+    scopes = getattr(gm, "_bpcc_scope", None) or {}
+    m.nodes = [_node_entry(n, scopes) for n in gm.graph.nodes]
     return m, tensors
 
 

@@ -119,7 +119,10 @@ def from_model(m, data):
         if node.name != n.name:
             raise BridgeError("%s: torch.fx renamed it to '%s'" % (where, node.name))
         env[n.name] = node
-    return torch.fx.GraphModule(root, graph)
+    gm = torch.fx.GraphModule(root, graph)
+    # scopes travel with the GraphModule so that exporting it again keeps them
+    gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
+    return gm
 
 
 def load(path):
