@@ -5,28 +5,6 @@
 */
 #include "testutil.h"
 
-typedef enum bpcc_status (*op_fn)(void *ctx, struct bpcc_diag *d);
-
-/* Returns the number of failure points exercised. */
-static int oom_loop(const char *what, op_fn fn, void *ctx)
-{
-    int n_failed = 0;
-    for (uint64_t n = 1;; n++) {
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        bpcc_alloc_fail_at(n, false);
-        enum bpcc_status s = fn(ctx, &d);
-        bpcc_alloc_fail_at(0, false);
-        if (s == BPCC_OK) break;
-        ck_assert_msg(s == BPCC_ERR_NOMEM, "%s: allocation %llu failed with '%s' (%s)", what,
-                      (unsigned long long)n, bpcc_status_name(s), tu_msg(&d));
-        ck_assert_int_eq(d.code, BPCC_ERR_NOMEM);
-        n_failed++;
-        ck_assert_msg(n < 1000000, "%s does not converge", what);
-    }
-    return n_failed;
-}
-
 struct text_ctx {
     char *text;
     size_t len;
@@ -126,27 +104,27 @@ START_TEST(parse_print_json_and_passes_survive_oom)
         snprintf(path, sizeof path, "%s/%s.bpcc", FIXTURES_DIR, names[i]);
         struct text_ctx c = {0};
         c.text = tu_read(path, &c.len);
-        ck_assert_int_gt(oom_loop("parse", op_parse, &c), 10);
+        ck_assert_int_gt(tu_oom_loop("parse", op_parse, &c), 10);
         struct bpcc_diag d;
         bpcc_diag_init(&d);
         ck_assert_int_eq(bpcc_graph_parse(c.text, c.len, NULL, &c.g, &d), BPCC_OK);
-        ck_assert_int_gt(oom_loop("print", op_print, &c), 0);
-        ck_assert_int_gt(oom_loop("json", op_json, &c), 10);
-        ck_assert_int_gt(oom_loop("verify+topo_sort", op_verify_sort, &c), 0);
+        ck_assert_int_gt(tu_oom_loop("print", op_print, &c), 0);
+        ck_assert_int_gt(tu_oom_loop("json", op_json, &c), 10);
+        ck_assert_int_gt(tu_oom_loop("verify+topo_sort", op_verify_sort, &c), 0);
         /* nothing changed: the graph still prints as the file */
         ck_assert_int_eq(op_print(&c, &d), BPCC_OK);
         bpcc_graph_free(c.g);
         free(c.text);
-        ck_assert_int_gt(oom_loop("load", op_load, path), 10);
+        ck_assert_int_gt(tu_oom_loop("load", op_load, path), 10);
         snprintf(path, sizeof path, "%s/%s.safetensors", FIXTURES_DIR, names[i]);
-        ck_assert_int_gt(oom_loop("safetensors open", op_open_st, path), 2);
+        ck_assert_int_gt(tu_oom_loop("safetensors open", op_open_st, path), 2);
     }
 }
 END_TEST
 
 START_TEST(graph_building_survives_oom)
 {
-    ck_assert_int_gt(oom_loop("build", op_build, NULL), 10);
+    ck_assert_int_gt(tu_oom_loop("build", op_build, NULL), 10);
 }
 END_TEST
 

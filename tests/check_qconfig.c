@@ -138,26 +138,21 @@ START_TEST(builtin_mappings_load)
 }
 END_TEST
 
+static enum bpcc_status load_and_dump(void *path, struct bpcc_diag *d)
+{
+    struct bpcc_qconfig_mapping *m;
+    enum bpcc_status s = bpcc_qconfig_load(path, NULL, &m, d);
+    if (s) return s;
+    char *j;
+    s = bpcc_qconfig_dump_json(m, 2, &j, d);
+    if (!s) bpcc_free(j);
+    bpcc_qconfig_free(m);
+    return s;
+}
+
 START_TEST(loading_survives_every_allocation_failure)
 {
-    int failures = 0;
-    for (uint64_t k = 1;; k++) {
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        struct bpcc_qconfig_mapping *m = NULL;
-        bpcc_alloc_fail_at(k, false);
-        enum bpcc_status s = bpcc_qconfig_load(QCONFIGS_DIR "/good/custom.yaml", NULL, &m, &d);
-        char *j = NULL;
-        if (!s) s = bpcc_qconfig_dump_json(m, 2, &j, &d);
-        bpcc_alloc_fail_at(0, false);
-        bpcc_free(j);
-        if (m) bpcc_qconfig_free(m);
-        if (s == BPCC_OK) break;
-        ck_assert_msg(s == BPCC_ERR_NOMEM, "allocation %llu: %s (%s)", (unsigned long long)k, bpcc_status_name(s), tu_msg(&d));
-        failures++;
-        ck_assert_int_lt(k, 100000);
-    }
-    ck_assert_int_gt(failures, 10);
+    ck_assert_int_gt(tu_oom_loop("load", load_and_dump, QCONFIGS_DIR "/good/custom.yaml"), 10);
 }
 END_TEST
 
@@ -388,29 +383,23 @@ START_TEST(fused_module_takes_the_object_type_of_its_parts)
 }
 END_TEST
 
+static enum bpcc_status assign_and_dump(void *yaml, struct bpcc_diag *d)
+{
+    struct assigned r;
+    enum bpcc_status s = assign_text(yaml, &r, d);
+    char *j;
+    if (!s) s = bpcc_qconfig_assignment_json(r.a, 0, &j, d);
+    if (!s) bpcc_free(j);
+    assigned_free(&r);
+    return s;
+}
+
 START_TEST(assignment_survives_every_allocation_failure)
 {
-    const char *yaml = "global: " QC_A "\nmodule_name_regex:\n  - {regex: blocks, qconfig: null}\n"
-                       "module_name_object_type_order:\n  - {name: blocks.0, type: operator.add, index: 1, qconfig: null}\n"
-                       "object_type:\n  - {type: torch.nn.Conv2d, qconfig: " QC_A "}\n  - {type: torch.nn.ReLU, qconfig: " QC_A "}\n";
-    int failures = 0;
-    for (uint64_t k = 1;; k++) {
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        struct assigned r;
-        bpcc_alloc_fail_at(k, false);
-        enum bpcc_status s = assign_text(yaml, &r, &d);
-        char *j = NULL;
-        if (!s) s = bpcc_qconfig_assignment_json(r.a, 0, &j, &d);
-        bpcc_alloc_fail_at(0, false);
-        bpcc_free(j);
-        assigned_free(&r);
-        if (s == BPCC_OK) break;
-        ck_assert_msg(s == BPCC_ERR_NOMEM, "allocation %llu: %s (%s)", (unsigned long long)k, bpcc_status_name(s), tu_msg(&d));
-        failures++;
-        ck_assert_int_lt(k, 100000);
-    }
-    ck_assert_int_gt(failures, 20);
+    static char yaml[] = "global: " QC_A "\nmodule_name_regex:\n  - {regex: blocks, qconfig: null}\n"
+                         "module_name_object_type_order:\n  - {name: blocks.0, type: operator.add, index: 1, qconfig: null}\n"
+                         "object_type:\n  - {type: torch.nn.Conv2d, qconfig: " QC_A "}\n  - {type: torch.nn.ReLU, qconfig: " QC_A "}\n";
+    ck_assert_int_gt(tu_oom_loop("assign", assign_and_dump, yaml), 20);
 }
 END_TEST
 

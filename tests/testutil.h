@@ -122,6 +122,28 @@ static inline const struct bpcc_diag_entry *tu_first_error(const struct bpcc_dia
     return NULL;
 }
 
+/* Fail the 1st, 2nd, ... allocation of fn(ctx) until it succeeds: every failure must report
+** out-of-memory (status and diagnostic). Returns the number of failure points exercised. */
+typedef enum bpcc_status (*tu_op_fn)(void *ctx, struct bpcc_diag *d);
+static inline int tu_oom_loop(const char *what, tu_op_fn fn, void *ctx)
+{
+    int n_failed = 0;
+    for (uint64_t n = 1;; n++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        bpcc_alloc_fail_at(n, false);
+        enum bpcc_status s = fn(ctx, &d);
+        bpcc_alloc_fail_at(0, false);
+        if (s == BPCC_OK) break;
+        ck_assert_msg(s == BPCC_ERR_NOMEM, "%s: allocation %llu failed with '%s' (%s)", what,
+                      (unsigned long long)n, bpcc_status_name(s), tu_msg(&d));
+        ck_assert_int_eq(d.code, BPCC_ERR_NOMEM);
+        n_failed++;
+        ck_assert_msg(n < 1000000, "%s does not converge", what);
+    }
+    return n_failed;
+}
+
 /* The .yaml files of a directory, sorted (names malloc'd into out[]). */
 static inline int tu_list_yaml(const char *dir, char **out, int max)
 {

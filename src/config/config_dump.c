@@ -12,7 +12,6 @@
 
 /* {==================== JSON ==================== */
 
-static bool put(json_t *o, const char *key, json_t *v) { return v && json_object_set_new(o, key, v) == 0; }
 
 static json_t *num(double v, bool is_int)
 {
@@ -49,13 +48,13 @@ static uint32_t chain_ops(const struct pattern *p, const char *ops[3])
 static json_t *constraint_json(const struct dtype_constraint *c)
 {
     json_t *o = json_object();
-    bool ok = o && put(o, "dtype", json_string(bpcc_dtype_name(c->dtype)));
-    if (ok && c->has_qmin) ok = put(o, "quant_min_lower_bound", num(c->qmin, c->int_mask & 1));
-    if (ok && c->has_qmax) ok = put(o, "quant_max_upper_bound", num(c->qmax, c->int_mask & 2));
-    if (ok && c->has_smin) ok = put(o, "scale_min_lower_bound", num(c->smin, c->int_mask & 4));
-    if (ok && c->has_smax) ok = put(o, "scale_max_upper_bound", num(c->smax, c->int_mask & 8));
-    if (ok && c->has_scale) ok = put(o, "scale_exact_match", num(c->scale, c->int_mask & 16));
-    if (ok && c->has_zp) ok = put(o, "zero_point_exact_match", json_integer(c->zp));
+    bool ok = o && bpcc_json_put(o, "dtype", json_string(bpcc_dtype_name(c->dtype)));
+    if (ok && c->has_qmin) ok = bpcc_json_put(o, "quant_min_lower_bound", num(c->qmin, c->int_mask & 1));
+    if (ok && c->has_qmax) ok = bpcc_json_put(o, "quant_max_upper_bound", num(c->qmax, c->int_mask & 2));
+    if (ok && c->has_smin) ok = bpcc_json_put(o, "scale_min_lower_bound", num(c->smin, c->int_mask & 4));
+    if (ok && c->has_smax) ok = bpcc_json_put(o, "scale_max_upper_bound", num(c->smax, c->int_mask & 8));
+    if (ok && c->has_scale) ok = bpcc_json_put(o, "scale_exact_match", num(c->scale, c->int_mask & 16));
+    if (ok && c->has_zp) ok = bpcc_json_put(o, "zero_point_exact_match", json_integer(c->zp));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -67,14 +66,14 @@ static json_t *dtype_config_json(const struct dtype_config *dc)
 {
     json_t *o = json_object();
     bool ok = o != NULL;
-    if (ok && dc->input.dtype) ok = put(o, "input_dtype", constraint_json(&dc->input));
-    if (ok && dc->output.dtype) ok = put(o, "output_dtype", constraint_json(&dc->output));
-    if (ok && dc->weight.dtype) ok = put(o, "weight_dtype", constraint_json(&dc->weight));
+    if (ok && dc->input.dtype) ok = bpcc_json_put(o, "input_dtype", constraint_json(&dc->input));
+    if (ok && dc->output.dtype) ok = bpcc_json_put(o, "output_dtype", constraint_json(&dc->output));
+    if (ok && dc->weight.dtype) ok = bpcc_json_put(o, "weight_dtype", constraint_json(&dc->weight));
     if (ok && dc->bias) {
         struct dtype_constraint b = {.dtype = dc->bias};
-        ok = put(o, "bias_dtype", constraint_json(&b));
+        ok = bpcc_json_put(o, "bias_dtype", constraint_json(&b));
     }
-    ok = ok && put(o, "is_dynamic", json_boolean(dc->is_dynamic));
+    ok = ok && bpcc_json_put(o, "is_dynamic", json_boolean(dc->is_dynamic));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -96,14 +95,14 @@ json_t *bpcc_entry_json(const struct pattern_entry *e)
                 json_decref(a);
                 a = NULL;
             }
-        ok = put(o, "pattern", a);
+        ok = bpcc_json_put(o, "pattern", a);
     } else if (ok) {
-        ok = put(o, e->simple ? "pattern" : "pattern_complex_format", pattern_json(e->pattern));
+        ok = bpcc_json_put(o, e->simple ? "pattern" : "pattern_complex_format", pattern_json(e->pattern));
     }
-    ok = ok && put(o, "observation_type", json_string(bpcc_obs_type_name(e->obs)));
+    ok = ok && bpcc_json_put(o, "observation_type", json_string(bpcc_obs_type_name(e->obs)));
     if (ok) {
         dcs = json_array();
-        ok = put(o, "dtype_configs", dcs);
+        ok = bpcc_json_put(o, "dtype_configs", dcs);
     }
     for (uint32_t i = 0; ok && i < e->n_dtype_configs; i++)
         ok = json_array_append_new(dcs, dtype_config_json(&e->dtype_configs[i])) == 0;
@@ -113,32 +112,32 @@ json_t *bpcc_entry_json(const struct pattern_entry *e)
     const char *vals[] = {e->root_module, e->qat_module, e->reference_module, e->fused_module,
                           e->fuser_method, e->root_node_getter, e->extra_inputs_getter};
     for (int k = 0; ok && k < 7; k++)
-        if (vals[k]) ok = put(o, names[k], json_string(vals[k]));
+        if (vals[k]) ok = bpcc_json_put(o, names[k], json_string(vals[k]));
     if (ok && (e->has_num_tensor_args[0] || e->has_num_tensor_args[1] || e->has_num_tensor_args[2])) {
         json_t *m = json_object();
-        ok = put(o, "num_tensor_args_to_observation_type", m);
+        ok = bpcc_json_put(o, "num_tensor_args_to_observation_type", m);
         for (int k = 0; ok && k < 3; k++)
             if (e->has_num_tensor_args[k]) {
                 char key[2] = {(char)('0' + k), 0};
-                ok = put(m, key, json_string(bpcc_obs_type_name(e->num_tensor_args[k])));
+                ok = bpcc_json_put(m, key, json_string(bpcc_obs_type_name(e->num_tensor_args[k])));
             }
     }
     if (ok && e->n_type_index) {
         json_t *m = json_object();
-        ok = put(o, "input_type_to_index", m);
+        ok = bpcc_json_put(o, "input_type_to_index", m);
         for (uint32_t k = 0; ok && k < e->n_type_index; k++)
-            ok = put(m, e->type_index_key[k], json_integer(e->type_index_val[k]));
+            ok = bpcc_json_put(m, e->type_index_key[k], json_integer(e->type_index_val[k]));
     }
     if (ok && e->fixed.set) {
         json_t *m = json_object();
-        ok = put(o, "fixed_qparams", m) && put(m, "scale", num(e->fixed.scale, e->fixed.scale_is_int)) &&
-             put(m, "zero_point", json_integer(e->fixed.zero_point)) &&
-             put(m, "dtype", json_string(bpcc_dtype_name(e->fixed.dtype))) &&
-             put(m, "quant_min", json_integer(e->fixed.quant_min)) &&
-             put(m, "quant_max", json_integer(e->fixed.quant_max));
+        ok = bpcc_json_put(o, "fixed_qparams", m) && bpcc_json_put(m, "scale", num(e->fixed.scale, e->fixed.scale_is_int)) &&
+             bpcc_json_put(m, "zero_point", json_integer(e->fixed.zero_point)) &&
+             bpcc_json_put(m, "dtype", json_string(bpcc_dtype_name(e->fixed.dtype))) &&
+             bpcc_json_put(m, "quant_min", json_integer(e->fixed.quant_min)) &&
+             bpcc_json_put(m, "quant_max", json_integer(e->fixed.quant_max));
     }
     if (ok && e->input_output_observed >= 0)
-        ok = put(o, "input_output_observed", json_boolean(e->input_output_observed));
+        ok = bpcc_json_put(o, "input_output_observed", json_boolean(e->input_output_observed));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -153,21 +152,12 @@ enum bpcc_status bpcc_config_dump_json(const struct bpcc_config *c, int indent, 
     bpcc_json_init();
     uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object(), *cfgs = json_array();
-    bool ok = root && cfgs && put(root, "name", json_string(bpcc_config_name(c)));
-    if (ok) ok = put(root, "configs", cfgs);
+    bool ok = root && cfgs && bpcc_json_put(root, "name", json_string(bpcc_config_name(c)));
+    if (ok) ok = bpcc_json_put(root, "configs", cfgs);
     else json_decref(cfgs);
     for (uint32_t i = 0; ok && i < c->n_entries; i++)
         ok = json_array_append_new(cfgs, bpcc_entry_json(c->entries[i])) == 0;
-    char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) |
-                                           JSON_REAL_PRECISION(17))
-                    : NULL;
-    json_decref(root);
-    if (!text || bpcc_alloc_failures() != failures) {
-        bpcc_xfree(text);
-        return bpcc_diag_nomem(d);
-    }
-    *out = text;
-    return BPCC_OK;
+    return bpcc_json_finish(root, ok, indent, failures, out, d);
 }
 
 /* }================================================ */

@@ -115,34 +115,29 @@ static json_t *meta_json(const struct bpcc_value *m)
     return json_null();
 }
 
-/* Set key on o to v (stealing v); false on failure (v released). */
-static bool put(json_t *o, const char *key, json_t *v)
-{
-    return v && json_object_set_new(o, key, v) == 0;
-}
 
 /* A new empty array stored under key in o (o owns it); a borrowed pointer, NULL on failure. */
 static json_t *put_array(json_t *o, const char *key)
 {
     json_t *a = json_array();
-    return put(o, key, a) ? a : NULL;
+    return bpcc_json_put(o, key, a) ? a : NULL;
 }
 
 static json_t *node_json(const struct bpcc_node *n)
 {
     json_t *o = json_object(), *users;
-    bool ok = o && put(o, "name", json_string(n->name)) &&
-              put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
-              put(o, "target", json_string(n->target)) &&
-              put(o, "args", bpcc_value_to_json(&n->args, true)) &&
-              put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) &&
+    bool ok = o && bpcc_json_put(o, "name", json_string(n->name)) &&
+              bpcc_json_put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
+              bpcc_json_put(o, "target", json_string(n->target)) &&
+              bpcc_json_put(o, "args", bpcc_value_to_json(&n->args, true)) &&
+              bpcc_json_put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) &&
               (users = put_array(o, "users")) != NULL;
     for (uint32_t i = 0; ok && i < n->n_users; i++)
         ok = json_array_append_new(users, json_string(n->users[i].node->name)) == 0;
-    ok = ok && put(o, "meta", meta_json(&n->meta));
+    ok = ok && bpcc_json_put(o, "meta", meta_json(&n->meta));
     if (ok && n->scope_path) {
         json_t *sc = json_pack("[ss]", n->scope_path, n->scope_type);
-        ok = put(o, "scope", sc);
+        ok = bpcc_json_put(o, "scope", sc);
     }
     if (!ok) {
         json_decref(o);
@@ -159,21 +154,21 @@ static bool tensor_json(json_t *ts, const struct bpcc_module *m, const struct mo
     snprintf(key, sizeof key, "%s%s%s", m->name, m->name[0] ? "." : "", mt->name);
     bool bad_shape;
     size_t nb = bpcc_tensor_expected_bytes(mt->t, &bad_shape);
-    bool ok = put(t, "name", json_string(mt->name)) &&
-              put(t, "role", json_string(bpcc_tensor_role_name(mt->role))) &&
-              put(t, "key", json_string(key)) &&
-              put(t, "dtype", json_string(bpcc_dtype_name(mt->t->dtype))) &&
+    bool ok = bpcc_json_put(t, "name", json_string(mt->name)) &&
+              bpcc_json_put(t, "role", json_string(bpcc_tensor_role_name(mt->role))) &&
+              bpcc_json_put(t, "key", json_string(key)) &&
+              bpcc_json_put(t, "dtype", json_string(bpcc_dtype_name(mt->t->dtype))) &&
               (shape = put_array(t, "shape")) != NULL;
     for (uint32_t i = 0; ok && i < mt->t->ndim; i++)
         ok = json_array_append_new(shape, json_integer(mt->t->dims[i])) == 0;
-    return ok && put(t, "bytes", json_integer((json_int_t)nb));
+    return ok && bpcc_json_put(t, "bytes", json_integer((json_int_t)nb));
 }
 
 static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint64_t *bytes)
 {
     json_t *o = json_object(), *ts;
-    bool ok = o && put(o, "name", json_string(m->name)) && put(o, "type", json_string(m->type)) &&
-              put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) &&
+    bool ok = o && bpcc_json_put(o, "name", json_string(m->name)) && bpcc_json_put(o, "type", json_string(m->type)) &&
+              bpcc_json_put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) &&
               (ts = put_array(o, "tensors")) != NULL;
     for (uint32_t k = 0; ok && k < m->n_tensors; k++) {
         const struct module_tensor *mt = &m->tensors[k];
@@ -209,35 +204,43 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
         ok = json_array_append_new(mods, module_json(g->modules[i], &n_params, &bytes)) == 0;
     }
     for (int k = 0; ok && k < BPCC_NODE_KIND_COUNT; k++)
-        ok = put(kinds, bpcc_node_kind_name((enum bpcc_node_kind)k), json_integer(kind_count[k]));
-    ok = ok && put(summary, "nodes", json_integer(g->n_nodes)) &&
-         put(summary, "modules", json_integer(g->n_modules)) &&
-         put(summary, "tensors", json_integer((json_int_t)n_tensors)) &&
-         put(summary, "parameters", json_integer((json_int_t)n_params)) &&
-         put(summary, "tensor_bytes", json_integer((json_int_t)bytes));
+        ok = bpcc_json_put(kinds, bpcc_node_kind_name((enum bpcc_node_kind)k), json_integer(kind_count[k]));
+    ok = ok && bpcc_json_put(summary, "nodes", json_integer(g->n_nodes)) &&
+         bpcc_json_put(summary, "modules", json_integer(g->n_modules)) &&
+         bpcc_json_put(summary, "tensors", json_integer((json_int_t)n_tensors)) &&
+         bpcc_json_put(summary, "parameters", json_integer((json_int_t)n_params)) &&
+         bpcc_json_put(summary, "tensor_bytes", json_integer((json_int_t)bytes));
     if (ok) {
-        ok = put(summary, "node_kinds", kinds);
+        ok = bpcc_json_put(summary, "node_kinds", kinds);
         kinds = NULL;
     }
-    ok = ok && put(root, "format", json_string("bpcc-model")) &&
-         put(root, "version", json_integer(1)) &&
-         put(root, "source", g->source_file ? json_string(g->source_file) : json_null()) &&
-         put(root, "weights", g->weights_name ? json_string(g->weights_name) : json_null());
-    if (ok) { ok = put(root, "summary", summary); summary = NULL; }
-    if (ok) { ok = put(root, "nodes", nodes); nodes = NULL; }
-    if (ok) { ok = put(root, "modules", mods); mods = NULL; }
-    char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) |
-                                           JSON_REAL_PRECISION(17))
-                    : NULL;
-    json_decref(root);
+    ok = ok && bpcc_json_put(root, "format", json_string("bpcc-model")) &&
+         bpcc_json_put(root, "version", json_integer(1)) &&
+         bpcc_json_put(root, "source", g->source_file ? json_string(g->source_file) : json_null()) &&
+         bpcc_json_put(root, "weights", g->weights_name ? json_string(g->weights_name) : json_null());
+    if (ok) { ok = bpcc_json_put(root, "summary", summary); summary = NULL; }
+    if (ok) { ok = bpcc_json_put(root, "nodes", nodes); nodes = NULL; }
+    if (ok) { ok = bpcc_json_put(root, "modules", mods); mods = NULL; }
     json_decref(nodes);
     json_decref(mods);
     json_decref(summary);
     json_decref(kinds);
+    return bpcc_json_finish(root, ok, indent, failures, json_out, d);
+}
+
+bool bpcc_json_put(json_t *o, const char *key, json_t *v) { return v && json_object_set_new(o, key, v) == 0; }
+
+enum bpcc_status bpcc_json_finish(json_t *root, bool ok, int indent, uint64_t failures, char **out,
+                                  struct bpcc_diag *d)
+{
+    char *text = ok && root ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) |
+                                                   JSON_REAL_PRECISION(17))
+                            : NULL;
+    json_decref(root);
     if (!text || bpcc_alloc_failures() != failures) { /* see safetensors.c */
         bpcc_xfree(text);
         return bpcc_diag_nomem(d);
     }
-    *json_out = text;
+    *out = text;
     return BPCC_OK;
 }

@@ -355,20 +355,19 @@ const char *bpcc_qc_origin_name(enum bpcc_qc_origin o)
     return (unsigned)o < sizeof names / sizeof *names ? names[o] : "?";
 }
 
-static bool put(json_t *o, const char *k, json_t *v) { return v && json_object_set_new(o, k, v) == 0; }
 
 static json_t *rule_json(const struct bpcc_qconfig_assignment *a, const struct bpcc_node_qconfig *nq)
 {
     json_t *r = json_object();
-    bool ok = r && put(r, "kind", json_string(bpcc_qc_origin_name(nq->origin)));
+    bool ok = r && bpcc_json_put(r, "kind", json_string(bpcc_qc_origin_name(nq->origin)));
     if (ok && nq->rule) {
-        ok = put(r, nq->origin == BPCC_QC_MODULE_NAME_REGEX ? "regex" :
+        ok = bpcc_json_put(r, nq->origin == BPCC_QC_MODULE_NAME_REGEX ? "regex" :
                     nq->origin == BPCC_QC_OBJECT_TYPE || nq->origin == BPCC_QC_FUSED_OBJECT_TYPE ? "type" : "name",
                  json_string(nq->rule->key));
         if (ok && nq->origin == BPCC_QC_MODULE_NAME_OBJECT_TYPE_ORDER)
-            ok = put(r, "type", json_string(nq->rule->type)) && put(r, "index", json_integer(nq->rule->index));
-        if (ok && a->mapping->file) ok = put(r, "file", json_string(a->mapping->file));
-        ok = ok && put(r, "line", json_integer(nq->rule->line));
+            ok = bpcc_json_put(r, "type", json_string(nq->rule->type)) && bpcc_json_put(r, "index", json_integer(nq->rule->index));
+        if (ok && a->mapping->file) ok = bpcc_json_put(r, "file", json_string(a->mapping->file));
+        ok = ok && bpcc_json_put(r, "line", json_integer(nq->rule->line));
     }
     if (!ok) {
         json_decref(r);
@@ -384,23 +383,16 @@ enum bpcc_status bpcc_qconfig_assignment_json(const struct bpcc_qconfig_assignme
     bpcc_json_init();
     uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object(), *nodes = json_array();
-    bool ok = root && nodes && put(root, "qconfig_mapping", a->mapping->name ? json_string(a->mapping->name) : json_null());
+    bool ok = root && nodes && bpcc_json_put(root, "qconfig_mapping", a->mapping->name ? json_string(a->mapping->name) : json_null());
     ok = ok && json_object_set(root, "nodes", nodes) == 0;
     for (uint32_t i = 0; ok && i < a->n_nodes; i++) {
         const struct bpcc_node_qconfig *nq = &a->nodes[i];
         json_t *e = json_object();
-        ok = e && json_array_append_new(nodes, e) == 0 && put(e, "name", json_string(nq->node->name)) &&
-             put(e, "op", json_string(bpcc_node_kind_name(nq->node->kind))) &&
-             put(e, "target", json_string(nq->node->target)) && put(e, "qconfig", bpcc_qconfig_json(nq->qconfig)) &&
-             put(e, "rule", rule_json(a, nq));
+        ok = e && json_array_append_new(nodes, e) == 0 && bpcc_json_put(e, "name", json_string(nq->node->name)) &&
+             bpcc_json_put(e, "op", json_string(bpcc_node_kind_name(nq->node->kind))) &&
+             bpcc_json_put(e, "target", json_string(nq->node->target)) && bpcc_json_put(e, "qconfig", bpcc_qconfig_json(nq->qconfig)) &&
+             bpcc_json_put(e, "rule", rule_json(a, nq));
     }
     json_decref(nodes);
-    char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(root);
-    if (!text || bpcc_alloc_failures() != failures) {
-        bpcc_xfree(text);
-        return bpcc_diag_nomem(d);
-    }
-    *out = text;
-    return BPCC_OK;
+    return bpcc_json_finish(root, ok, indent, failures, out, d);
 }

@@ -489,39 +489,38 @@ bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b)
 
 /* {==================== JSON ==================== */
 
-static bool put(json_t *o, const char *k, json_t *v) { return v && json_object_set_new(o, k, v) == 0; }
 
 static json_t *observer_json(const struct observer_spec *o)
 {
     json_t *j = json_object();
-    bool ok = j && put(j, "observer", json_string(class_names[o->cls])) &&
-              put(j, "dtype", json_string(bpcc_dtype_name(o->dtype)));
+    bool ok = j && bpcc_json_put(j, "observer", json_string(class_names[o->cls])) &&
+              bpcc_json_put(j, "dtype", json_string(bpcc_dtype_name(o->dtype)));
     switch (o->cls) {
     case OC_PLACEHOLDER:
-        ok = ok && put(j, "compute_dtype", o->compute_dtype ? json_string(bpcc_dtype_name(o->compute_dtype)) : json_null()) &&
-             put(j, "custom_op_name", json_string(o->custom_op_name));
+        ok = ok && bpcc_json_put(j, "compute_dtype", o->compute_dtype ? json_string(bpcc_dtype_name(o->compute_dtype)) : json_null()) &&
+             bpcc_json_put(j, "custom_op_name", json_string(o->custom_op_name));
         break;
     case OC_NOOP:
-        ok = ok && put(j, "custom_op_name", json_string(o->custom_op_name));
+        ok = ok && bpcc_json_put(j, "custom_op_name", json_string(o->custom_op_name));
         break;
     case OC_REUSE_INPUT:
         break;
     case OC_FIXED_QPARAMS:
-        ok = ok && put(j, "qscheme", json_string(qscheme_names[o->qscheme])) &&
-             put(j, "quant_min", json_integer(o->quant_min)) && put(j, "quant_max", json_integer(o->quant_max)) &&
-             put(j, "scale", json_real(o->scale)) && put(j, "zero_point", json_integer(o->zero_point));
+        ok = ok && bpcc_json_put(j, "qscheme", json_string(qscheme_names[o->qscheme])) &&
+             bpcc_json_put(j, "quant_min", json_integer(o->quant_min)) && bpcc_json_put(j, "quant_max", json_integer(o->quant_max)) &&
+             bpcc_json_put(j, "scale", json_real(o->scale)) && bpcc_json_put(j, "zero_point", json_integer(o->zero_point));
         break;
     default:
-        ok = ok && put(j, "qscheme", json_string(qscheme_names[o->qscheme])) &&
-             put(j, "reduce_range", json_boolean(o->reduce_range)) &&
-             put(j, "quant_min", json_integer(o->quant_min)) && put(j, "quant_max", json_integer(o->quant_max)) &&
-             put(j, "eps", json_real(o->eps));
+        ok = ok && bpcc_json_put(j, "qscheme", json_string(qscheme_names[o->qscheme])) &&
+             bpcc_json_put(j, "reduce_range", json_boolean(o->reduce_range)) &&
+             bpcc_json_put(j, "quant_min", json_integer(o->quant_min)) && bpcc_json_put(j, "quant_max", json_integer(o->quant_max)) &&
+             bpcc_json_put(j, "eps", json_real(o->eps));
         if (ok && (o->cls == OC_MOVING_AVERAGE_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX))
-            ok = put(j, "averaging_constant", json_real(o->averaging_constant));
+            ok = bpcc_json_put(j, "averaging_constant", json_real(o->averaging_constant));
         if (ok && (o->cls == OC_PER_CHANNEL_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX))
-            ok = put(j, "ch_axis", json_integer(o->ch_axis));
+            ok = bpcc_json_put(j, "ch_axis", json_integer(o->ch_axis));
         if (ok && o->cls == OC_HISTOGRAM)
-            ok = put(j, "bins", json_integer(o->bins)) && put(j, "upsample_rate", json_integer(o->upsample_rate));
+            ok = bpcc_json_put(j, "bins", json_integer(o->bins)) && bpcc_json_put(j, "upsample_rate", json_integer(o->upsample_rate));
     }
     if (!ok) {
         json_decref(j);
@@ -534,7 +533,7 @@ json_t *bpcc_qconfig_json(const struct qconfig *qc)
 {
     if (!qc) return json_null();
     json_t *j = json_object();
-    if (j && put(j, "activation", observer_json(&qc->activation)) && put(j, "weight", observer_json(&qc->weight)))
+    if (j && bpcc_json_put(j, "activation", observer_json(&qc->activation)) && bpcc_json_put(j, "weight", observer_json(&qc->weight)))
         return j;
     json_decref(j);
     return NULL;
@@ -547,32 +546,25 @@ enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, in
     bpcc_json_init();
     uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object();
-    bool ok = root && put(root, "name", m->name ? json_string(m->name) : json_null());
-    if (ok && m->has_global) ok = put(root, "global", bpcc_qconfig_json(m->global));
+    bool ok = root && bpcc_json_put(root, "name", m->name ? json_string(m->name) : json_null());
+    if (ok && m->has_global) ok = bpcc_json_put(root, "global", bpcc_qconfig_json(m->global));
     for (int k = 0; ok && k < QR_COUNT; k++) {
         json_t *a = json_array();
-        ok = put(root, rule_keys[k], a);
+        ok = bpcc_json_put(root, rule_keys[k], a);
         for (uint32_t i = 0; ok && i < m->n_rules[k]; i++) {
             const struct qc_rule *r = &m->rules[k][i];
             json_t *e = json_object();
             ok = e && json_array_append_new(a, e) == 0;
             if (!ok) break;
-            if (k == QR_OBJECT_TYPE) ok = put(e, "type", json_string(r->key));
-            else if (k == QR_MODULE_NAME_REGEX) ok = put(e, "regex", json_string(r->key));
-            else ok = put(e, "name", json_string(r->key));
+            if (k == QR_OBJECT_TYPE) ok = bpcc_json_put(e, "type", json_string(r->key));
+            else if (k == QR_MODULE_NAME_REGEX) ok = bpcc_json_put(e, "regex", json_string(r->key));
+            else ok = bpcc_json_put(e, "name", json_string(r->key));
             if (ok && k == QR_MODULE_NAME_OBJECT_TYPE_ORDER)
-                ok = put(e, "type", json_string(r->type)) && put(e, "index", json_integer(r->index));
-            ok = ok && put(e, "qconfig", bpcc_qconfig_json(r->qc));
+                ok = bpcc_json_put(e, "type", json_string(r->type)) && bpcc_json_put(e, "index", json_integer(r->index));
+            ok = ok && bpcc_json_put(e, "qconfig", bpcc_qconfig_json(r->qc));
         }
     }
-    char *text = ok ? json_dumps(root, (indent > 0 ? JSON_INDENT(indent) : JSON_COMPACT) | JSON_REAL_PRECISION(17)) : NULL;
-    json_decref(root);
-    if (!text || bpcc_alloc_failures() != failures) {
-        bpcc_xfree(text);
-        return bpcc_diag_nomem(d);
-    }
-    *out = text;
-    return BPCC_OK;
+    return bpcc_json_finish(root, ok, indent, failures, out, d);
 }
 
 /* }================================================ */
