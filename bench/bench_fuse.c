@@ -2,6 +2,8 @@
 ** bench_fuse.c — time of the fusion pass (match + fuse, the backend config already loaded):
 **   bench_fuse MODEL [RUNS]      on a model file (reloaded before each run, not timed)
 **   bench_fuse --synthetic N     on a generated chain of N/3 conv -> bn -> relu blocks
+** With `-q QCONFIG` (anywhere) it also times the qconfig assignment of the fused graph
+** (bpcc_qconfig_assign, PyTorch's update_qconfig_for_fusion + generate_qconfig_map).
 ** Prints median, min and max in milliseconds, and for synthetic graphs the time per node and
 ** the peak resident memory.
 */
@@ -86,10 +88,27 @@ static long peak_rss_kib(void)
     return ru.ru_maxrss;
 }
 
+static void print_stats(const char *what, const char *name, uint32_t before, uint32_t after, double *t, int runs)
+{
+    qsort(t, (size_t)runs, sizeof *t, cmp);
+    printf("bpcc %-14s %-28s %4u -> %4u nodes  median %7.3f ms  min %7.3f ms  max %7.3f ms\n", what,
+           name, before, after, t[runs / 2], t[0], t[runs - 1]);
+}
+
 int main(int argc, char **argv)
 {
+    struct bpcc_qconfig_mapping *qm = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-q")) {
+            struct bpcc_diag dq;
+            bpcc_diag_init(&dq);
+            if (bpcc_qconfig_load(argv[i + 1], NULL, &qm, &dq)) die(&dq);
+            for (int k = i; k + 2 <= argc; k++) argv[k] = argv[k + 2];
+            argc -= 2;
+            break;
+        }
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_fuse MODEL [RUNS] | --synthetic N [BACKEND]\n");
+        fprintf(stderr, "usage: bench_fuse MODEL [RUNS] | --synthetic N [BACKEND]  [-q QCONFIG]\n");
         return 2;
     }
     struct bpcc_diag d;
@@ -111,13 +130,24 @@ int main(int argc, char **argv)
         printf("synthetic %8u nodes: build %8.1f ms  fuse %8.1f ms  (%.0f ns/node)  peak RSS %ld MiB "
                "(%.0f bytes/node)  -> %u nodes\n", nodes, t1 - t0, t2 - t1, (t2 - t1) * 1e6 / nodes,
                rss / 1024, (double)(rss - rss0) * 1024 / nodes, bpcc_graph_n_nodes(g));
+        if (qm) {
+            struct bpcc_qconfig_assignment *a;
+            double t3 = now_ms();
+            if (bpcc_qconfig_assign(g, qm, &a, &d)) die(&d);
+            double t4 = now_ms();
+            uint32_t fused = bpcc_graph_n_nodes(g);
+            printf("synthetic %8u nodes: qconfig assign %8.1f ms  (%.0f ns/node)  peak RSS %ld MiB\n", fused,
+                   t4 - t3, (t4 - t3) * 1e6 / fused, peak_rss_kib() / 1024);
+            bpcc_qconfig_assignment_free(a);
+            bpcc_qconfig_free(qm);
+        }
         bpcc_graph_free(g);
         bpcc_config_free(c);
         return 0;
     }
     int runs = argc > 2 ? atoi(argv[2]) : 20;
     if (runs < 1) runs = 1;
-    double *t = calloc((size_t)runs, sizeof *t);
+    double *t = calloc((size_t)runs, sizeof *t), *ta = calloc((size_t)runs, sizeof *ta);
     uint32_t before = 0, after = 0;
     for (int r = 0; r < runs; r++) {
         struct bpcc_graph *g;
@@ -127,12 +157,20 @@ int main(int argc, char **argv)
         if (bpcc_fuse(g, c, NULL, NULL, &d)) die(&d);
         t[r] = now_ms() - t0;
         after = bpcc_graph_n_nodes(g);
+        if (qm) {
+            struct bpcc_qconfig_assignment *a;
+            t0 = now_ms();
+            if (bpcc_qconfig_assign(g, qm, &a, &d)) die(&d);
+            ta[r] = now_ms() - t0;
+            bpcc_qconfig_assignment_free(a);
+        }
         bpcc_graph_free(g);
     }
-    qsort(t, (size_t)runs, sizeof *t, cmp);
-    printf("bpcc fuse %-28s %4u -> %4u nodes  median %7.3f ms  min %7.3f ms  max %7.3f ms\n",
-           argv[1], before, after, t[runs / 2], t[0], t[runs - 1]);
+    print_stats("fuse", argv[1], before, after, t, runs);
+    if (qm) print_stats("qconfig assign", argv[1], after, after, ta, runs);
     free(t);
+    free(ta);
+    bpcc_qconfig_free(qm);
     bpcc_config_free(c);
     return 0;
 }
