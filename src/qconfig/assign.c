@@ -14,6 +14,12 @@
 #include <jansson.h>
 #include <regex.h>
 #include <string.h>
+
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) bpcc_malloc(sz)
+#define uthash_free(ptr, sz) bpcc_xfree(ptr)
+#define uthash_nonfatal_oom(e) (assign_hash_oom = 1)
+static int assign_hash_oom;
 #include <uthash.h>
 
 #include "../io/json.h"
@@ -37,9 +43,17 @@ struct bpcc_qconfig_assignment {
     uint32_t n_fused;
 };
 
+/* object_type and module_name rules by key; a later rule for the same key replaces an earlier
+** (QConfigMapping's dicts). */
+struct rule_ix {
+    const struct qc_rule *rule;
+    UT_hash_handle hh;
+};
+
 struct assigner {
     struct bpcc_qconfig_assignment *a;
     const struct bpcc_qconfig_mapping *m;
+    struct rule_ix *by_type, *by_name;
     regex_t *regex;
     uint32_t n_regex;
     struct counter *counters;
@@ -65,13 +79,39 @@ static struct pick global_pick(const struct bpcc_qconfig_mapping *m)
 
 static bool same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
-/* object_type_qconfigs.get(type, fallback); a later rule for the same type replaces an earlier. */
+static const struct qc_rule *find_rule(struct rule_ix *ix, const char *key, size_t len)
+{
+    struct rule_ix *e;
+    HASH_FIND(hh, ix, key, len, e);
+    return e ? e->rule : NULL;
+}
+
+static enum bpcc_status index_rules(struct assigner *A, enum qc_rule_kind kind, struct rule_ix **head)
+{
+    for (uint32_t i = 0; i < A->m->n_rules[kind]; i++) {
+        const struct qc_rule *r = &A->m->rules[kind][i];
+        struct rule_ix *e;
+        size_t len = strlen(r->key);
+        HASH_FIND(hh, *head, r->key, len, e);
+        if (e) {
+            e->rule = r;
+            continue;
+        }
+        e = BPCC_ARENA_NEW(&A->a->arena, struct rule_ix);
+        if (!e) return bpcc_diag_nomem(A->d);
+        e->rule = r;
+        assign_hash_oom = 0;
+        HASH_ADD_KEYPTR(hh, *head, r->key, len, e);
+        if (assign_hash_oom) return bpcc_diag_nomem(A->d);
+    }
+    return BPCC_OK;
+}
+
+/* object_type_qconfigs.get(type, fallback) */
 static struct pick object_type(const struct assigner *A, const char *type, struct pick fallback)
 {
     if (!type) return fallback;
-    const struct qc_rule *hit = NULL;
-    for (uint32_t i = 0; i < A->m->n_rules[QR_OBJECT_TYPE]; i++)
-        if (same(A->m->rules[QR_OBJECT_TYPE][i].key, type)) hit = &A->m->rules[QR_OBJECT_TYPE][i];
+    const struct qc_rule *hit = find_rule(A->by_type, type, strlen(type));
     if (hit) return (struct pick){hit->qc, BPCC_QC_OBJECT_TYPE, hit};
     for (uint32_t i = 0; i < A->a->n_fused; i++)
         if (same(A->a->fused_types[i], type))
@@ -94,11 +134,7 @@ static struct pick module_name(const struct assigner *A, const char *name, struc
 {
     size_t len = strlen(name);
     while (len > 0) {
-        const struct qc_rule *hit = NULL;
-        for (uint32_t i = 0; i < A->m->n_rules[QR_MODULE_NAME]; i++) {
-            const char *k = A->m->rules[QR_MODULE_NAME][i].key;
-            if (strlen(k) == len && memcmp(k, name, len) == 0) hit = &A->m->rules[QR_MODULE_NAME][i];
-        }
+        const struct qc_rule *hit = find_rule(A->by_name, name, len);
         if (hit) return (struct pick){hit->qc, BPCC_QC_MODULE_NAME, hit};
         while (len > 0 && name[len - 1] != '.') len--;
         if (len > 0) len--; /* drop the '.' */
@@ -119,7 +155,7 @@ static struct pick type_or_name(const struct assigner *A, const char *type, cons
 static enum bpcc_status order(struct assigner *A, const char *path, size_t path_len, const char *type,
                               struct pick *p)
 {
-    if (!type) return BPCC_OK;
+    if (!type || A->m->n_rules[QR_MODULE_NAME_OBJECT_TYPE_ORDER] == 0) return BPCC_OK; /* nothing to count for */
     struct bpcc_buf b;
     bpcc_buf_init(&b);
     bpcc_buf_printf(&b, "%.*s\x1f%s", (int)path_len, path, type);
@@ -132,7 +168,9 @@ static enum bpcc_status order(struct assigner *A, const char *path, size_t path_
         c = BPCC_ARENA_NEW(&A->a->arena, struct counter);
         if (!c) return bpcc_diag_nomem(A->d);
         c->key = key;
+        assign_hash_oom = 0;
         HASH_ADD_PTR(A->counters, key, c);
+        if (assign_hash_oom) return bpcc_diag_nomem(A->d);
     }
     int64_t idx = c->n++;
     for (uint32_t i = 0; i < A->m->n_rules[QR_MODULE_NAME_OBJECT_TYPE_ORDER]; i++) {
@@ -268,6 +306,8 @@ static void assigner_free(struct assigner *A)
     for (uint32_t i = 0; i < A->n_regex; i++) regfree(&A->regex[i]);
     bpcc_xfree(A->regex);
     HASH_CLEAR(hh, A->counters);
+    HASH_CLEAR(hh, A->by_type);
+    HASH_CLEAR(hh, A->by_name);
 }
 
 void bpcc_qconfig_assignment_free(struct bpcc_qconfig_assignment *a)
@@ -308,6 +348,8 @@ enum bpcc_status bpcc_qconfig_assign(const struct bpcc_graph *g, const struct bp
         else A.n_regex++;
         bpcc_buf_release(&b);
     }
+    if (!s) s = index_rules(&A, QR_OBJECT_TYPE, &A.by_type);
+    if (!s) s = index_rules(&A, QR_MODULE_NAME, &A.by_name);
     if (!s) s = fusion(&A);
     if (!s) {
         a->nodes = BPCC_ARENA_NEWN(&a->arena, struct bpcc_node_qconfig, g->n_nodes ? g->n_nodes : 1);
