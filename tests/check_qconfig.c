@@ -5,6 +5,7 @@
 */
 #include "testutil.h"
 
+#include "pass/dtype_check.h"
 #include "qconfig/qconfig.h"
 
 #ifndef QCONFIGS_DIR
@@ -405,6 +406,114 @@ END_TEST
 
 /* }================================================ */
 
+/* {==================== backend support checks (1.13 semantics, verified against torch) ==================== */
+
+/* The activation observer of `{activation: OBS, weight: ...}` loaded from YAML. */
+static struct bpcc_qconfig_mapping *qc_of(const char *activation)
+{
+    char yaml[512];
+    snprintf(yaml, sizeof yaml, "global: {activation: %s, weight: {observer: MinMaxObserver, dtype: qint8, "
+             "qscheme: per_tensor_symmetric}}\n", activation);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_qconfig_mapping *m;
+    ck_assert_msg(bpcc_qconfig_load_text(yaml, strlen(yaml), "q.yaml", NULL, &m, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return m;
+}
+
+static bool sat(const char *activation, struct dtype_constraint c, char *why)
+{
+    struct bpcc_qconfig_mapping *m = qc_of(activation);
+    bool ok = bpcc_observer_satisfies(&m->global->activation, &c, "activation", why, 256);
+    bpcc_qconfig_free(m);
+    return ok;
+}
+
+START_TEST(constraints_bound_the_range_and_eps_as_pytorch_does)
+{
+    /* qnnpack-like: quint8 within [0, 127], scale >= 2^-12 */
+    struct dtype_constraint c = {.dtype = BPCC_DTYPE_QUINT8, .has_qmin = true, .has_qmax = true, .qmin = 0,
+                                 .qmax = 127, .has_smin = true, .smin = 0x1p-12};
+    char why[256] = "";
+    ck_assert(!sat("MinMaxObserver", c, why));
+    ck_assert_msg(strstr(why, "quant_max 255 exceeds backend quant_max_upper_bound 127 for dtype quint8"), "%s", why);
+    ck_assert(!sat("{observer: MinMaxObserver, reduce_range: true}", c, why)); /* range ok, eps 2^-23 too small */
+    ck_assert_msg(strstr(why, "eps 1.1920929e-07 is below backend scale_min_lower_bound"), "%s", why);
+    ck_assert(sat("{observer: MinMaxObserver, reduce_range: true, eps: 0.000244140625}", c, why));
+    /* observers without quant_min/quant_max or eps fail a bounded dtype */
+    ck_assert(!sat("ReuseInputObserver", c, why));
+    ck_assert_msg(strstr(why, "has no quant_min/quant_max"), "%s", why);
+    ck_assert(!sat("{observer: FixedQParamsObserver, scale: 0.00390625, zero_point: 0, quant_max: 127}", c, why));
+    ck_assert_msg(strstr(why, "has no eps"), "%s", why);
+    struct dtype_constraint range_only = c;
+    range_only.has_smin = false;
+    ck_assert(sat("{observer: FixedQParamsObserver, scale: 0.00390625, zero_point: 0, quant_max: 127}", range_only, why));
+}
+END_TEST
+
+START_TEST(constraints_skip_what_pytorch_skips)
+{
+    char why[256];
+    struct dtype_constraint one_bound = {.dtype = BPCC_DTYPE_QUINT8, .has_qmax = true, .qmax = 127};
+    ck_assert(sat("MinMaxObserver", one_bound, why)); /* the range is checked only with both bounds */
+    struct dtype_constraint other = {.dtype = BPCC_DTYPE_QINT8, .has_qmin = true, .has_qmax = true, .qmin = -64, .qmax = 63};
+    ck_assert(sat("MinMaxObserver", other, why));     /* quint8 observer, qint8 constraint */
+    struct dtype_constraint none = {.has_qmin = true, .has_qmax = true, .qmin = 0, .qmax = 1};
+    ck_assert(sat("MinMaxObserver", none, why));      /* no dtype: no constraint */
+    /* eps is compared in float32: 1e-4 and 1.00000001e-4 are the same float */
+    struct dtype_constraint s = {.dtype = BPCC_DTYPE_QUINT8, .has_smin = true, .smin = 1.00000001e-4};
+    ck_assert(sat("{observer: MinMaxObserver, eps: 0.0001}", s, why));
+}
+END_TEST
+
+START_TEST(dtype_config_checks_each_argument_kind_and_the_output)
+{
+    struct bpcc_qconfig_mapping *m = qc_of("MinMaxObserver");
+    struct target_dtypes t;
+    bpcc_target_dtypes_from_qconfig(m->global, &t);
+    ck_assert_int_eq(t.input, BPCC_DTYPE_QUINT8);
+    ck_assert_int_eq(t.output, BPCC_DTYPE_QUINT8);
+    ck_assert_int_eq(t.weight, BPCC_DTYPE_QINT8);
+    ck_assert_int_eq(t.bias, BPCC_DTYPE_F32);
+    ck_assert(!t.input_dynamic);
+    struct dtype_config dc = {.input = {.dtype = BPCC_DTYPE_QUINT8}, .output = {.dtype = BPCC_DTYPE_QUINT8},
+                              .weight = {.dtype = BPCC_DTYPE_QINT8}, .bias = BPCC_DTYPE_F32};
+    char why[256];
+    unsigned all = BPCC_ARG_ACTIVATION | BPCC_ARG_WEIGHT | BPCC_ARG_BIAS;
+    ck_assert(bpcc_dtype_config_accepts(m->global, &t, &dc, all, why, sizeof why));
+    dc.weight.dtype = BPCC_DTYPE_QUINT8;
+    ck_assert(!bpcc_dtype_config_accepts(m->global, &t, &dc, all, why, sizeof why));
+    ck_assert_str_eq(why, "weight dtype qint8, backend wants quint8");
+    /* a module call has no weight argument: the weight dtype is not checked */
+    ck_assert(bpcc_dtype_config_accepts(m->global, &t, &dc, BPCC_ARG_ACTIVATION, why, sizeof why));
+    dc.weight.dtype = BPCC_DTYPE_QINT8;
+    dc.is_dynamic = true;
+    ck_assert(!bpcc_dtype_config_accepts(m->global, &t, &dc, all, why, sizeof why));
+    ck_assert_msg(strstr(why, "statically"), "%s", why);
+    dc.is_dynamic = false;
+    dc.output.dtype = BPCC_DTYPE_F32;
+    ck_assert(!bpcc_dtype_config_accepts(m->global, &t, &dc, all, why, sizeof why));
+    ck_assert_str_eq(why, "output activation dtype quint8, backend wants float32");
+    bpcc_qconfig_free(m);
+    /* dynamic: PlaceholderObserver with compute_dtype; the output stays float */
+    m = qc_of("{observer: PlaceholderObserver, dtype: quint8, compute_dtype: quint8}");
+    bpcc_target_dtypes_from_qconfig(m->global, &t);
+    ck_assert(t.input_dynamic);
+    ck_assert_int_eq(t.output, BPCC_DTYPE_F32);
+    struct dtype_config dyn = {.input = {.dtype = BPCC_DTYPE_QUINT8}, .output = {.dtype = BPCC_DTYPE_F32},
+                               .weight = {.dtype = BPCC_DTYPE_QINT8}, .bias = BPCC_DTYPE_F32, .is_dynamic = true};
+    ck_assert_msg(bpcc_dtype_config_accepts(m->global, &t, &dyn, all, why, sizeof why), "%s", why);
+    bpcc_qconfig_free(m);
+    /* fp16 activations and weights give an fp16 bias */
+    m = qc_of("{observer: PlaceholderObserver, dtype: float16}");
+    bpcc_target_dtypes_from_qconfig(m->global, &t);
+    ck_assert_int_eq(t.bias, BPCC_DTYPE_F32); /* the weight is qint8 here */
+    bpcc_qconfig_free(m);
+}
+END_TEST
+
+/* }================================================ */
+
 int main(void)
 {
     n_bad = tu_list_yaml(QCONFIGS_DIR "/bad", bad_files, 64);
@@ -425,6 +534,9 @@ int main(void)
     tcase_add_test(tc, object_type_order_counts_calls_per_module_in_graph_order);
     tcase_add_test(tc, fused_module_takes_the_object_type_of_its_parts);
     tcase_add_test(tc, assignment_survives_every_allocation_failure);
+    tcase_add_test(tc, constraints_bound_the_range_and_eps_as_pytorch_does);
+    tcase_add_test(tc, constraints_skip_what_pytorch_skips);
+    tcase_add_test(tc, dtype_config_checks_each_argument_kind_and_the_output);
     suite_add_tcase(s, tc);
     int rc = tu_run(s);
     for (int i = 0; i < n_bad; i++) free(bad_files[i]);
