@@ -107,7 +107,10 @@ def custom_mapping():
             .set_module_name("stem", None)
             .set_module_name_object_type_order("features.0", torch.add, 0, None)
             .set_module_name_object_type_order("features.0", operator_add(), 0, hist)
-            .set_module_name_object_type_order("features", Block, 1, None))
+            .set_module_name_object_type_order("features", Block, 1, None)
+            # a fused module (stem.0: Conv2d+BN+ReLU) is counted as the Conv2d it was traced as
+            .set_module_name_object_type_order("stem", nn.Conv2d, 0, hist)
+            .set_module_name_object_type_order("features.1", nn.Conv2d, 1, None))
 
 
 def operator_add():
