@@ -96,7 +96,7 @@ START_TEST(every_fixture_loads_and_saves_back_identically)
 {
     static const char *const names[] = {"conv_bn_relu", "residual", "cat", "linear_head", "literals",
                                         "torch/tiny_resnet", "torch/tiny_functional",
-                                        "torch/tiny_resnet_fused"};
+                                        "torch/tiny_resnet_fused", "torch/tiny_blocks"};
     char *dir = tu_temp_dir();
     char sub[600];
     snprintf(sub, sizeof sub, "%s/torch", dir);

@@ -7,7 +7,7 @@
 /* hand-written fixtures, and real FX graphs exported by the PyTorch bridge */
 static const char *const fixtures[] = {"conv_bn_relu", "residual", "cat", "linear_head",
                                        "literals", "torch/tiny_resnet", "torch/tiny_functional",
-                                       "torch/tiny_resnet_fused"};
+                                       "torch/tiny_resnet_fused", "torch/tiny_blocks"};
 
 START_TEST(fixtures_round_trip_byte_for_byte)
 {

@@ -140,6 +140,10 @@ if run "qconfig assign json" 0 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bp
     printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); n={e["name"]: e for e in d["nodes"]}; assert n["x"]["qconfig"] is None and n["bn1"]["rule"]["kind"]=="object_type" and n["add"]["rule"]["kind"]=="global" and n["conv1"]["qconfig"]["activation"]["quant_max"]==255' 2>/dev/null &&
         ok || bad "qconfig assign --json: unexpected JSON"
 fi
+printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\nmodule_name:\n  - {name: blocks.1, qconfig: null}\n' > "$WORK/blocks1_float.yaml"
+run "qconfig assign scopes" 0 "$BPCC" qconfig assign "$FIX/torch/tiny_blocks.bpcc" -q "$WORK/blocks1_float.yaml" &&
+    has "qconfig assign scoped function" "$OUT" "%add_2          float      module_name ($WORK/blocks1_float.yaml:3)" &&
+    has "qconfig assign other scope" "$OUT" "%add            quantized  global"
 run "qconfig assign needs -q" 2 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" && has "qconfig assign needs -q" "$ERR" "needs -q QCONFIG"
 printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\nobject_type:\n  - {type: torch.nn.Conv2d, qconfig: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}}\n  - {type: torch.nn.ReLU, qconfig: null}\n' > "$WORK/relu_float.yaml"
 run "qconfig assign fused parts disagree" 1 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q "$WORK/relu_float.yaml" -b fbgemm &&
