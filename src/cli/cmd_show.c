@@ -42,6 +42,23 @@ static void meta_text(const struct bpcc_value *m, char *buf, size_t n)
 
 static int max_int(int a, int b) { return a > b ? a : b; }
 
+/* The users column, "a,b,c" or "-": its width, and printing it. */
+static int users_len(const struct bpcc_node *n)
+{
+    uint32_t nu = bpcc_node_n_users(n);
+    size_t len = nu ? nu - 1 : 1;
+    for (uint32_t i = 0; i < nu; i++) len += strlen(bpcc_node_name(bpcc_node_user(n, i)));
+    return len > 1000000 ? 1000000 : (int)len;
+}
+
+static void print_users(const struct bpcc_node *n, int width)
+{
+    uint32_t nu = bpcc_node_n_users(n);
+    if (!nu) fputs("-", stdout);
+    for (uint32_t i = 0; i < nu; i++) printf("%s%s", i ? "," : "", bpcc_node_name(bpcc_node_user(n, i)));
+    printf("%*s", width > users_len(n) ? width - users_len(n) : 0, "");
+}
+
 static void print_text(const char *path, struct bpcc_graph *g)
 {
     uint32_t n_tensors = 0;
@@ -60,7 +77,8 @@ static void print_text(const char *path, struct bpcc_graph *g)
            " bytes\n\n", path, bpcc_graph_n_nodes(g), bpcc_graph_n_modules(g), n_tensors,
            n_params, bytes);
 
-    int wn = 4, wk = 2, wt = 6, wm = 4;
+    int wn = 4, wk = 2, wt = 6, wm = 4, wu = 5;
+    bool scoped = false;
     for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) {
         char meta[512];
         meta_text(bpcc_node_meta(n), meta, sizeof meta);
@@ -68,19 +86,22 @@ static void print_text(const char *path, struct bpcc_graph *g)
         wk = max_int(wk, (int)strlen(bpcc_node_kind_name(bpcc_node_kind(n))));
         wt = max_int(wt, (int)strlen(bpcc_node_target(n)));
         wm = max_int(wm, (int)strlen(meta));
+        wu = max_int(wu, users_len(n));
+        scoped = scoped || bpcc_node_scope(n, NULL);
     }
-    printf("%-*s  %-*s  %-*s  %-*s  %s\n", wn, "node", wk, "op", wt, "target", wm, "type",
-           "users");
+    /* the scope column only for models traced with submodule scopes */
+    printf("%-*s  %-*s  %-*s  %-*s  %-*s%s\n", wn, "node", wk, "op", wt, "target", wm, "type",
+           scoped ? wu : 0, "users", scoped ? "  scope" : "");
     for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) {
         char meta[512];
         meta_text(bpcc_node_meta(n), meta, sizeof meta);
         printf("%-*s  %-*s  %-*s  %-*s  ", wn, bpcc_node_name(n), wk,
                bpcc_node_kind_name(bpcc_node_kind(n)), wt, bpcc_node_target(n), wm,
                meta[0] ? meta : "-");
-        uint32_t nu = bpcc_node_n_users(n);
-        if (!nu) fputs("-", stdout);
-        for (uint32_t i = 0; i < nu; i++)
-            printf("%s%s", i ? "," : "", bpcc_node_name(bpcc_node_user(n, i)));
+        print_users(n, scoped ? wu : 0);
+        const char *stype, *spath = bpcc_node_scope(n, &stype);
+        if (scoped) printf("  %s", spath ? spath : "-");
+        if (spath) printf(" (%s)", stype);
         putchar('\n');
     }
     if (!bpcc_graph_n_modules(g)) return;

@@ -144,6 +144,8 @@ printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinM
 run "qconfig assign scopes" 0 "$BPCC" qconfig assign "$FIX/torch/tiny_blocks.bpcc" -q "$WORK/blocks1_float.yaml" &&
     has "qconfig assign scoped function" "$OUT" "%add_2          float      module_name ($WORK/blocks1_float.yaml:3)" &&
     has "qconfig assign other scope" "$OUT" "%add            quantized  global"
+run "show scopes" 0 "$BPCC" show "$FIX/torch/tiny_blocks.bpcc" &&
+    has "show scope column" "$OUT" "add_1                blocks.0 (__main__.Block)"
 run "qconfig assign needs -q" 2 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" && has "qconfig assign needs -q" "$ERR" "needs -q QCONFIG"
 printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\nobject_type:\n  - {type: torch.nn.Conv2d, qconfig: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}}\n  - {type: torch.nn.ReLU, qconfig: null}\n' > "$WORK/relu_float.yaml"
 run "qconfig assign fused parts disagree" 1 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q "$WORK/relu_float.yaml" -b fbgemm &&
