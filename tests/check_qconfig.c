@@ -361,6 +361,24 @@ START_TEST(object_type_order_counts_calls_per_module_in_graph_order)
 }
 END_TEST
 
+START_TEST(a_repeated_key_takes_the_last_entry_as_the_python_dicts_do)
+{
+    struct assigned r;
+    ASSIGN(&r, "global: " QC_A "\n"
+               "object_type:\n  - {type: torch.sigmoid, qconfig: null}\n  - {type: torch.sigmoid, qconfig: " QC_B "}\n"
+               "module_name_regex:\n  - {regex: blocks, qconfig: null}\n  - {regex: conv, qconfig: null}\n"
+               "  - {regex: blocks, qconfig: " QC_B "}\n"
+               "module_name:\n  - {name: head, qconfig: " QC_B "}\n  - {name: head, qconfig: null}\n"
+               "module_name_object_type_order:\n  - {name: blocks.1, type: operator.add, index: 0, qconfig: null}\n"
+               "  - {name: blocks.1, type: operator.add, index: 0, qconfig: " QC_B "}\n");
+    ck_assert_str_eq(how(&r, "sig"), "+object_type:4");
+    ck_assert_str_eq(how(&r, "b0"), "+module_name_regex:8");   /* first position, last value */
+    ck_assert_str_eq(how(&r, "fc"), "-module_name:11");
+    ck_assert_str_eq(how(&r, "add_2"), "+module_name_object_type_order:14");
+    assigned_free(&r);
+}
+END_TEST
+
 START_TEST(fused_module_takes_the_object_type_of_its_parts)
 {
     struct assigned r;
@@ -532,6 +550,7 @@ int main(void)
     tcase_add_test(tc, module_name_regex_is_anchored_at_the_start_and_first_match_wins);
     tcase_add_test(tc, precedence_is_order_over_name_over_regex_over_type_over_global);
     tcase_add_test(tc, object_type_order_counts_calls_per_module_in_graph_order);
+    tcase_add_test(tc, a_repeated_key_takes_the_last_entry_as_the_python_dicts_do);
     tcase_add_test(tc, fused_module_takes_the_object_type_of_its_parts);
     tcase_add_test(tc, assignment_survives_every_allocation_failure);
     tcase_add_test(tc, constraints_bound_the_range_and_eps_as_pytorch_does);

@@ -123,7 +123,10 @@ static struct pick module_name_regex(const struct assigner *A, const char *name,
 {
     for (uint32_t i = 0; i < A->n_regex; i++)
         if (regexec(&A->regex[i], name, 0, NULL, 0) == 0) {
-            const struct qc_rule *r = &A->m->rules[QR_MODULE_NAME_REGEX][i];
+            /* the dict keeps the first position of a regex and the value of its last entry */
+            const struct qc_rule *rules = A->m->rules[QR_MODULE_NAME_REGEX], *r = &rules[i];
+            for (uint32_t j = i + 1; j < A->n_regex; j++)
+                if (!strcmp(rules[j].key, r->key)) r = &rules[j];
             return (struct pick){r->qc, BPCC_QC_MODULE_NAME_REGEX, r};
         }
     return fallback;
@@ -173,14 +176,14 @@ static enum bpcc_status order(struct assigner *A, const char *path, size_t path_
         if (assign_hash_oom) return bpcc_diag_nomem(A->d);
     }
     int64_t idx = c->n++;
+    const struct qc_rule *hit = NULL; /* a later entry for the same (name, type, index) replaces an earlier */
     for (uint32_t i = 0; i < A->m->n_rules[QR_MODULE_NAME_OBJECT_TYPE_ORDER]; i++) {
         const struct qc_rule *r = &A->m->rules[QR_MODULE_NAME_OBJECT_TYPE_ORDER][i];
         if (r->index == idx && same(r->type, type) && strlen(r->key) == path_len &&
-            memcmp(r->key, path, path_len) == 0) {
-            *p = (struct pick){r->qc, BPCC_QC_MODULE_NAME_OBJECT_TYPE_ORDER, r};
-            return BPCC_OK;
-        }
+            memcmp(r->key, path, path_len) == 0)
+            hit = r;
     }
+    if (hit) *p = (struct pick){hit->qc, BPCC_QC_MODULE_NAME_OBJECT_TYPE_ORDER, hit};
     return BPCC_OK;
 }
 
