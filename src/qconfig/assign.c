@@ -12,7 +12,6 @@
 #include "qconfig.h"
 
 #include <jansson.h>
-#include <regex.h>
 #include <string.h>
 
 #define HASH_NONFATAL_OOM 1
@@ -54,8 +53,6 @@ struct assigner {
     struct bpcc_qconfig_assignment *a;
     const struct bpcc_qconfig_mapping *m;
     struct rule_ix *by_type, *by_name;
-    regex_t *regex;
-    uint32_t n_regex;
     struct counter *counters;
     struct bpcc_diag *d;
 };
@@ -121,11 +118,13 @@ static struct pick object_type(const struct assigner *A, const char *type, struc
 
 static struct pick module_name_regex(const struct assigner *A, const char *name, struct pick fallback)
 {
-    for (uint32_t i = 0; i < A->n_regex; i++)
-        if (regexec(&A->regex[i], name, 0, NULL, 0) == 0) {
+    const struct qc_rule *rules = A->m->rules[QR_MODULE_NAME_REGEX];
+    uint32_t n = A->m->n_rules[QR_MODULE_NAME_REGEX];
+    for (uint32_t i = 0; i < n; i++)
+        if (regexec(rules[i].re, name, 0, NULL, 0) == 0) {
             /* the dict keeps the first position of a regex and the value of its last entry */
-            const struct qc_rule *rules = A->m->rules[QR_MODULE_NAME_REGEX], *r = &rules[i];
-            for (uint32_t j = i + 1; j < A->n_regex; j++)
+            const struct qc_rule *r = &rules[i];
+            for (uint32_t j = i + 1; j < n; j++)
                 if (!strcmp(rules[j].key, r->key)) r = &rules[j];
             return (struct pick){r->qc, BPCC_QC_MODULE_NAME_REGEX, r};
         }
@@ -306,8 +305,6 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
 
 static void assigner_free(struct assigner *A)
 {
-    for (uint32_t i = 0; i < A->n_regex; i++) regfree(&A->regex[i]);
-    bpcc_xfree(A->regex);
     HASH_CLEAR(hh, A->counters);
     HASH_CLEAR(hh, A->by_type);
     HASH_CLEAR(hh, A->by_name);
@@ -333,25 +330,7 @@ enum bpcc_status bpcc_qconfig_assign(const struct bpcc_graph *g, const struct bp
     a->graph = g;
     a->mapping = m;
     struct assigner A = {.a = a, .m = m, .d = d};
-    enum bpcc_status s = BPCC_OK;
-    uint32_t nr = m->n_rules[QR_MODULE_NAME_REGEX];
-    if (nr) {
-        A.regex = bpcc_malloc(nr * sizeof *A.regex);
-        if (!A.regex) s = bpcc_diag_nomem(d);
-    }
-    for (uint32_t i = 0; !s && i < nr; i++) {
-        const char *key = m->rules[QR_MODULE_NAME_REGEX][i].key;
-        struct bpcc_buf b;
-        bpcc_buf_init(&b);
-        bpcc_buf_printf(&b, "^(%s)", key);
-        if (b.oom) s = bpcc_diag_nomem(d);
-        else if (regcomp(&A.regex[i], b.data, REG_EXTENDED | REG_NOSUB) != 0)
-            s = bpcc_diag_error(d, BPCC_ERR_CONFIG, m->file, m->rules[QR_MODULE_NAME_REGEX][i].line,
-                                m->rules[QR_MODULE_NAME_REGEX][i].col, "invalid regex '%s'", key);
-        else A.n_regex++;
-        bpcc_buf_release(&b);
-    }
-    if (!s) s = index_rules(&A, QR_OBJECT_TYPE, &A.by_type);
+    enum bpcc_status s = index_rules(&A, QR_OBJECT_TYPE, &A.by_type);
     if (!s) s = index_rules(&A, QR_MODULE_NAME, &A.by_name);
     if (!s) s = fusion(&A);
     if (!s) {

@@ -9,7 +9,6 @@
 #include "../config/yschema.h"
 #include "../io/json.h"
 
-#include <regex.h>
 
 static const char *const class_names[OC_COUNT + 1] = {
     "MinMaxObserver", "MovingAverageMinMaxObserver", "PerChannelMinMaxObserver",
@@ -332,20 +331,30 @@ static void read_rules(struct qloader *Q, const struct ynode *list, enum qc_rule
                 continue;
             }
             snprintf(anchored, len + 5, "^(%s)", r->key);
-            regex_t re;
-            int rc = regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB);
+            regex_t *re = bpcc_malloc(sizeof *re);
+            int rc = re ? regcomp(re, anchored, REG_EXTENDED | REG_NOSUB) : 0;
             bpcc_xfree(anchored);
+            if (!re) {
+                ys_oom(&Q->ys);
+                continue;
+            }
             if (rc != 0) {
                 char msg[128];
-                regerror(rc, &re, msg, sizeof msg);
+                regerror(rc, re, msg, sizeof msg);
+                bpcc_xfree(re);
                 ys_err(&Q->ys, k, "invalid regex '%s': %s (POSIX extended syntax)", r->key, msg);
                 continue;
             }
-            regfree(&re);
+            r->re = re; /* kept for the assignment; freed with the mapping */
         }
         bool qok;
         r->qc = qconfig_value(Q, qn, &qok);
         if (qok) n++;
+        else if (r->re) { /* the slot is reused by the next rule */
+            regfree(r->re);
+            bpcc_xfree(r->re);
+            r->re = NULL;
+        }
     }
     Q->where = NULL;
     Q->m->rules[kind] = rules;
@@ -405,6 +414,11 @@ const char *bpcc_qconfig_file(const struct bpcc_qconfig_mapping *m) { return m->
 void bpcc_qconfig_free(struct bpcc_qconfig_mapping *m)
 {
     if (!m) return;
+    for (uint32_t i = 0; i < m->n_rules[QR_MODULE_NAME_REGEX]; i++) {
+        regex_t *re = m->rules[QR_MODULE_NAME_REGEX][i].re;
+        if (re) regfree(re);
+        bpcc_xfree(re);
+    }
     bpcc_intern_release(&m->intern);
     bpcc_arena_release(&m->arena);
     bpcc_xfree(m);

@@ -6,6 +6,8 @@
 
 #include "../config/config.h"
 
+#include <regex.h>
+
 /* Append-only; names as PyTorch's classes. */
 enum obs_class {
     OC_MINMAX = 0,
@@ -65,6 +67,7 @@ struct qc_rule {
     const char *type;  /* module_name_object_type_order: the op type */
     int64_t index;     /* module_name_object_type_order: the invocation index */
     const struct qconfig *qc;
+    regex_t *re;       /* module_name_regex: compiled once at load, anchored; owned by the mapping */
     uint32_t line, col;
 };
 
