@@ -365,6 +365,11 @@ BPCC_API enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, str
                                                      uint32_t *n_changed_out,
                                                      struct bpcc_diag *d);
 
+/* The uses of `from` in `user`'s args and kwargs become uses of `to` (torch.fx's
+** replace_input_with). Nothing changes when `user` does not use `from`. */
+BPCC_API enum bpcc_status bpcc_node_replace_input(struct bpcc_node *user, struct bpcc_node *from,
+                                                  struct bpcc_node *to, struct bpcc_diag *d);
+
 /* Move n just before / after `anchor` in graph order. */
 BPCC_API void bpcc_node_move_before(struct bpcc_node *n, struct bpcc_node *anchor);
 BPCC_API void bpcc_node_move_after(struct bpcc_node *n, struct bpcc_node *anchor);
@@ -490,6 +495,9 @@ BPCC_API enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char
 
 /* Release memory returned by the library (bpcc_graph_print, bpcc_graph_to_json ...). */
 BPCC_API void bpcc_free(void *p);
+/* Write len bytes to path atomically (a temporary beside it, renamed when complete). */
+BPCC_API enum bpcc_status bpcc_write_file(const char *path, const void *data, size_t len,
+                                          struct bpcc_diag *d);
 
 /*
 ** A JSON description of the model (nodes, modules, tensors; shape documented in docs/SHOW.md),
@@ -664,6 +672,43 @@ typedef enum bpcc_status (*bpcc_fuser_fn)(const struct bpcc_fuser_call *call, st
 BPCC_API enum bpcc_status bpcc_fuser_register(const char *name, uint32_t min_ops, uint32_t max_ops,
                                               bpcc_fuser_fn fn, void *user_data,
                                               struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
+/* {====================================================================================
+** Prepare (PyTorch 1.13's prepare_fx on a fused graph; docs/PREPARE.md)
+** ==================================================================================== */
+
+struct bpcc_prepare_options {
+    bool strict; /* a matched node whose qconfig the backend rejects is an error, not float */
+};
+
+/*
+** Insert observers as prepare_fx does: each node gets its qconfig (bpcc_qconfig_assign), the
+** backend's patterns are matched over the (fused) graph, each match is checked against its dtype
+** configs (a rejected one stays float), and observers become call_module nodes of modules
+** "activation_post_process_<n>" (type torch.ao.quantization.<Observer>, constructor arguments as
+** attributes) on the edges PyTorch observes. Observers that PyTorch shares (cat, pooling, reshape
+** ...) are one module called from several nodes. A fixed-qparams op (sigmoid, tanh, softmax,
+** hardsigmoid) whose qconfig is not its fixed-qparams observer is refused, as in PyTorch.
+** `report_out` (may be NULL) receives what was decided, for bpcc_prepare_plan_json and
+** bpcc_prepare_explain; it refers to g, c and m, which must outlive it.
+*/
+struct bpcc_prepare_report;
+BPCC_API enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
+                                       const struct bpcc_qconfig_mapping *m,
+                                       const struct bpcc_prepare_options *opts,
+                                       struct bpcc_prepare_report **report_out, struct bpcc_diag *d);
+BPCC_API void bpcc_prepare_report_free(struct bpcc_prepare_report *r);
+/* The plan: {"backend", "qconfig_mapping", "groups": [{pattern, config, nodes, root, last,
+** quantized}], "observers": [{name, module, observer (spec), observes, users, role}]}, in graph
+** order; stable for diffs. */
+BPCC_API enum bpcc_status bpcc_prepare_plan_json(const struct bpcc_prepare_report *r, int indent,
+                                                 char **out, struct bpcc_diag *d);
+/* Per node of the fused graph: its pattern (file:line) or none, its qconfig and the rule that chose
+** it, whether it is quantized and, if not, why. Text (json false) or JSON. */
+BPCC_API enum bpcc_status bpcc_prepare_explain(const struct bpcc_prepare_report *r, bool json, char **out,
+                                               struct bpcc_diag *d);
 
 /* }==================================================================================== */
 

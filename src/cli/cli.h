@@ -23,5 +23,7 @@ int cmd_fmt(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_fuse(int argc, char **argv);
 int cmd_qconfig(int argc, char **argv);
+int cmd_prepare(int argc, char **argv);
+int cmd_explain(int argc, char **argv);
 
 #endif

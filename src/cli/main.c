@@ -19,6 +19,8 @@ static const char usage_text[] =
     "  config list|check|dump|diff   backend pattern configs (bpcc config --help)\n"
     "  fuse MODEL -b BACKEND -o OUT  fuse conv/linear/bn/relu patterns as fuse_fx does\n"
     "  qconfig list|check|dump       qconfig mappings (bpcc qconfig --help)\n"
+    "  prepare MODEL -b B -q Q -o O  insert observers as prepare_fx does (--plan, --strict)\n"
+    "  explain MODEL -b B -q Q       per node: pattern, qconfig, quantized or why not\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -68,6 +70,8 @@ static const struct verb verbs[] = {
     {"config", cmd_config},
     {"fuse", cmd_fuse},
     {"qconfig", cmd_qconfig},
+    {"prepare", cmd_prepare},
+    {"explain", cmd_explain},
 };
 
 int main(int argc, char **argv)

@@ -145,3 +145,15 @@ void bpcc_atomic_abort(struct bpcc_atomic_file *af)
     bpcc_xfree(af->path);
     memset(af, 0, sizeof *af);
 }
+
+enum bpcc_status bpcc_write_file(const char *path, const void *data, size_t len, struct bpcc_diag *d)
+{
+    struct bpcc_atomic_file af;
+    enum bpcc_status s = bpcc_atomic_open(&af, path, d);
+    if (s) return s;
+    if (len && fwrite(data, 1, len, af.fp) != len) {
+        bpcc_atomic_abort(&af);
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot write: %s", strerror(errno));
+    }
+    return bpcc_atomic_commit(&af, d);
+}

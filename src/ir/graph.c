@@ -537,6 +537,29 @@ enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_
     return BPCC_OK;
 }
 
+enum bpcc_status bpcc_node_replace_input(struct bpcc_node *user, struct bpcc_node *from, struct bpcc_node *to,
+                                        struct bpcc_diag *d)
+{
+    if (user->graph != from->graph || from->graph != to->graph || user->dead || from->dead || to->dead)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "replace_input needs live nodes of one graph");
+    if (from == to) return BPCC_OK;
+    uint32_t i = 0;
+    while (i < from->n_users && from->users[i].node != user) i++;
+    if (i == from->n_users) return BPCC_OK;
+    if (reserve_users(to, 1)) return bpcc_diag_nomem(d);
+    struct swap_ctx c = {from, to, 0};
+    bpcc_value_visit_nodes(&user->args, swap_ref, &c);
+    bpcc_value_visit_nodes(&user->kwargs, swap_ref, &c);
+    BPCC_ASSERT(c.n == from->users[i].count);
+    for (uint32_t k = 0; k < c.n; k++) {
+        enum bpcc_status s = bpcc_graph_add_use(to, user);
+        BPCC_ASSERT(s == BPCC_OK); /* capacity was reserved */
+    }
+    memmove(&from->users[i], &from->users[i + 1], (from->n_users - i - 1) * sizeof *from->users);
+    from->n_users--;
+    return BPCC_OK;
+}
+
 void bpcc_node_move_before(struct bpcc_node *n, struct bpcc_node *anchor)
 {
     if (n == anchor) return;

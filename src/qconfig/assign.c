@@ -380,7 +380,7 @@ const char *bpcc_qc_origin_name(enum bpcc_qc_origin o)
 }
 
 
-static json_t *rule_json(const struct bpcc_qconfig_assignment *a, const struct bpcc_node_qconfig *nq)
+json_t *bpcc_qconfig_rule_json(const struct bpcc_qconfig_assignment *a, const struct bpcc_node_qconfig *nq)
 {
     json_t *r = json_object();
     bool ok = r && bpcc_json_put(r, "kind", json_string(bpcc_qc_origin_name(nq->origin)));
@@ -415,7 +415,7 @@ enum bpcc_status bpcc_qconfig_assignment_json(const struct bpcc_qconfig_assignme
         ok = e && json_array_append_new(nodes, e) == 0 && bpcc_json_put(e, "name", json_string(nq->node->name)) &&
              bpcc_json_put(e, "op", json_string(bpcc_node_kind_name(nq->node->kind))) &&
              bpcc_json_put(e, "target", json_string(nq->node->target)) && bpcc_json_put(e, "qconfig", bpcc_qconfig_json(nq->qconfig)) &&
-             bpcc_json_put(e, "rule", rule_json(a, nq));
+             bpcc_json_put(e, "rule", bpcc_qconfig_rule_json(a, nq));
     }
     json_decref(nodes);
     return bpcc_json_finish(root, ok, indent, failures, out, d);

@@ -504,7 +504,7 @@ bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b)
 /* {==================== JSON ==================== */
 
 
-static json_t *observer_json(const struct observer_spec *o)
+json_t *bpcc_observer_json(const struct observer_spec *o)
 {
     json_t *j = json_object();
     bool ok = j && bpcc_json_put(j, "observer", json_string(class_names[o->cls])) &&
@@ -547,7 +547,7 @@ json_t *bpcc_qconfig_json(const struct qconfig *qc)
 {
     if (!qc) return json_null();
     json_t *j = json_object();
-    if (j && bpcc_json_put(j, "activation", observer_json(&qc->activation)) && bpcc_json_put(j, "weight", observer_json(&qc->weight)))
+    if (j && bpcc_json_put(j, "activation", bpcc_observer_json(&qc->activation)) && bpcc_json_put(j, "weight", bpcc_observer_json(&qc->weight)))
         return j;
     json_decref(j);
     return NULL;

@@ -101,6 +101,11 @@ BPCC_INTERNAL const struct bpcc_node_qconfig *bpcc_qconfig_assignment_at(const s
 /* The JSON of a qconfig (null for NULL = keep float), as `bpcc qconfig dump` writes it. */
 struct json_t;
 BPCC_INTERNAL struct json_t *bpcc_qconfig_json(const struct qconfig *qc);
+/* One observer spec as JSON: {"observer": class, "dtype": ..., the class's fields}. */
+BPCC_INTERNAL struct json_t *bpcc_observer_json(const struct observer_spec *o);
+/* The rule that chose a node's qconfig: {kind, type|regex|name, file, line}. */
+BPCC_INTERNAL struct json_t *bpcc_qconfig_rule_json(const struct bpcc_qconfig_assignment *a,
+                                                    const struct bpcc_node_qconfig *nq);
 /* Same effective observers (PyTorch's qconfig_equals compares constructor arguments; bpcc
 ** compares what they construct). */
 BPCC_INTERNAL bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b);

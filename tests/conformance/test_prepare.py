@@ -1,0 +1,268 @@
+#!/usr/bin/env python3
+"""Conformance: `bpcc prepare` against PyTorch 1.13's prepare_fx. The same model (exported by the
+bridge, fused by bpcc), backend config and qconfig mapping must give the same observers: every
+observer described by the value it observes (original node name, and how many observers deep),
+its class, dtype and quantization range, and the original nodes that consume it; and the same
+sharing groups (observers that are one module instance). Hand-written models cover residual adds,
+cat of differently observed inputs, fixed-qparams ops, functional linear, a null qconfig on some
+module names and a qnnpack qconfig that violates a backend constraint; then torchvision models.
+
+usage: test_prepare.py BPCC      (exit 77 when torch is not installed)
+"""
+import collections
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision  # noqa: F401
+    from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
+    from torch.ao.quantization import observer as ob
+    from torch.ao.quantization.quantize_fx import prepare_fx
+    from torch.ao.quantization.quantize import is_activation_post_process
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+except ImportError:
+    print("torch / torchvision not installed: skipping")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+import bpcc_torch  # noqa: E402
+from bpcc_torch import backend_config as bcfg  # noqa: E402
+from bpcc_torch import qconfig as bq  # noqa: E402
+from bpcc_torch.__main__ import torchvision_model  # noqa: E402
+
+warnings.simplefilter("ignore")
+torch.set_num_threads(2)
+BPCC = None
+
+
+def minmax_mapping():
+    """MinMax activations, per-channel MinMax weights, PyTorch's fixed-qparams entries."""
+    qc = QConfig(activation=ob.MinMaxObserver.with_args(dtype=torch.quint8),
+                 weight=ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric))
+    m = QConfigMapping().set_global(qc)
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        m.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+    return m
+
+
+class Residual(nn.Module):
+    """Residual adds, cat of differently observed inputs, fixed-qparams ops, functional linear,
+    reshape-like ops, a method on a size, submodules to name in a mapping."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.branch = nn.Sequential(nn.Conv2d(8, 8, 1), nn.ReLU())
+        self.side = nn.Conv2d(8, 8, 1)
+        self.pool = nn.MaxPool2d(2)
+        self.sig = nn.Sigmoid()
+        self.w = nn.Parameter(torch.randn(10, 16))
+        self.b = nn.Parameter(torch.randn(10))
+        self.head = nn.Linear(10, 4)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.branch(x) + x            # residual add
+        z = torch.cat([y, self.side(x).tanh()], 1)   # cat of differently observed inputs
+        z = self.pool(z)
+        z = z * self.sig(z)
+        n = z.size(0)
+        z = torch.flatten(F.adaptive_avg_pool2d(z, 1), 1)
+        z = z.reshape(n, -1)
+        z = F.linear(z, self.w, self.b)   # functional linear with get_attr weights
+        z = F.relu(z)
+        return self.head(z).softmax(-1), torch.sigmoid(z)
+
+
+def null_names_mapping(base):
+    m = copy.deepcopy(base)
+    m.set_module_name("side", None).set_module_name("head", None)
+    return m
+
+
+def violating_qnnpack_mapping():
+    """qnnpack accepts qint8 activations only with scale >= 2**-12: the default eps (float32 eps) of
+    a qint8 MinMaxObserver violates scale_min_lower_bound, so those nodes stay float."""
+    qc = QConfig(activation=ob.MinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric),
+                 weight=ob.MinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric,
+                                                    quant_min=-127, quant_max=127))
+    m = QConfigMapping().set_global(get_default_qconfig_mapping("qnnpack").global_qconfig)
+    m.set_module_name("branch", qc).set_object_type(torch.cat, qc)
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        m.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+    return m
+
+
+def _dtype(v):
+    return str(v)[len("torch."):] if isinstance(v, torch.dtype) else v
+
+
+def torch_observers(gm):
+    """[(key, module id)] for every observer node of a prepared GraphModule."""
+    mods = dict(gm.named_modules(remove_duplicate=False))
+    is_obs = {n.name: n.op == "call_module" and is_activation_post_process(mods[n.target]) for n in gm.graph.nodes}
+
+    def base(n):
+        depth = 0
+        while is_obs.get(n.name):
+            n, depth = n.args[0], depth + 1
+        return n.name, depth
+
+    out = []
+    for n in gm.graph.nodes:
+        if not is_obs[n.name]:
+            continue
+        m = mods[n.target]
+        name, depth = base(n.args[0])
+        users = tuple(sorted(u.name for u in n.users if not is_obs[u.name]))
+        key = (name, depth + 1, type(m).__name__, _dtype(m.dtype), getattr(m, "quant_min", None),
+               getattr(m, "quant_max", None), users)
+        out.append((key, id(m)))
+    return out
+
+
+def bpcc_observers(plan):
+    obs = {o["name"]: o for o in plan["observers"]}
+
+    def base(name):
+        depth = 0
+        while name in obs:
+            name, depth = obs[name]["observes"], depth + 1
+        return name, depth
+
+    out = []
+    for o in plan["observers"]:
+        s = o["observer"]
+        name, depth = base(o["observes"])
+        users = tuple(sorted(u for u in o["users"] if u not in obs))
+        key = (name, depth + 1, s["observer"], s["dtype"], s.get("quant_min"), s.get("quant_max"), users)
+        out.append((key, o["module"]))
+    return out
+
+
+def groups(pairs):
+    g = collections.defaultdict(list)
+    for key, ident in pairs:
+        g[ident].append(key)
+    return sorted(sorted(v) for v in g.values() if len(v) > 1)
+
+
+class Prepare(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def prepare(self, path, spec, backend, extra=()):
+        out = os.path.join(self.tmp.name, "prepared.bpcc")
+        plan = os.path.join(self.tmp.name, "plan.json")
+        r = subprocess.run([BPCC, "prepare", path, "-b", backend, "-q", spec, "-o", out, "--plan", plan, *extra],
+                           capture_output=True, text=True)
+        return r, (json.load(open(plan)) if r.returncode == 0 else None), out
+
+    def mapping_file(self, name, mapping):
+        if isinstance(mapping, str):
+            return mapping, get_default_qconfig_mapping(mapping)
+        spec = os.path.join(self.tmp.name, name + ".yaml")
+        with open(spec, "w") as f:
+            f.write(bq.mapping_yaml(mapping, name))
+        return spec, mapping
+
+    def check(self, model, inputs, name, mappings, backends=("fbgemm", "qnnpack", "native")):
+        path = os.path.join(self.tmp.name, name + ".bpcc")
+        bpcc_torch.export(model, inputs, path)
+        for mname, mapping in mappings:
+            spec, tmap = self.mapping_file(mname, mapping)
+            for b in backends:
+                what = "%s / %s / %s" % (name, mname, b)
+                r, plan, out = self.prepare(path, spec, b)
+                try:
+                    gm = prepare_fx(copy.deepcopy(model), tmap, inputs, backend_config=bcfg.get_backend_config(b))
+                except ValueError as e:
+                    self.assertEqual(r.returncode, 1, "%s: PyTorch refuses (%s), bpcc does not" % (what, e))
+                    continue
+                self.assertEqual(r.returncode, 0, "%s: %s" % (what, r.stderr))
+                want, got = torch_observers(gm), bpcc_observers(plan)
+                wk = collections.Counter(k for k, _ in want)
+                gk = collections.Counter(k for k, _ in got)
+                self.assertEqual(gk, wk, "%s: observers differ\n only bpcc:  %s\n only torch: %s"
+                                 % (what, sorted((gk - wk).elements()), sorted((wk - gk).elements())))
+                self.assertEqual(groups(got), groups(want), "%s: sharing groups differ" % what)
+                # the prepared model is a valid model file
+                s = subprocess.run([BPCC, "show", out], capture_output=True, text=True)
+                self.assertEqual(s.returncode, 0, "%s: prepared model does not load: %s" % (what, s.stderr))
+
+    def test_residual_model(self):
+        torch.manual_seed(0)
+        model = Residual().eval()
+        mm = minmax_mapping()
+        self.check(model, (torch.randn(2, 3, 8, 8),), "residual",
+                   [("minmax", mm), ("fbgemm", "fbgemm"), ("qnnpack", "qnnpack"), ("null_names", null_names_mapping(mm)),
+                    ("violating", violating_qnnpack_mapping())])
+
+    def test_qnnpack_constraint_violation_stays_float_and_strict_refuses(self):
+        torch.manual_seed(0)
+        model = Residual().eval()
+        inputs = (torch.randn(2, 3, 8, 8),)
+        path = os.path.join(self.tmp.name, "r.bpcc")
+        bpcc_torch.export(model, inputs, path)
+        spec, _ = self.mapping_file("violating", violating_qnnpack_mapping())
+        r = subprocess.run([BPCC, "explain", path, "-b", "qnnpack", "-q", spec, "--json"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        nodes = {n["name"]: n for n in json.loads(r.stdout)["nodes"]}
+        self.assertEqual(nodes["cat"]["status"], "rejected")
+        self.assertIn("eps", nodes["cat"]["reason"])
+        self.assertIn("scale_min_lower_bound", nodes["cat"]["reason"])
+        self.assertEqual(nodes["branch_0"]["status"], "rejected")
+        self.assertIn("qnnpack.yaml:", nodes["cat"]["reason"])
+        self.assertEqual(nodes["side"]["status"], "quantized")
+        r, _, _ = self.prepare(path, spec, "qnnpack", ["--strict"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("'cat' would stay float", r.stderr)
+
+    def test_fixed_qparams_op_with_a_plain_observer_is_refused(self):
+        model = Residual().eval()
+        inputs = (torch.randn(2, 3, 8, 8),)
+        bad = QConfigMapping().set_global(get_default_qconfig_mapping("fbgemm").global_qconfig)
+        with self.assertRaises(ValueError):
+            prepare_fx(copy.deepcopy(model), bad, inputs)
+        path = os.path.join(self.tmp.name, "r.bpcc")
+        bpcc_torch.export(model, inputs, path)
+        spec, _ = self.mapping_file("bad", bad)
+        r, _, _ = self.prepare(path, spec, "fbgemm")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("fixed-qparams op", r.stderr)
+        self.assertIn("FixedQParamsObserver", r.stderr)
+
+
+def make_test(name):
+    def test(self):
+        model = torchvision_model(name, 0)
+        self.check(model, (torch.randn(1, 3, 64, 64),), name,
+                   [("fbgemm", "fbgemm"), ("minmax", minmax_mapping())], backends=("fbgemm", "qnnpack"))
+    return test
+
+
+for _n in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
+           "densenet121", "squeezenet1_1", "mnasnet0_5"):
+    setattr(Prepare, "test_torchvision_" + _n, make_test(_n))
+
+
+if __name__ == "__main__":
+    BPCC = sys.argv[1]
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Prepare)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    bad = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - bad, bad))
+    sys.exit(0 if bad == 0 else 1)
