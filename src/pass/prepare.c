@@ -835,12 +835,12 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
             x->status = PS_NO_QCONFIG;
             continue;
         }
-        if (!pm) {
-            x->status = PS_NO_PATTERN;
-            continue;
-        }
         if (is_getitem(n)) {
             x->status = PS_GETITEM;
+            continue;
+        }
+        if (!pm) {
+            x->status = PS_NO_PATTERN;
             continue;
         }
         if (!match_supported(p, pm, qc)) {

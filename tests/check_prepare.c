@@ -1,0 +1,389 @@
+/*
+** check_prepare.c — the prepare pass, one test per rule of observer insertion, on hand-written
+** graphs with the built-in backends (the conformance suite compares whole models with prepare_fx).
+*/
+#include "testutil.h"
+
+#include "pass/prepare.h"
+
+#define QC_A "{activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+#define QC_S8 "{activation: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+#define QC_DYN "{activation: {observer: PlaceholderObserver, dtype: quint8, compute_dtype: quint8}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+#define QC_FIXED01 "{activation: {observer: FixedQParamsObserver, scale: 0.00390625, zero_point: 0}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
+
+#define CONV(name, in, out) \
+    "module " name " : torch.nn.Conv2d {in_channels: " #in ", out_channels: " #out ", kernel_size: (1, 1)}\n" \
+    "  param weight : f32[" #out ", " #in ", 1, 1]\n  param bias : f32[" #out "]\n"
+
+struct prepared {
+    struct bpcc_graph *g;
+    struct bpcc_config *c;
+    struct bpcc_qconfig_mapping *m;
+    struct bpcc_prepare_report *r;
+};
+
+static enum bpcc_status prepare_text(const char *model, const char *backend, const char *qyaml, bool strict,
+                                     struct prepared *p, struct bpcc_diag *d)
+{
+    memset(p, 0, sizeof *p);
+    enum bpcc_status s = bpcc_graph_parse(model, strlen(model), "m.bpcc", &p->g, d);
+    if (!s) s = bpcc_config_load(backend, NULL, &p->c, d);
+    if (!s) s = bpcc_qconfig_load_text(qyaml, strlen(qyaml), "q.yaml", NULL, &p->m, d);
+    struct bpcc_prepare_options o = {.strict = strict};
+    if (!s) s = bpcc_prepare(p->g, p->c, p->m, &o, &p->r, d);
+    return s;
+}
+
+static void prepared_free(struct prepared *p)
+{
+    bpcc_prepare_report_free(p->r);
+    bpcc_qconfig_free(p->m);
+    bpcc_config_free(p->c);
+    bpcc_graph_free(p->g);
+}
+
+#define PREPARE(p, model, backend, q)                                                      \
+    do {                                                                                   \
+        struct bpcc_diag d_;                                                               \
+        bpcc_diag_init(&d_);                                                               \
+        ck_assert_msg(prepare_text(model, backend, q, false, p, &d_) == BPCC_OK, "%s", tu_msg(&d_)); \
+        ck_assert_int_eq(bpcc_graph_verify((p)->g, &d_), BPCC_OK);                         \
+    } while (0)
+
+static bool is_observer(const struct bpcc_graph *g, const struct bpcc_node *n)
+{
+    if (bpcc_node_kind(n) != BPCC_NODE_CALL_MODULE) return false;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, bpcc_node_target(n));
+    return m && !strncmp(bpcc_module_type(m), "torch.ao.quantization.", 22);
+}
+
+/* The observer between producer and consumer: the observer node that observes `prod` (through
+** other observers) and that `cons` uses; NULL if cons uses prod unobserved or not at all. */
+static const struct bpcc_node *obs_between(const struct bpcc_graph *g, const char *prod, const char *cons)
+{
+    const struct bpcc_node *c = bpcc_graph_find_node(g, cons);
+    ck_assert_msg(c, "no node %s", cons);
+    for (const struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) {
+        if (!is_observer(g, n)) continue;
+        const struct bpcc_node *src = n;
+        while (is_observer(g, src)) src = bpcc_node_args(src)->u.seq.items[0].u.node;
+        if (strcmp(bpcc_node_name(src), prod)) continue;
+        for (uint32_t i = 0; i < bpcc_node_n_users(n); i++)
+            if (bpcc_node_user(n, i) == c) return n;
+    }
+    return NULL;
+}
+
+static const char *obs_class(const struct bpcc_graph *g, const char *prod, const char *cons)
+{
+    const struct bpcc_node *o = obs_between(g, prod, cons);
+    if (!o) return "-";
+    return bpcc_module_type(bpcc_graph_find_module(g, bpcc_node_target(o))) + 22;
+}
+
+static uint32_t n_observers(const struct bpcc_graph *g)
+{
+    uint32_t k = 0;
+    for (const struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) k += is_observer(g, n);
+    return k;
+}
+
+static const char *status_of(const struct prepared *p, const char *name)
+{
+    for (uint32_t i = 0; i < p->r->n_nodes; i++)
+        if (!strcmp(p->r->nodes[i].node->name, name)) return bpcc_prep_status_name(p->r->nodes[i].status);
+    return "missing";
+}
+
+static const char *model_conv_relu =
+    "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+    "  %x = placeholder x ()\n"
+    "  %conv = call_module conv (%x,)\n"
+    "  %relu = call_function torch.nn.functional.relu (%conv,)\n"
+    "  %output = output output (%relu,)\n";
+
+START_TEST(inputs_are_observed_at_the_root_and_the_output_at_the_last_node)
+{
+    struct prepared p;
+    PREPARE(&p, model_conv_relu, "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(obs_class(p.g, "x", "conv"), "MinMaxObserver");
+    ck_assert_str_eq(obs_class(p.g, "conv", "relu"), "-"); /* inside the [conv, relu] pattern */
+    ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
+    ck_assert_uint_eq(n_observers(p.g), 2);
+    ck_assert_str_eq(status_of(&p, "conv"), "quantized");
+    ck_assert_str_eq(status_of(&p, "relu"), "quantized");
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_value_used_twice_gets_one_observer)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("a", 3, 4) CONV("b", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %a = call_module a (%x,)\n  %b = call_module b (%x,)\n"
+                "  %add = call_function operator.add (%a, %b)\n  %output = output output (%add,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    const struct bpcc_node *oa = obs_between(p.g, "x", "a"), *ob = obs_between(p.g, "x", "b");
+    ck_assert_ptr_nonnull(oa);
+    ck_assert_ptr_eq(oa, ob);
+    /* a's output observer also serves add; 4 in all: x, a, b, add */
+    ck_assert_uint_eq(n_observers(p.g), 4);
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(output_share_observer_with_input_ops_share_one_module)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "module pool : torch.nn.MaxPool2d {kernel_size: 2}\n\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %pool = call_module pool (%conv,)\n"
+                "  %flatten = call_function torch.flatten (%pool, 1)\n  %output = output output (%flatten,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    const struct bpcc_node *in = obs_between(p.g, "conv", "pool"), *out = obs_between(p.g, "pool", "flatten");
+    const struct bpcc_node *fl = obs_between(p.g, "flatten", "output");
+    ck_assert_ptr_nonnull(in);
+    ck_assert_ptr_nonnull(out);
+    ck_assert_ptr_nonnull(fl);
+    ck_assert_str_eq(bpcc_node_target(in), bpcc_node_target(out));
+    ck_assert_str_eq(bpcc_node_target(in), bpcc_node_target(fl));
+    /* the shared-away modules are gone from the table */
+    uint32_t n_obs_modules = 0;
+    for (uint32_t i = 0; i < bpcc_graph_n_modules(p.g); i++)
+        n_obs_modules += !strncmp(bpcc_module_type(bpcc_graph_module(p.g, i)), "torch.ao.quantization.", 22);
+    ck_assert_uint_eq(n_obs_modules, 2); /* x's and conv's */
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(num_tensor_args_choose_the_observation_type)
+{
+    struct prepared p;
+    /* add(conv, 1.0): one tensor argument -> OUTPUT_SHARE_OBSERVER_WITH_INPUT in fbgemm */
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %add = call_function operator.add (%conv, 1.0)\n  %output = output output (%add,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(bpcc_node_target(obs_between(p.g, "conv", "add")), bpcc_node_target(obs_between(p.g, "add", "output")));
+    prepared_free(&p);
+    /* add(conv, x): two -> its own output observer */
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 3) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %add = call_function operator.add (%conv, %x)\n  %output = output output (%add,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_ne(bpcc_node_target(obs_between(p.g, "conv", "add")), bpcc_node_target(obs_between(p.g, "add", "output")));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(non_tensor_arguments_are_not_observed_and_their_dtype_propagates)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %size = call_method size (%conv, 0)\n"
+                "  %view = call_method view (%conv, %size, -1)\n  %output = output output (%view,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(obs_class(p.g, "size", "view"), "-");
+    /* view's size argument is an int; size shares observers with its input, so 1.13 propagates
+    ** int up to conv as well, and conv stays float (the conformance suite checks this on a model) */
+    ck_assert_str_eq(status_of(&p, "size"), "rejected");
+    ck_assert_str_eq(status_of(&p, "conv"), "rejected");
+    ck_assert_str_eq(obs_class(p.g, "conv", "view"), "-");
+    ck_assert_uint_eq(n_observers(p.g), 0);
+    prepared_free(&p);
+    /* without the size argument view observes its input */
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %view = call_method view (%conv, 4, -1)\n  %output = output output (%view,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(obs_class(p.g, "conv", "view"), "MinMaxObserver");
+    ck_assert_str_eq(bpcc_node_target(obs_between(p.g, "conv", "view")), bpcc_node_target(obs_between(p.g, "view", "output")));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(fixed_qparams_ops_get_their_fixed_observer)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %sigmoid = call_function torch.sigmoid (%conv,)\n  %output = output output (%sigmoid,)\n",
+            "fbgemm", "global: " QC_A "\nobject_type:\n  - {type: torch.sigmoid, qconfig: " QC_FIXED01 "}\n");
+    ck_assert_str_eq(obs_class(p.g, "sigmoid", "output"), "FixedQParamsObserver");
+    const struct bpcc_value *sc = bpcc_module_attr(bpcc_graph_find_module(p.g, bpcc_node_target(obs_between(p.g, "sigmoid", "output"))), "scale");
+    ck_assert_ptr_nonnull(sc);
+    ck_assert(sc->u.f == 1.0 / 256.0);
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_fixed_qparams_op_with_another_observer_is_refused)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    enum bpcc_status s = prepare_text("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                                      "  %tanh = call_function torch.tanh (%x,)\n  %output = output output (%tanh,)\n",
+                                      "fbgemm", "global: " QC_A "\n", false, &p, &d);
+    ck_assert_int_eq(s, BPCC_ERR_CONFIG);
+    TU_ASSERT_DIAG(&d, 5, 3, "fixed-qparams op");
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "zero_point: 128"));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(functional_weights_get_the_weight_observer)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule\n  param w : f32[3, 8]\n\ngraph\n"
+                "  %x = placeholder x ()\n  %w = get_attr w ()\n"
+                "  %linear = call_function torch.nn.functional.linear (%x, %w)\n  %output = output output (%linear,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    const struct bpcc_node *o = obs_between(p.g, "w", "linear");
+    ck_assert_ptr_nonnull(o);
+    const struct bpcc_value *dt = bpcc_module_attr(bpcc_graph_find_module(p.g, bpcc_node_target(o)), "dtype");
+    ck_assert_int_eq(dt->u.dtype, BPCC_DTYPE_QINT8); /* the qconfig's weight observer */
+    ck_assert_str_eq(obs_class(p.g, "x", "linear"), "MinMaxObserver");
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(dynamic_quantization_observes_only_the_first_input)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\nmodule fc : torch.nn.Linear {in_features: 8, out_features: 3}\n  param weight : f32[3, 8]\n\ngraph\n"
+                "  %x = placeholder x ()\n  %fc = call_module fc (%x,)\n  %output = output output (%fc,)\n",
+            "fbgemm", "global: " QC_DYN "\n");
+    ck_assert_str_eq(obs_class(p.g, "x", "fc"), "PlaceholderObserver");
+    ck_assert_str_eq(obs_class(p.g, "fc", "output"), "-"); /* output stays float */
+    ck_assert_uint_eq(n_observers(p.g), 1);
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_null_qconfig_keeps_a_node_float)
+{
+    struct prepared p;
+    PREPARE(&p, model_conv_relu, "fbgemm", "global: " QC_A "\nmodule_name:\n  - {name: conv, qconfig: null}\n");
+    ck_assert_uint_eq(n_observers(p.g), 0); /* relu's pattern is rooted at conv: nothing is observed */
+    ck_assert_str_eq(status_of(&p, "conv"), "no_qconfig");
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_rejected_qconfig_stays_float_and_strict_refuses_it)
+{
+    struct prepared p;
+    /* qnnpack takes qint8 activations only with scale >= 2**-12; MinMax's default eps is smaller */
+    PREPARE(&p, model_conv_relu, "qnnpack", "global: " QC_S8 "\n");
+    ck_assert_uint_eq(n_observers(p.g), 0);
+    ck_assert_str_eq(status_of(&p, "conv"), "rejected");
+    const struct prep_node *x = NULL;
+    for (uint32_t i = 0; i < p.r->n_nodes; i++)
+        if (!strcmp(p.r->nodes[i].node->name, "conv")) x = &p.r->nodes[i];
+    ck_assert_ptr_nonnull(strstr(x->why, "scale_min_lower_bound"));
+    ck_assert_ptr_nonnull(strstr(x->why, "qnnpack.yaml:"));
+    prepared_free(&p);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(prepare_text(model_conv_relu, "qnnpack", "global: " QC_S8 "\n", true, &p, &d), BPCC_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "would stay float"));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(getitem_stays_float)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %getitem = call_function operator.getitem (%conv, 0)\n  %output = output output (%getitem,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(status_of(&p, "getitem"), "getitem");
+    ck_assert_str_eq(obs_class(p.g, "getitem", "output"), "-");
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(input_output_not_observed_patterns_get_no_observers)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\nmodule emb : torch.nn.Embedding {num_embeddings: 10, embedding_dim: 4}\n"
+                "  param weight : f32[10, 4]\n\ngraph\n"
+                "  %x = placeholder x ()\n  %emb = call_module emb (%x,)\n  %output = output output (%emb,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_uint_eq(n_observers(p.g), 0);
+    ck_assert_str_eq(status_of(&p, "emb"), "not_observed");
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(plan_lists_groups_and_observers_in_graph_order)
+{
+    struct prepared p;
+    PREPARE(&p, model_conv_relu, "fbgemm", "global: " QC_A "\n");
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    char *j;
+    ck_assert_int_eq(bpcc_prepare_plan_json(p.r, 0, &j, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(j, "\"nodes\":[\"conv\",\"relu\"],\"root\":\"conv\",\"last\":\"relu\""));
+    const char *a = strstr(j, "\"observes\":\"x\""), *b = strstr(j, "\"observes\":\"relu\"");
+    ck_assert(a && b && a < b);
+    bpcc_free(j);
+    ck_assert_int_eq(bpcc_prepare_explain(p.r, false, &j, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(j, "quantized: input quint8, output quint8, weight qint8"));
+    bpcc_free(j);
+    prepared_free(&p);
+}
+END_TEST
+
+static enum bpcc_status prepare_and_report(void *ctx, struct bpcc_diag *d)
+{
+    (void)ctx;
+    struct prepared p;
+    enum bpcc_status s = prepare_text("bpcc-model 1\n\n" CONV("conv", 3, 4) "module pool : torch.nn.MaxPool2d {kernel_size: 2}\n\ngraph\n"
+                                      "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %pool = call_module pool (%conv,)\n"
+                                      "  %sig = call_function torch.sigmoid (%pool,)\n"
+                                      "  %cat = call_function torch.cat ([%pool, %sig], 1)\n  %output = output output (%cat,)\n",
+                                      "fbgemm", "global: " QC_A "\nobject_type:\n  - {type: torch.sigmoid, qconfig: " QC_FIXED01 "}\n",
+                                      false, &p, d);
+    char *j = NULL;
+    if (!s) s = bpcc_prepare_plan_json(p.r, 2, &j, d);
+    bpcc_free(j);
+    j = NULL;
+    if (!s) s = bpcc_prepare_explain(p.r, true, &j, d);
+    bpcc_free(j);
+    prepared_free(&p);
+    return s;
+}
+
+START_TEST(prepare_survives_every_allocation_failure)
+{
+    int n = tu_oom_loop("prepare", prepare_and_report, NULL);
+    ck_assert_int_gt(n, 50);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("prepare");
+    TCase *tc = tcase_create("prepare");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, inputs_are_observed_at_the_root_and_the_output_at_the_last_node);
+    tcase_add_test(tc, a_value_used_twice_gets_one_observer);
+    tcase_add_test(tc, output_share_observer_with_input_ops_share_one_module);
+    tcase_add_test(tc, num_tensor_args_choose_the_observation_type);
+    tcase_add_test(tc, non_tensor_arguments_are_not_observed_and_their_dtype_propagates);
+    tcase_add_test(tc, fixed_qparams_ops_get_their_fixed_observer);
+    tcase_add_test(tc, a_fixed_qparams_op_with_another_observer_is_refused);
+    tcase_add_test(tc, functional_weights_get_the_weight_observer);
+    tcase_add_test(tc, dynamic_quantization_observes_only_the_first_input);
+    tcase_add_test(tc, a_null_qconfig_keeps_a_node_float);
+    tcase_add_test(tc, a_rejected_qconfig_stays_float_and_strict_refuses_it);
+    tcase_add_test(tc, getitem_stays_float);
+    tcase_add_test(tc, input_output_not_observed_patterns_get_no_observers);
+    tcase_add_test(tc, plan_lists_groups_and_observers_in_graph_order);
+    tcase_add_test(tc, prepare_survives_every_allocation_failure);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
