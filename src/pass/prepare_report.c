@@ -238,8 +238,41 @@ static void pattern_line(const struct prep_match *pm, const struct bpcc_node *n,
     if (pm->obs != OBS_DIFFERENT) bpcc_buf_printf(b, ", %s", bpcc_obs_type_name(pm->obs));
 }
 
+/* observers by the node they were inserted for: head[node id] -> first, next[i] -> following */
+struct obs_index {
+    int32_t *head, *next;
+};
+
+static enum bpcc_status obs_index_build(const struct bpcc_prepare_report *r, struct obs_index *ix, struct bpcc_diag *d)
+{
+    uint32_t n_ids = r->graph->next_id + 1;
+    ix->head = bpcc_malloc(n_ids * sizeof *ix->head);
+    ix->next = bpcc_malloc((r->n_observers ? r->n_observers : 1) * sizeof *ix->next);
+    if (!ix->head || !ix->next) {
+        bpcc_xfree(ix->head);
+        bpcc_xfree(ix->next);
+        return bpcc_diag_nomem(d);
+    }
+    for (uint32_t i = 0; i < n_ids; i++) ix->head[i] = -1;
+    for (uint32_t i = r->n_observers; i-- > 0;) {
+        uint32_t id = r->observers[i].for_node->id;
+        ix->next[i] = ix->head[id];
+        ix->head[id] = (int32_t)i;
+    }
+    return BPCC_OK;
+}
+
+static void obs_index_free(struct obs_index *ix)
+{
+    bpcc_xfree(ix->head);
+    bpcc_xfree(ix->next);
+}
+
 static enum bpcc_status explain_text(const struct bpcc_prepare_report *r, char **out, struct bpcc_diag *d)
 {
+    struct obs_index ix;
+    enum bpcc_status s = obs_index_build(r, &ix, d);
+    if (s) return s;
     struct bpcc_buf b;
     bpcc_buf_init(&b);
     const char *mf = r->mapping->file ? r->mapping->file : r->mapping->name;
@@ -262,12 +295,12 @@ static enum bpcc_status explain_text(const struct bpcc_prepare_report *r, char *
         bpcc_buf_adds(&b, "\n  result   ");
         reason_text(r, x, &b);
         bpcc_buf_addc(&b, '\n');
-        for (uint32_t k = 0; k < r->n_observers; k++)
-            if (r->observers[k].for_node == n)
+        for (int32_t k = ix.head[n->id]; k >= 0; k = ix.next[k])
                 bpcc_buf_printf(&b, "  observer %s (%s %s) on %s, %s\n", r->observers[k].node->name,
                                 bpcc_obs_class_name(r->observers[k].spec.cls), bpcc_dtype_name(r->observers[k].spec.dtype),
                                 r->observers[k].observed->name, r->observers[k].why);
     }
+    obs_index_free(&ix);
     *out = bpcc_buf_take(&b, NULL);
     return *out ? BPCC_OK : bpcc_diag_nomem(d);
 }
@@ -302,6 +335,9 @@ static json_t *pattern_json(const struct prep_match *pm, const struct bpcc_node 
 
 static enum bpcc_status explain_json(const struct bpcc_prepare_report *r, char **out, struct bpcc_diag *d)
 {
+    struct obs_index ix;
+    enum bpcc_status s = obs_index_build(r, &ix, d);
+    if (s) return s;
     bpcc_json_init();
     uint64_t failures = bpcc_alloc_failures();
     json_t *root = json_object(), *nodes = json_array();
@@ -311,8 +347,10 @@ static enum bpcc_status explain_json(const struct bpcc_prepare_report *r, char *
     for (uint32_t i = 0; ok && i < r->n_nodes; i++) {
         const struct prep_node *x = &r->nodes[i];
         const struct bpcc_node *n = x->node;
-        json_t *e = json_object(), *obs = json_array();
-        ok = e && obs && json_array_append_new(nodes, e) == 0 && bpcc_json_put(e, "name", json_string(n->name)) &&
+        json_t *e = json_object();
+        ok = e && json_array_append_new(nodes, e) == 0;
+        json_t *obs = ok ? json_array() : NULL;
+        ok = ok && obs && bpcc_json_put(e, "name", json_string(n->name)) &&
              bpcc_json_put(e, "op", json_string(bpcc_node_kind_name(n->kind))) && bpcc_json_put(e, "target", json_string(n->target)) &&
              bpcc_json_put(e, "pattern", x->match >= 0 ? pattern_json(&r->matches[x->match], n) : json_null()) &&
              bpcc_json_put(e, "qconfig", bpcc_qconfig_json(x->qc ? x->qc->qconfig : NULL)) &&
@@ -322,12 +360,13 @@ static enum bpcc_status explain_json(const struct bpcc_prepare_report *r, char *
              bpcc_json_put(e, "input_dtype", json_string(bpcc_tdt_name(x->in))) &&
              bpcc_json_put(e, "output_dtype", json_string(bpcc_tdt_name(x->out)));
         if (ok && x->weight != TD_ABSENT && x->has_weight) ok = bpcc_json_put(e, "weight_dtype", json_string(bpcc_tdt_name(x->weight)));
-        for (uint32_t k = 0; ok && k < r->n_observers; k++)
-            if (r->observers[k].for_node == n) ok = json_array_append_new(obs, json_string(r->observers[k].node->name)) == 0;
+        for (int32_t k = ix.head[n->id]; ok && k >= 0; k = ix.next[k])
+            ok = json_array_append_new(obs, json_string(r->observers[k].node->name)) == 0;
         ok = ok && json_object_set(e, "observers", obs) == 0;
         json_decref(obs);
     }
     json_decref(nodes);
+    obs_index_free(&ix);
     return bpcc_json_finish(root, ok, 2, failures, out, d);
 }
 
