@@ -151,6 +151,31 @@ printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinM
 run "qconfig assign fused parts disagree" 1 "$BPCC" qconfig assign "$FIX/torch/tiny_resnet.bpcc" -q "$WORK/relu_float.yaml" -b fbgemm &&
     has "qconfig assign fused parts disagree" "$ERR" "different object_type qconfigs"
 
+# prepare and explain
+run "prepare" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/prep.bpcc" --plan "$WORK/plan.json" &&
+    run "prepared model loads" 0 "$BPCC" show "$WORK/prep.bpcc" &&
+    has "prepared model has observers" "$OUT" "torch.ao.quantization.HistogramObserver"
+if [ -f "$WORK/plan.json" ]; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); o={x["name"]: x for x in d["observers"]}; assert o["activation_post_process_0"]["observes"]=="x"; assert any(g["pattern"]=="[operator.add, torch.nn.ReLU]" and g["nodes"]==["add","relu_1"] for g in d["groups"]); assert len({x["module"] for x in d["observers"]}) < len(o)' "$WORK/plan.json" 2>/dev/null &&
+        ok || bad "prepare --plan: unexpected plan"
+else bad "prepare --plan wrote no plan"; fi
+run "prepare needs -o" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm && has "prepare needs -o" "$ERR" "missing -o OUT"
+run "prepare needs -q" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/x.bpcc" && has "prepare needs -q" "$ERR" "missing -q QCONFIG"
+printf 'global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\n' > "$WORK/plain.yaml"
+run "prepare refuses a plain observer on sigmoid" 1 "$BPCC" prepare "$FIX/torch/tiny_functional.bpcc" -b fbgemm -q "$WORK/plain.yaml" -o "$WORK/refused.bpcc" --plan "$WORK/refused.json" &&
+    has "fixed-qparams refusal" "$ERR" "tiny_functional.bpcc:14:3: error: node 'sigmoid' (torch.sigmoid) is a fixed-qparams op" &&
+    { [ ! -e "$WORK/refused.bpcc" ] && [ ! -e "$WORK/refused.json" ] && ok || bad "prepare left output behind after an error"; }
+printf 'global: {activation: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}\n' > "$WORK/s8.yaml"
+run "explain" 0 "$BPCC" explain "$FIX/torch/tiny_resnet.bpcc" -b qnnpack -q "$WORK/s8.yaml" &&
+    has "explain names the constraint" "$OUT" "is below backend scale_min_lower_bound 0.000244140625 for dtype qint8 (qnnpack.yaml:" &&
+    has "explain names the rule" "$OUT" "qconfig  global ($WORK/s8.yaml)"
+run "prepare --strict" 1 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b qnnpack -q "$WORK/s8.yaml" --strict -o "$WORK/strict.bpcc" &&
+    has "strict names the node" "$ERR" "would stay float (--strict)"
+if run "explain json" 0 "$BPCC" explain "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --json; then
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); n={e["name"]: e for e in d["nodes"]}; assert n["conv1"]["status"]=="quantized" and n["conv1"]["pattern"]["file"]=="fbgemm.yaml" and n["x"]["status"]=="not_applicable" and n["conv1"]["rule"]["kind"]=="fused_object_type"' 2>/dev/null &&
+        ok || bad "explain --json: unexpected JSON"
+fi
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 
