@@ -3,7 +3,9 @@
 **   bench_fuse MODEL [RUNS]      on a model file (reloaded before each run, not timed)
 **   bench_fuse --synthetic N     on a generated chain of N/3 conv -> bn -> relu blocks
 ** With `-q QCONFIG` (anywhere) it also times the qconfig assignment of the fused graph
-** (bpcc_qconfig_assign, PyTorch's update_qconfig_for_fusion + generate_qconfig_map).
+** (bpcc_qconfig_assign, PyTorch's update_qconfig_for_fusion + generate_qconfig_map) and the
+** prepare pass after it (bpcc_prepare: assignment, matching, observer insertion; PyTorch's
+** prepare() on the fused GraphModule).
 ** Prints median, min and max in milliseconds, and for synthetic graphs the time per node and
 ** the peak resident memory.
 */
@@ -139,6 +141,13 @@ int main(int argc, char **argv)
             printf("synthetic %8u nodes: qconfig assign %8.1f ms  (%.0f ns/node)  peak RSS %ld MiB\n", fused,
                    t4 - t3, (t4 - t3) * 1e6 / fused, peak_rss_kib() / 1024);
             bpcc_qconfig_assignment_free(a);
+            struct bpcc_prepare_report *pr;
+            t3 = now_ms();
+            if (bpcc_prepare(g, c, qm, NULL, &pr, &d)) die(&d);
+            t4 = now_ms();
+            printf("synthetic %8u nodes: prepare %8.1f ms  (%.0f ns/node)  peak RSS %ld MiB  -> %u nodes\n", fused,
+                   t4 - t3, (t4 - t3) * 1e6 / fused, peak_rss_kib() / 1024, bpcc_graph_n_nodes(g));
+            bpcc_prepare_report_free(pr);
             bpcc_qconfig_free(qm);
         }
         bpcc_graph_free(g);
@@ -148,6 +157,7 @@ int main(int argc, char **argv)
     int runs = argc > 2 ? atoi(argv[2]) : 20;
     if (runs < 1) runs = 1;
     double *t = calloc((size_t)runs, sizeof *t), *ta = calloc((size_t)runs, sizeof *ta);
+    double *tp = calloc((size_t)runs, sizeof *tp);
     uint32_t before = 0, after = 0;
     for (int r = 0; r < runs; r++) {
         struct bpcc_graph *g;
@@ -163,12 +173,17 @@ int main(int argc, char **argv)
             if (bpcc_qconfig_assign(g, qm, &a, &d)) die(&d);
             ta[r] = now_ms() - t0;
             bpcc_qconfig_assignment_free(a);
+            t0 = now_ms();
+            if (bpcc_prepare(g, c, qm, NULL, NULL, &d)) die(&d);
+            tp[r] = now_ms() - t0;
         }
         bpcc_graph_free(g);
     }
     print_stats("fuse", argv[1], before, after, t, runs);
     if (qm) print_stats("qconfig assign", argv[1], after, after, ta, runs);
+    if (qm) print_stats("prepare", argv[1], after, after, tp, runs);
     free(t);
+    free(tp);
     free(ta);
     bpcc_qconfig_free(qm);
     bpcc_config_free(c);
