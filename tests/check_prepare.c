@@ -337,12 +337,61 @@ START_TEST(plan_lists_groups_and_observers_in_graph_order)
 }
 END_TEST
 
+static const char *model_stubs =
+    "bpcc-model 1\n\n" CONV("conv", 3, 4)
+    "module q : paddle.nn.quant.Stub {observer: {observer: \"HistogramObserver\", reduce_range: True}}\n"
+    "module q2 : paddle.nn.quant.Stub {}\n\ngraph\n"
+    "  %x = placeholder x ()\n  %q = call_module q (%x,)\n  %conv = call_module conv (%q,)\n"
+    "  %q2 = call_module q2 (%conv,)\n  %relu = call_function torch.relu (%q2,)\n  %output = output output (%relu,)\n";
+
+START_TEST(a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs)
+{
+    struct prepared p;
+    PREPARE(&p, model_stubs, "fbgemm", "global: " QC_A "\n");
+    /* q's own spec overrides the qconfig's MinMax, and conv needs no second input observer */
+    ck_assert_str_eq(obs_class(p.g, "x", "conv"), "HistogramObserver");
+    const struct bpcc_node *o = obs_between(p.g, "x", "conv");
+    ck_assert_str_eq(bpcc_node_name(bpcc_node_args(o)->u.seq.items[0].u.node), "x");
+    /* q2 has no spec: the qconfig's activation; conv's output is observed by it alone */
+    ck_assert_str_eq(obs_class(p.g, "conv", "relu"), "MinMaxObserver");
+    ck_assert_uint_eq(n_observers(p.g), 2);
+    ck_assert_ptr_null(bpcc_graph_find_node(p.g, "q"));
+    ck_assert_ptr_null(bpcc_graph_find_module(p.g, "q"));
+    ck_assert_ptr_null(bpcc_graph_find_module(p.g, "q2"));
+    ck_assert_str_eq(status_of(&p, "q"), "stub");
+    prepared_free(&p);
+    /* a stub with no spec and a null qconfig is an identity */
+    PREPARE(&p, model_stubs, "fbgemm", "global: " QC_A "\nobject_type:\n  - {type: paddle.nn.quant.Stub, qconfig: null}\n");
+    ck_assert_str_eq(obs_class(p.g, "x", "conv"), "HistogramObserver");
+    ck_assert_str_eq(obs_class(p.g, "conv", "relu"), "MinMaxObserver"); /* conv's own output observer */
+    const struct bpcc_node *relu = bpcc_graph_find_node(p.g, "relu");
+    ck_assert_str_eq(bpcc_node_target(bpcc_node_args(relu)->u.seq.items[0].u.node), bpcc_node_target(obs_between(p.g, "conv", "relu")));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_bad_stub_spec_is_reported_at_its_module)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    enum bpcc_status s = prepare_text("bpcc-model 1\n\nmodule q : paddle.nn.quant.Stub {observer: {observer: \"MinMaxObserver\", dtype: torch.float32}}\n\ngraph\n"
+                                      "  %x = placeholder x ()\n  %q = call_module q (%x,)\n  %output = output output (%q,)\n",
+                                      "fbgemm", "global: " QC_A "\n", false, &p, &d);
+    ck_assert_int_eq(s, BPCC_ERR_CONFIG);
+    TU_ASSERT_DIAG(&d, 3, 1, "not float32");
+    ck_assert_ptr_nonnull(strstr(d.entries[0].note, "stub's 'observer' attribute"));
+    prepared_free(&p);
+}
+END_TEST
+
 static enum bpcc_status prepare_and_report(void *ctx, struct bpcc_diag *d)
 {
     (void)ctx;
     struct prepared p;
-    enum bpcc_status s = prepare_text("bpcc-model 1\n\n" CONV("conv", 3, 4) "module pool : torch.nn.MaxPool2d {kernel_size: 2}\n\ngraph\n"
-                                      "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %pool = call_module pool (%conv,)\n"
+    enum bpcc_status s = prepare_text("bpcc-model 1\n\n" CONV("conv", 3, 4) "module pool : torch.nn.MaxPool2d {kernel_size: 2}\n"
+                                      "module q : paddle.nn.quant.Stub {observer: {observer: \"MinMaxObserver\"}}\n\ngraph\n"
+                                      "  %x = placeholder x ()\n  %q = call_module q (%x,)\n  %conv = call_module conv (%q,)\n  %pool = call_module pool (%conv,)\n"
                                       "  %sig = call_function torch.sigmoid (%pool,)\n"
                                       "  %cat = call_function torch.cat ([%pool, %sig], 1)\n  %output = output output (%cat,)\n",
                                       "fbgemm", "global: " QC_A "\nobject_type:\n  - {type: torch.sigmoid, qconfig: " QC_FIXED01 "}\n",
@@ -383,6 +432,8 @@ int main(void)
     tcase_add_test(tc, getitem_stays_float);
     tcase_add_test(tc, input_output_not_observed_patterns_get_no_observers);
     tcase_add_test(tc, plan_lists_groups_and_observers_in_graph_order);
+    tcase_add_test(tc, a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs);
+    tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -27,7 +27,7 @@ const char *bpcc_tdt_name(uint8_t t)
 const char *bpcc_prep_status_name(enum prep_status s)
 {
     static const char *const names[] = {"not_applicable", "quantized", "no_qconfig", "no_pattern", "rejected",
-                                        "not_observed", "no_tensors", "getitem", "float"};
+                                        "not_observed", "no_tensors", "getitem", "float", "stub"};
     return (unsigned)s < sizeof names / sizeof *names ? names[s] : "?";
 }
 
@@ -44,6 +44,8 @@ struct prep {
     int32_t *pnode;              /* original node id -> index in r->nodes */
     uint8_t *notensor;           /* original node id -> all_node_args_have_no_tensors */
     uint32_t next_obs;           /* activation_post_process_<n> */
+    uint32_t stub_lo, n_stubs;   /* the observers that replaced stubs have ids stub_lo .. +n_stubs */
+    uint8_t *stub_dtype;         /* their dtypes */
     struct bpcc_buf why;         /* scratch */
 };
 
@@ -97,7 +99,7 @@ static enum bpcc_status find_matches(struct prep *p)
     struct bpcc_graph *g = p->g;
     uint32_t cap = 0;
     for (struct bpcc_node *node = g->last; node; node = node->prev) {
-        if (p->owner[node->id] >= 0) continue;
+        if (!is_original(p, node) || p->owner[node->id] >= 0) continue; /* stubs' observers are not matched */
         const char *op = bpcc_node_op(g, node);
         if (!op) continue;
         uint32_t n_cand;
@@ -107,6 +109,10 @@ static enum bpcc_status find_matches(struct prep *p)
             struct match m = {.entry = e, .anchor = node};
             struct bpcc_value self = bpcc_value_node(node);
             if (!bpcc_pattern_match(g, e->pattern, &self, UINT32_MAX, &m)) continue;
+            bool inside = true; /* a stub's observer is a boundary: no pattern reaches across it */
+            for (uint32_t i = 0; i < m.n_leaves; i++)
+                if (m.nodes[i] && !is_original(p, m.nodes[i])) inside = false;
+            if (!inside) continue;
             if (p->r->n_matches == cap) {
                 cap = cap ? cap * 2 : 64;
                 struct prep_match *nm = bpcc_realloc(p->r->matches, cap * sizeof *nm);
@@ -245,6 +251,7 @@ static void propagate_known_dtypes(struct prep *p)
 {
     for (uint32_t k = 0; k < p->r->n_nodes; k++) {
         struct bpcc_node *n = p->r->nodes[k].node;
+        if (p->r->nodes[k].status == PS_STUB) continue;
         for (uint32_t i = 1; i < n->args.n; i++) {
             uint8_t dt = non_observable(n, i);
             if (!dt) continue;
@@ -529,9 +536,10 @@ static bool is_reuse_input(const struct qconfig *qc)
 
 static bool do_not_observe(uint8_t t) { return t == TD_PY_INT || t == TD_PY_FLOAT || t == BPCC_DTYPE_BOOL || t == TD_NOTENSOR; }
 
-/* get_arg_target_dtype_as_output */
+/* get_arg_target_dtype_as_output; a stub's observer gives its own dtype */
 static uint8_t arg_output_dtype(struct prep *p, const struct bpcc_node *arg)
 {
+    if (arg->id >= p->stub_lo && arg->id - p->stub_lo < p->n_stubs) return p->stub_dtype[arg->id - p->stub_lo];
     if (observer_class(p->g, arg) >= 0) {
         const struct bpcc_node *o = arg_node(arg, 0);
         return o && pn(p, o) ? pn(p, o)->out : TD_ABSENT;
@@ -689,6 +697,13 @@ static enum bpcc_status insert_output_observer(struct prep *p, struct bpcc_node 
     uint8_t dt = x->out;
     if (dt == BPCC_DTYPE_F32 || do_not_observe(dt) || dt == TD_ABSENT || !activation_statically_quantized(qc))
         return BPCC_OK;
+    /* a value whose every consumer is a stub's observer of the same dtype is observed already */
+    bool stubbed = n->n_users > 0;
+    for (uint32_t i = 0; i < n->n_users && stubbed; i++) {
+        const struct bpcc_node *u = n->users[i].node;
+        stubbed = u->id >= p->stub_lo && u->id - p->stub_lo < p->n_stubs && p->stub_dtype[u->id - p->stub_lo] == dt;
+    }
+    if (stubbed) return BPCC_OK;
     struct observer_spec fixed;
     const struct observer_spec *ctr = &qc->activation;
     if ((qc->activation.dtype == BPCC_DTYPE_QUINT8) && pm->entry->fixed.set) {
@@ -715,6 +730,69 @@ static enum bpcc_status insert_output_observer(struct prep *p, struct bpcc_node 
         }
     }
     return s;
+}
+
+/* }================================================ */
+
+/* {==================== Paddle-style stubs ==================== */
+
+static const char stub_type[] = "paddle.nn.quant.Stub";
+
+static bool is_stub(const struct bpcc_graph *g, const struct bpcc_node *n)
+{
+    if (n->kind != BPCC_NODE_CALL_MODULE) return false;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    return m && !strcmp(m->type, stub_type);
+}
+
+/* paddle.nn.quant.Stub -> QuanterStub: each call of a stub module becomes an observer of its
+** input with the stub's own `observer` spec, else its qconfig's activation observer; a stub with
+** neither is an identity and goes away. Consumers take the stub's observation as their input's. */
+static enum bpcc_status replace_stubs(struct prep *p)
+{
+    struct bpcc_graph *g = p->g;
+    struct bpcc_prepare_report *r = p->r;
+    uint32_t n = 0;
+    for (uint32_t k = 0; k < r->n_nodes; k++) n += is_stub(g, r->nodes[k].node);
+    if (!n) return BPCC_OK;
+    p->stub_dtype = bpcc_malloc(n);
+    if (!p->stub_dtype) return bpcc_diag_nomem(p->d);
+    p->stub_lo = g->next_id;
+    for (uint32_t k = 0; k < r->n_nodes; k++) {
+        struct prep_node *x = &r->nodes[k];
+        struct bpcc_node *node = x->node;
+        if (!is_stub(g, node)) continue;
+        const struct bpcc_module *m = bpcc_graph_find_module(g, node->target);
+        struct bpcc_node *in = arg_node(node, 0);
+        if (node->args.n != 1 || !in || node->kwargs.n)
+            return bpcc_diag_error(p->d, BPCC_ERR_GRAPH, g->source_file, node->src_line, node->src_col,
+                                   "stub '%s' (%s) takes exactly one tensor argument", node->name, stub_type);
+        const struct bpcc_value *attr = bpcc_module_attr(m, "observer");
+        struct observer_spec own;
+        const struct observer_spec *spec = NULL;
+        const char *role = "stub (the qconfig's activation)";
+        if (attr && attr->kind != BPCC_VAL_NONE) {
+            enum bpcc_status s = bpcc_observer_spec_from_value(attr, g->source_file, m->src_line, m->src_col, &g->intern,
+                                                               &own, p->d);
+            if (s) return s;
+            spec = &own;
+            role = "stub (its own observer spec)";
+        } else if (p->qc[node->id]) {
+            spec = &p->qc[node->id]->activation;
+        }
+        x->status = PS_STUB;
+        struct bpcc_node *obs = in;
+        if (spec) {
+            enum bpcc_status s = insert_observer(p, in, spec, role, node, &obs);
+            if (s) return s;
+            BPCC_ASSERT(obs->id == p->stub_lo + p->n_stubs);
+            p->stub_dtype[p->n_stubs++] = (uint8_t)spec->dtype;
+        }
+        enum bpcc_status s = bpcc_node_replace_all_uses(node, obs, NULL, p->d);
+        if (!s) s = bpcc_node_erase(node, p->d);
+        if (s) return s;
+    }
+    return BPCC_OK;
 }
 
 /* }================================================ */
@@ -789,10 +867,12 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
     struct bpcc_graph *g = p->g;
     struct bpcc_prepare_report *r = p->r;
     enum bpcc_status s = validate_fixed_qparams(p);
+    if (!s) s = replace_stubs(p);
     if (s) return s;
     s = find_matches(p);
     if (s) return s;
-    for (uint32_t k = 0; k < r->n_nodes; k++) p->notensor[r->nodes[k].node->id] = compute_no_tensors(p, r->nodes[k].node);
+    for (uint32_t k = 0; k < r->n_nodes; k++)
+        if (r->nodes[k].status != PS_STUB) p->notensor[r->nodes[k].node->id] = compute_no_tensors(p, r->nodes[k].node);
     for (uint32_t i = 0; i < r->n_matches; i++) {
         /* num_tensor_args_to_observation_type: count the root's tensor arguments */
         struct prep_match *pm = &r->matches[i];
@@ -815,6 +895,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
     }
     for (uint32_t k = 0; k < r->n_nodes; k++) {
         struct prep_node *x = &r->nodes[k];
+        if (x->status == PS_STUB) continue;
         x->match = p->owner[x->node->id];
         target_dtypes(p, x->node, x);
         x->has_weight = has_weight(p, x->node);
@@ -825,6 +906,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
     for (uint32_t k = 0; k < r->n_nodes; k++) {
         struct prep_node *x = &r->nodes[k];
         struct bpcc_node *n = x->node;
+        if (x->status == PS_STUB) continue;
         if (n->kind == BPCC_NODE_PLACEHOLDER || n->kind == BPCC_NODE_GET_ATTR || n->kind == BPCC_NODE_OUTPUT) {
             x->status = PS_NOT_APPLICABLE;
             continue; /* fp32 graph inputs and outputs need no observer */
@@ -882,8 +964,8 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
         }
     for (uint32_t i = 0; i < g->n_modules;) {
         struct bpcc_module *m = g->modules[i];
-        if (!m->dead && !m->mark && !strncmp(m->name, "activation_post_process_", 24) &&
-            !strncmp(m->type, obs_type_prefix, strlen(obs_type_prefix))) {
+        if (!m->dead && !m->mark && (!strcmp(m->type, stub_type) || (!strncmp(m->name, "activation_post_process_", 24) &&
+                                                                     !strncmp(m->type, obs_type_prefix, strlen(obs_type_prefix))))) {
             s = bpcc_graph_remove_module(g, m->name, p->d);
             if (s) return s;
             continue; /* the table may have been compacted */
@@ -905,19 +987,20 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
     r->graph = g;
     r->config = c;
     r->mapping = m;
-    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id + 1};
+    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id};
     bpcc_buf_init(&p.why);
     enum bpcc_status s = bpcc_qconfig_assign(g, m, &r->assignment, d);
     if (!s) {
-        p.owner = bpcc_malloc(p.n_ids * sizeof *p.owner);
-        p.qc = bpcc_malloc(p.n_ids * sizeof *p.qc);
-        p.pnode = bpcc_malloc(p.n_ids * sizeof *p.pnode);
-        p.notensor = bpcc_malloc(p.n_ids);
+        size_t n_alloc = (size_t)p.n_ids + 1;
+        p.owner = bpcc_malloc(n_alloc * sizeof *p.owner);
+        p.qc = bpcc_malloc(n_alloc * sizeof *p.qc);
+        p.pnode = bpcc_malloc(n_alloc * sizeof *p.pnode);
+        p.notensor = bpcc_malloc(n_alloc);
         r->nodes = BPCC_ARENA_NEWN(&r->arena, struct prep_node, g->n_nodes ? g->n_nodes : 1);
         if (!p.owner || !p.qc || !p.pnode || !p.notensor || !r->nodes) s = bpcc_diag_nomem(d);
     }
     if (!s) {
-        for (uint32_t i = 0; i < p.n_ids; i++) {
+        for (uint32_t i = 0; i <= p.n_ids; i++) {
             p.owner[i] = p.pnode[i] = -1;
             p.qc[i] = NULL;
             p.notensor[i] = 0;
@@ -935,6 +1018,7 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
     bpcc_xfree(p.qc);
     bpcc_xfree(p.pnode);
     bpcc_xfree(p.notensor);
+    bpcc_xfree(p.stub_dtype);
     bpcc_buf_release(&p.why);
     if (s || !out) {
         bpcc_prepare_report_free(r);

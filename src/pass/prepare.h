@@ -19,7 +19,8 @@ enum prep_status {
     PS_NOT_OBSERVED,       /* the pattern is INPUT_OUTPUT_NOT_OBSERVED */
     PS_NO_TENSORS,         /* its arguments hold no tensors (sizes, shapes) */
     PS_GETITEM,            /* operator.getitem stays float in 1.13 */
-    PS_FLOAT_TARGET        /* quantized by its qconfig but to float (dynamic output, fp32 activations) */
+    PS_FLOAT_TARGET,       /* quantized by its qconfig but to float (dynamic output, fp32 activations) */
+    PS_STUB                /* a Paddle-style stub, replaced by its observer (or removed) */
 };
 
 struct prep_match {

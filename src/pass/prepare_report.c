@@ -201,6 +201,7 @@ static void reason_text(const struct bpcc_prepare_report *r, const struct prep_n
     case PS_NO_TENSORS: bpcc_buf_adds(b, "not observed: its arguments hold no tensors"); break;
     case PS_GETITEM: bpcc_buf_adds(b, "float: operator.getitem stays float (PyTorch 1.13)"); break;
     case PS_FLOAT_TARGET: bpcc_buf_adds(b, "float: its qconfig keeps float activations"); break;
+    case PS_STUB: bpcc_buf_adds(b, "stub: replaced by the observer below (none: the stub is an identity)"); break;
     }
 }
 

@@ -582,3 +582,84 @@ enum bpcc_status bpcc_qconfig_dump_json(const struct bpcc_qconfig_mapping *m, in
 }
 
 /* }================================================ */
+
+/* {==================== observer specs from model attributes ==================== */
+
+/* One attribute value as the YAML scalar the spec reader takes (NULL: not a scalar). */
+static struct ynode *value_scalar(struct bpcc_arena *a, const struct bpcc_value *v, uint32_t line, uint32_t col)
+{
+    char buf[64];
+    const char *s = buf;
+    bool plain = true;
+    switch (v->kind) {
+    case BPCC_VAL_NONE: s = "null"; break;
+    case BPCC_VAL_BOOL: s = v->u.b ? "true" : "false"; break;
+    case BPCC_VAL_INT: snprintf(buf, sizeof buf, "%lld", (long long)v->u.i); break;
+    case BPCC_VAL_FLOAT: bpcc_format_double(v->u.f, buf); break;
+    case BPCC_VAL_DTYPE: s = bpcc_dtype_name(v->u.dtype); break;
+    case BPCC_VAL_STR: s = v->u.s; plain = false; break;
+    case BPCC_VAL_SYMBOL: s = v->u.s; break;
+    default: return NULL;
+    }
+    struct ynode *y = BPCC_ARENA_NEW(a, struct ynode);
+    if (!y) return NULL;
+    *y = (struct ynode){.kind = YNODE_SCALAR, .line = line, .col = col, .plain = plain};
+    y->str = bpcc_arena_strndup(a, s, strlen(s));
+    return y->str ? y : NULL;
+}
+
+enum bpcc_status bpcc_observer_spec_from_value(const struct bpcc_value *v, const char *file, uint32_t line,
+                                               uint32_t col, struct bpcc_intern *intern, struct observer_spec *out,
+                                               struct bpcc_diag *d)
+{
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    struct qloader Q = {.ys = {.file = file, .d = d, .intern = intern}};
+    Q.ys.note = note_rule;
+    Q.ys.note_ud = &Q;
+    Q.where = "the stub's 'observer' attribute";
+    Q.where_line = line;
+    Q.where_col = col;
+    enum bpcc_status s = BPCC_OK;
+    struct ynode *root = NULL;
+    if (v->kind == BPCC_VAL_DICT) {
+        root = BPCC_ARENA_NEW(&a, struct ynode);
+        if (root) {
+            *root = (struct ynode){.kind = YNODE_MAP, .line = line, .col = col, .n = v->n};
+            root->items = BPCC_ARENA_NEWN(&a, struct ynode *, 2 * (v->n ? v->n : 1));
+        }
+        if (!root || !root->items) s = bpcc_diag_nomem(d);
+        for (uint32_t i = 0; !s && i < v->n; i++) {
+            struct ynode *k = BPCC_ARENA_NEW(&a, struct ynode);
+            if (!k) {
+                s = bpcc_diag_nomem(d);
+                break;
+            }
+            *k = (struct ynode){.kind = YNODE_SCALAR, .line = line, .col = col, .plain = true, .str = v->u.seq.keys[i]};
+            root->items[2 * i] = k;
+            root->items[2 * i + 1] = value_scalar(&a, &v->u.seq.items[i], line, col);
+            if (!root->items[2 * i + 1]) {
+                const struct bpcc_value *x = &v->u.seq.items[i];
+                bool scalar = x->kind <= BPCC_VAL_FLOAT || x->kind == BPCC_VAL_DTYPE || x->kind == BPCC_VAL_STR ||
+                              x->kind == BPCC_VAL_SYMBOL;
+                s = scalar ? bpcc_diag_nomem(d)
+                           : bpcc_diag_error(d, BPCC_ERR_CONFIG, file, line, col,
+                                             "the stub's observer argument '%s' must be a scalar, not a %s",
+                                             v->u.seq.keys[i], bpcc_value_kind_name(x->kind));
+            }
+        }
+    } else if (v->kind == BPCC_VAL_STR || v->kind == BPCC_VAL_SYMBOL) {
+        root = value_scalar(&a, v, line, col);
+        if (!root) s = bpcc_diag_nomem(d);
+    } else {
+        s = bpcc_diag_error(d, BPCC_ERR_CONFIG, file, line, col,
+                            "a stub's 'observer' attribute is an observer spec ({observer: \"MinMaxObserver\", dtype: "
+                            "torch.quint8, ...}), not a %s", bpcc_value_kind_name(v->kind));
+    }
+    if (!s && !observer(&Q, root, "the stub's observer", out)) s = Q.ys.oom ? bpcc_diag_nomem(d) : BPCC_ERR_CONFIG;
+    if (!s && Q.ys.oom) s = bpcc_diag_nomem(d);
+    bpcc_arena_release(&a);
+    return s;
+}
+
+/* }================================================ */

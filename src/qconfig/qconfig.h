@@ -103,6 +103,12 @@ struct json_t;
 BPCC_INTERNAL struct json_t *bpcc_qconfig_json(const struct qconfig *qc);
 /* One observer spec as JSON: {"observer": class, "dtype": ..., the class's fields}. */
 BPCC_INTERNAL struct json_t *bpcc_observer_json(const struct observer_spec *o);
+/* An observer spec given as a model attribute (a DICT with the YAML spec's keys: observer, dtype,
+** qscheme, quant_min ...; or just the class name), checked as the YAML loader checks one; errors
+** are reported at file:line:col (the module that carries it). */
+BPCC_INTERNAL enum bpcc_status bpcc_observer_spec_from_value(const struct bpcc_value *v, const char *file, uint32_t line,
+                                                             uint32_t col, struct bpcc_intern *intern,
+                                                             struct observer_spec *out, struct bpcc_diag *d);
 /* The rule that chose a node's qconfig: {kind, type|regex|name, file, line}. */
 BPCC_INTERNAL struct json_t *bpcc_qconfig_rule_json(const struct bpcc_qconfig_assignment *a,
                                                     const struct bpcc_node_qconfig *nq);
