@@ -484,6 +484,19 @@ START_TEST(constraints_skip_what_pytorch_skips)
 }
 END_TEST
 
+START_TEST(exact_match_constraints_want_the_fixed_qparams)
+{
+    char why[256];
+    struct dtype_constraint fixed = {.dtype = BPCC_DTYPE_QUINT8, .has_scale = true, .has_zp = true, .scale = 1.0 / 256.0, .zp = 0};
+    ck_assert(sat("{observer: FixedQParamsObserver, scale: 0.00390625, zero_point: 0}", fixed, why));
+    ck_assert(!sat("{observer: FixedQParamsObserver, scale: 0.0078125, zero_point: 128}", fixed, why));
+    ck_assert_ptr_nonnull(strstr(why, "fixes them to 0.00390625, 0"));
+    ck_assert(!sat("MinMaxObserver", fixed, why));
+    ck_assert_ptr_nonnull(strstr(why, "not a FixedQParamsObserver"));
+    ck_assert(sat("{observer: PlaceholderObserver, dtype: float16}", fixed, why)); /* another dtype */
+}
+END_TEST
+
 START_TEST(dtype_config_checks_each_argument_kind_and_the_output)
 {
     struct bpcc_qconfig_mapping *m = qc_of("MinMaxObserver");
@@ -555,6 +568,7 @@ int main(void)
     tcase_add_test(tc, assignment_survives_every_allocation_failure);
     tcase_add_test(tc, constraints_bound_the_range_and_eps_as_pytorch_does);
     tcase_add_test(tc, constraints_skip_what_pytorch_skips);
+    tcase_add_test(tc, exact_match_constraints_want_the_fixed_qparams);
     tcase_add_test(tc, dtype_config_checks_each_argument_kind_and_the_output);
     suite_add_tcase(s, tc);
     int rc = tu_run(s);

@@ -55,6 +55,21 @@ bool bpcc_observer_satisfies(const struct observer_spec *o, const struct dtype_c
             return false;
         }
     }
+    /* scale_exact_match / zero_point_exact_match (PyTorch 2.x; 1.13 has no such constraint): the
+    ** observer must be a FixedQParamsObserver with exactly these qparams */
+    if (c->has_scale && c->has_zp) {
+        if (o->cls != OC_FIXED_QPARAMS) {
+            snprintf(why, n, "the backend fixes the qparams of %s to scale %.17g, zero_point %lld, but the qconfig "
+                     "%s is %s, not a FixedQParamsObserver", dt, c->scale, (long long)c->zp, what, cls);
+            return false;
+        }
+        if (o->scale != c->scale || o->zero_point != c->zp) {
+            snprintf(why, n, "qconfig %s FixedQParamsObserver has scale %.17g, zero_point %lld; the backend fixes "
+                     "them to %.17g, %lld for dtype %s", what, o->scale, (long long)o->zero_point, c->scale,
+                     (long long)c->zp, dt);
+            return false;
+        }
+    }
     if (c->has_smin) {
         if (!has_eps(o->cls)) {
             snprintf(why, n, "qconfig %s %s has no eps, but the backend requires scale >= %.17g for dtype %s", what,

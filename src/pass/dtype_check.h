@@ -17,7 +17,9 @@ BPCC_INTERNAL void bpcc_target_dtypes_from_qconfig(const struct qconfig *qc, str
 
 /* _qconfig_satisfies_dtype_config_constraints for one observer: true when the constraint has no
 ** dtype or another dtype than the observer's, or the observer's quant range lies within the bounds
-** (checked only when both are given) and its eps is at least scale_min_lower_bound. Otherwise
+** (checked only when both are given) and its eps is at least scale_min_lower_bound, and, where the
+** constraint fixes scale and zero point (2.x's exact-match constraints), it is a
+** FixedQParamsObserver with exactly those. Otherwise
 ** false with the reason in why ("qconfig activation HistogramObserver quant_max 255 exceeds ...").
 ** `what` is "activation" or "weight". */
 BPCC_INTERNAL bool bpcc_observer_satisfies(const struct observer_spec *o, const struct dtype_constraint *c,
