@@ -681,6 +681,11 @@ BPCC_API enum bpcc_status bpcc_fuser_register(const char *name, uint32_t min_ops
 
 struct bpcc_prepare_options {
     bool strict; /* a matched node whose qconfig the backend rejects is an error, not float */
+    /* PrepareCustomConfig: graph inputs (by placeholder position) that arrive quantized (quint8,
+    ** observed outside the graph), and whether the graph output leaves quantized (quint8) */
+    const uint32_t *input_quantized;
+    uint32_t n_input_quantized;
+    bool output_quantized;
 };
 
 /*

@@ -337,6 +337,54 @@ START_TEST(plan_lists_groups_and_observers_in_graph_order)
 }
 END_TEST
 
+START_TEST(quantized_graph_inputs_and_outputs_follow_the_custom_config)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    uint32_t in0 = 0;
+    memset(&p, 0, sizeof p);
+    ck_assert_int_eq(bpcc_graph_parse(model_conv_relu, strlen(model_conv_relu), "m.bpcc", &p.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &p.c, &d), BPCC_OK);
+    const char *q = "global: " QC_A "\n";
+    ck_assert_int_eq(bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &p.m, &d), BPCC_OK);
+    struct bpcc_prepare_options o = {.input_quantized = &in0, .n_input_quantized = 1, .output_quantized = true};
+    ck_assert_int_eq(bpcc_prepare(p.g, p.c, p.m, &o, &p.r, &d), BPCC_OK);
+    /* x arrives quint8: no observer before conv; relu's output observer already makes it quint8 */
+    ck_assert_str_eq(obs_class(p.g, "x", "conv"), "-");
+    ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
+    ck_assert_uint_eq(n_observers(p.g), 1);
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(a_quantized_output_gets_an_observer_on_what_it_returns)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    const char *model = "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                        "  %relu = call_function torch.relu (%x,)\n  %output = output output ((%relu, %x),)\n";
+    memset(&p, 0, sizeof p);
+    ck_assert_int_eq(bpcc_graph_parse(model, strlen(model), "m.bpcc", &p.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &p.c, &d), BPCC_OK);
+    const char *q = "global: " QC_A "\n";
+    ck_assert_int_eq(bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &p.m, &d), BPCC_OK);
+    struct bpcc_prepare_options o = {.output_quantized = true};
+    ck_assert_int_eq(bpcc_prepare(p.g, p.c, p.m, &o, &p.r, &d), BPCC_ERR_CONFIG); /* x has no qconfig */
+    prepared_free(&p);
+    model = "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+            "  %relu = call_function torch.relu (%x,)\n  %output = output output ((%relu,),)\n";
+    memset(&p, 0, sizeof p);
+    ck_assert_int_eq(bpcc_graph_parse(model, strlen(model), "m.bpcc", &p.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &p.c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &p.m, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_prepare(p.g, p.c, p.m, &o, &p.r, &d), BPCC_OK);
+    ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver"); /* torch.relu has no pattern */
+    prepared_free(&p);
+}
+END_TEST
+
 static const char *model_stubs =
     "bpcc-model 1\n\n" CONV("conv", 3, 4)
     "module q : paddle.nn.quant.Stub {observer: {observer: \"HistogramObserver\", reduce_range: True}}\n"
@@ -432,6 +480,8 @@ int main(void)
     tcase_add_test(tc, getitem_stays_float);
     tcase_add_test(tc, input_output_not_observed_patterns_get_no_observers);
     tcase_add_test(tc, plan_lists_groups_and_observers_in_graph_order);
+    tcase_add_test(tc, quantized_graph_inputs_and_outputs_follow_the_custom_config);
+    tcase_add_test(tc, a_quantized_output_gets_an_observer_on_what_it_returns);
     tcase_add_test(tc, a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs);
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);

@@ -9,14 +9,18 @@
 
 static const char prepare_help[] =
     "usage: bpcc prepare MODEL -b BACKEND -q QCONFIG -o OUT [--plan PLAN.json] [--strict]\n"
+    "                    [--input-quantized I,J...] [--output-quantized]\n"
     "\n"
     "Fuse MODEL with BACKEND's fusion patterns, give every node its qconfig from QCONFIG, and insert\n"
     "observers where PyTorch 1.13's prepare_fx does (docs/PREPARE.md). BACKEND and QCONFIG are\n"
     "built-in names or YAML files. --plan writes the fused groups and observer points as JSON.\n"
-    "--strict: a pattern whose qconfig the backend rejects is an error instead of staying float.\n";
+    "--strict: a pattern whose qconfig the backend rejects is an error instead of staying float.\n"
+    "--input-quantized: these graph inputs (0-based placeholder positions) arrive as quint8;\n"
+    "--output-quantized: the output leaves as quint8 (PrepareCustomConfig's quantized indexes).\n";
 
 static const char explain_help[] =
     "usage: bpcc explain MODEL -b BACKEND -q QCONFIG [--json] [--strict]\n"
+    "                    [--input-quantized I,J...] [--output-quantized]\n"
     "\n"
     "For every node of the fused model: the backend pattern that matched it (file:line) or none,\n"
     "the qconfig that applies and the mapping rule that chose it, and whether the node will be\n"
@@ -24,22 +28,46 @@ static const char explain_help[] =
 
 struct prep_args {
     const char *path, *out, *plan, *backend, *qconfig;
-    bool strict, json;
+    bool strict, json, output_quantized;
+    uint32_t input_quantized[64];
+    uint32_t n_input_quantized;
 };
+
+/* "0,2,3" -> indexes; false on a bad list */
+static bool parse_indexes(const char *s, struct prep_args *a)
+{
+    a->n_input_quantized = 0;
+    while (*s) {
+        char *end;
+        if (*s < '0' || *s > '9') return false;
+        unsigned long v = strtoul(s, &end, 10);
+        if (end == s || v > 1000000 || a->n_input_quantized == 64) return false;
+        a->input_quantized[a->n_input_quantized++] = (uint32_t)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) return false;
+    }
+    return a->n_input_quantized > 0;
+}
 
 static int parse(const char *verb, int argc, char **argv, struct prep_args *a, const char *help)
 {
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || !strcmp(o, "--plan")) {
+        if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || !strcmp(o, "--plan") ||
+            !strcmp(o, "--input-quantized")) {
             if (i + 1 >= argc) return cli_usage_error(verb, "%s needs a value", o);
             const char *v = argv[++i];
-            if (!strcmp(o, "-o")) a->out = v;
+            if (!strcmp(o, "--input-quantized")) {
+                if (!parse_indexes(v, a))
+                    return cli_usage_error(verb, "--input-quantized wants input positions like 0 or 0,2, not '%s'", v);
+            } else if (!strcmp(o, "-o")) a->out = v;
             else if (!strcmp(o, "-b")) a->backend = v;
             else if (!strcmp(o, "-q")) a->qconfig = v;
             else a->plan = v;
         } else if (!strcmp(o, "--strict")) a->strict = true;
+        else if (!strcmp(o, "--output-quantized")) a->output_quantized = true;
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             fputs(help, stdout);
@@ -73,7 +101,9 @@ static int run(const struct prep_args *a, bool explain)
         s = bpcc_fuse(g, c, &fo, NULL, &d);
     }
     if (!s) {
-        struct bpcc_prepare_options po = {.strict = a->strict};
+        struct bpcc_prepare_options po = {.strict = a->strict, .input_quantized = a->input_quantized,
+                                          .n_input_quantized = a->n_input_quantized,
+                                          .output_quantized = a->output_quantized};
         s = bpcc_prepare(g, c, m, &po, &r, &d);
     }
     if (!s && explain) s = bpcc_prepare_explain(r, a->json, &text, &d);

@@ -46,6 +46,8 @@ struct prep {
     uint32_t next_obs;           /* activation_post_process_<n> */
     uint32_t stub_lo, n_stubs;   /* the observers that replaced stubs have ids stub_lo .. +n_stubs */
     uint8_t *stub_dtype;         /* their dtypes */
+    const struct bpcc_prepare_options *o;
+    uint32_t n_placeholders;     /* seen so far, for input_quantized */
     struct bpcc_buf why;         /* scratch */
 };
 
@@ -200,8 +202,18 @@ static void target_dtypes(struct prep *p, struct bpcc_node *n, struct prep_node 
     x->in = x->out = BPCC_DTYPE_F32;
     x->weight = x->bias = TD_ABSENT;
     x->in_dynamic = false;
+    if (n->kind == BPCC_NODE_PLACEHOLDER) {
+        uint32_t idx = p->n_placeholders++;
+        for (uint32_t i = 0; p->o && i < p->o->n_input_quantized; i++)
+            if (p->o->input_quantized[i] == idx) x->in = x->out = BPCC_DTYPE_QUINT8;
+        return;
+    }
+    if (n->kind == BPCC_NODE_OUTPUT) {
+        if (p->o && p->o->output_quantized) x->in = x->out = BPCC_DTYPE_QUINT8;
+        return;
+    }
     if (n->kind != BPCC_NODE_CALL_MODULE && n->kind != BPCC_NODE_CALL_FUNCTION && n->kind != BPCC_NODE_CALL_METHOD)
-        return; /* placeholders (fp32 inputs), get_attr, output (fp32 outputs) */
+        return; /* get_attr */
     if (p->notensor[n->id]) {
         x->in = x->out = TD_NOTENSOR;
         return;
@@ -795,6 +807,35 @@ static enum bpcc_status replace_stubs(struct prep *p)
     return BPCC_OK;
 }
 
+/* maybe_insert_observers_before_graph_output: with a quantized output, every value the output
+** returns that is not quint8 yet gets its qconfig's activation observer */
+static enum bpcc_status output_value(struct prep *p, struct bpcc_node *out, struct bpcc_value *v)
+{
+    if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_DICT) {
+        for (uint32_t i = 0; i < v->n; i++) {
+            enum bpcc_status s = output_value(p, out, &v->u.seq.items[i]);
+            if (s) return s;
+        }
+        return BPCC_OK;
+    }
+    if (v->kind != BPCC_VAL_NODE) return BPCC_OK;
+    struct bpcc_node *arg = v->u.node;
+    if (arg_output_dtype(p, arg) == BPCC_DTYPE_QUINT8) return BPCC_OK;
+    const struct qconfig *qc = is_original(p, arg) ? p->qc[arg->id] : NULL;
+    if (!qc)
+        return bpcc_diag_error(p->d, BPCC_ERR_CONFIG, p->g->source_file, out->src_line, out->src_col,
+                               "the output is to be quantized, but '%s' has no qconfig to observe it with (PyTorch: "
+                               "\"Quantizing the output node without a qconfig is not supported\")", arg->name);
+    struct bpcc_node *obs;
+    enum bpcc_status s = insert_observer(p, arg, &qc->activation, "graph output", out, &obs);
+    if (s) return s;
+    s = bpcc_graph_add_use(obs, out);
+    if (s) return bpcc_diag_nomem(p->d);
+    v->u.node = obs;
+    bpcc_graph_remove_use(arg, out);
+    return BPCC_OK;
+}
+
 /* }================================================ */
 
 /* {==================== checks that refuse a configuration ==================== */
@@ -908,8 +949,12 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
         struct bpcc_node *n = x->node;
         if (x->status == PS_STUB) continue;
         if (n->kind == BPCC_NODE_PLACEHOLDER || n->kind == BPCC_NODE_GET_ATTR || n->kind == BPCC_NODE_OUTPUT) {
-            x->status = PS_NOT_APPLICABLE;
-            continue; /* fp32 graph inputs and outputs need no observer */
+            x->status = PS_NOT_APPLICABLE; /* graph inputs are observed outside the graph, if quantized */
+            if (n->kind == BPCC_NODE_OUTPUT && x->out == BPCC_DTYPE_QUINT8) {
+                s = output_value(p, n, &n->args);
+                if (s) return s;
+            }
+            continue;
         }
         struct prep_match *pm = x->match >= 0 ? &r->matches[x->match] : NULL;
         const struct qconfig *qc = pm ? p->qc[n->id] : NULL;
@@ -987,7 +1032,7 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
     r->graph = g;
     r->config = c;
     r->mapping = m;
-    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id};
+    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id, .o = o};
     bpcc_buf_init(&p.why);
     enum bpcc_status s = bpcc_qconfig_assign(g, m, &r->assignment, d);
     if (!s) {

@@ -175,9 +175,11 @@ static void reason_text(const struct bpcc_prepare_report *r, const struct prep_n
     const struct prep_match *pm = x->match >= 0 ? &r->matches[x->match] : NULL;
     switch (x->status) {
     case PS_NOT_APPLICABLE:
-        bpcc_buf_adds(b, n->kind == BPCC_NODE_PLACEHOLDER ? "graph input (float)"
-                         : n->kind == BPCC_NODE_OUTPUT    ? "graph output (float)"
-                                                          : "attribute");
+        if (n->kind == BPCC_NODE_GET_ATTR) bpcc_buf_adds(b, "attribute");
+        else bpcc_buf_printf(b, "graph %s (%s)", n->kind == BPCC_NODE_PLACEHOLDER ? "input" : "output",
+                             x->out != BPCC_DTYPE_QUINT8                       ? "float"
+                             : n->kind == BPCC_NODE_PLACEHOLDER ? "quint8, quantized outside the graph"
+                                                               : "quint8");
         break;
     case PS_QUANTIZED:
         bpcc_buf_printf(b, "quantized: input %s, output %s", bpcc_tdt_name(x->in), bpcc_tdt_name(x->out));

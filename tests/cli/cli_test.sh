@@ -175,6 +175,10 @@ if run "explain json" 0 "$BPCC" explain "$FIX/torch/tiny_resnet.bpcc" -b fbgemm 
     printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); n={e["name"]: e for e in d["nodes"]}; assert n["conv1"]["status"]=="quantized" and n["conv1"]["pattern"]["file"]=="fbgemm.yaml" and n["x"]["status"]=="not_applicable" and n["conv1"]["rule"]["kind"]=="fused_object_type"' 2>/dev/null &&
         ok || bad "explain --json: unexpected JSON"
 fi
+run "prepare quantized io" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io.bpcc" --input-quantized 0 --output-quantized &&
+    run "show quantized io" 0 "$BPCC" show "$WORK/io.bpcc" && has "input not observed" "$OUT" "f32[1, 3, 8, 8]  conv1"
+run "prepare bad index list" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized 0,x &&
+    has "bad index list" "$ERR" "wants input positions"
 
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"

@@ -27,6 +27,7 @@ try:
     from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
     from torch.ao.quantization import observer as ob
     from torch.ao.quantization.quantize_fx import prepare_fx
+    from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
     from torch.ao.quantization.quantize import is_activation_post_process
     from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
 except ImportError:
@@ -179,16 +180,27 @@ class Prepare(unittest.TestCase):
             f.write(bq.mapping_yaml(mapping, name))
         return spec, mapping
 
-    def check(self, model, inputs, name, mappings, backends=("fbgemm", "qnnpack", "native")):
+    def check(self, model, inputs, name, mappings, backends=("fbgemm", "qnnpack", "native"), quantized_io=None):
+        """quantized_io: (input indexes, output quantized) for PrepareCustomConfig."""
         path = os.path.join(self.tmp.name, name + ".bpcc")
         bpcc_torch.export(model, inputs, path)
+        extra, pcc = [], None
+        if quantized_io:
+            ins, out_q = quantized_io
+            pcc = PrepareCustomConfig().set_input_quantized_indexes(list(ins))
+            if ins:
+                extra += ["--input-quantized", ",".join(map(str, ins))]
+            if out_q:
+                pcc.set_output_quantized_indexes([0])
+                extra.append("--output-quantized")
         for mname, mapping in mappings:
             spec, tmap = self.mapping_file(mname, mapping)
             for b in backends:
-                what = "%s / %s / %s" % (name, mname, b)
-                r, plan, out = self.prepare(path, spec, b)
+                what = "%s / %s / %s%s" % (name, mname, b, " / %s" % (quantized_io,) if quantized_io else "")
+                r, plan, out = self.prepare(path, spec, b, extra)
                 try:
-                    gm = prepare_fx(copy.deepcopy(model), tmap, inputs, backend_config=bcfg.get_backend_config(b))
+                    gm = prepare_fx(copy.deepcopy(model), tmap, inputs, prepare_custom_config=pcc,
+                                    backend_config=bcfg.get_backend_config(b))
                 except ValueError as e:
                     self.assertEqual(r.returncode, 1, "%s: PyTorch refuses (%s), bpcc does not" % (what, e))
                     continue
@@ -210,6 +222,15 @@ class Prepare(unittest.TestCase):
         self.check(model, (torch.randn(2, 3, 8, 8),), "residual",
                    [("minmax", mm), ("fbgemm", "fbgemm"), ("qnnpack", "qnnpack"), ("null_names", null_names_mapping(mm)),
                     ("violating", violating_qnnpack_mapping())])
+
+    def test_quantized_graph_inputs_and_output(self):
+        torch.manual_seed(0)
+        model = Residual().eval()
+        for io in (([0], False), ([], True), ([0], True)):
+            self.check(model, (torch.randn(2, 3, 8, 8),), "residual_io", [("minmax", minmax_mapping()), ("fbgemm", "fbgemm")],
+                       backends=("fbgemm",), quantized_io=io)
+        self.check(torchvision_model("resnet18", 0), (torch.randn(1, 3, 64, 64),), "resnet18_io", [("fbgemm", "fbgemm")],
+                   backends=("fbgemm", "qnnpack"), quantized_io=([0], True))
 
     def test_qnnpack_constraint_violation_stays_float_and_strict_refuses(self):
         torch.manual_seed(0)
