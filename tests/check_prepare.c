@@ -418,6 +418,25 @@ START_TEST(a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs)
 }
 END_TEST
 
+START_TEST(quant_stub_observes_and_dequant_stub_goes_away)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4)
+                "module quant : torch.ao.quantization.QuantStub\nmodule dequant : torch.ao.quantization.DeQuantStub\n\ngraph\n"
+                "  %x = placeholder x ()\n  %quant = call_module quant (%x,)\n  %conv = call_module conv (%quant,)\n"
+                "  %dequant = call_module dequant (%conv,)\n  %output = output output (%dequant,)\n",
+            "fbgemm", "global: {activation: {observer: HistogramObserver}, weight: {observer: MinMaxObserver, dtype: qint8, "
+                      "qscheme: per_tensor_symmetric}}\n");
+    ck_assert_str_eq(obs_class(p.g, "x", "conv"), "HistogramObserver"); /* the QuantStub's, the qconfig's activation */
+    ck_assert_str_eq(obs_class(p.g, "conv", "output"), "HistogramObserver");
+    ck_assert_uint_eq(n_observers(p.g), 2);
+    ck_assert_ptr_null(bpcc_graph_find_module(p.g, "quant"));
+    ck_assert_ptr_null(bpcc_graph_find_module(p.g, "dequant"));
+    ck_assert_ptr_null(bpcc_graph_find_node(p.g, "dequant"));
+    prepared_free(&p);
+}
+END_TEST
+
 START_TEST(a_bad_stub_spec_is_reported_at_its_module)
 {
     struct prepared p;
@@ -484,6 +503,7 @@ int main(void)
     tcase_add_test(tc, a_quantized_output_gets_an_observer_on_what_it_returns);
     tcase_add_test(tc, a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs);
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
+    tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

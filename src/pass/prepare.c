@@ -750,12 +750,25 @@ static enum bpcc_status insert_output_observer(struct prep *p, struct bpcc_node 
 
 static const char stub_type[] = "paddle.nn.quant.Stub";
 
-static bool is_stub(const struct bpcc_graph *g, const struct bpcc_node *n)
+/* 1 for a Paddle stub or an eager-mode QuantStub (an observation point), 2 for a DeQuantStub
+** (an identity: its output is float), 0 otherwise */
+static int stub_kind_of_type(const char *type)
 {
-    if (n->kind != BPCC_NODE_CALL_MODULE) return false;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
-    return m && !strcmp(m->type, stub_type);
+    if (!strcmp(type, stub_type) || !strcmp(type, "torch.ao.quantization.QuantStub") ||
+        !strcmp(type, "torch.quantization.QuantStub"))
+        return 1;
+    if (!strcmp(type, "torch.ao.quantization.DeQuantStub") || !strcmp(type, "torch.quantization.DeQuantStub")) return 2;
+    return 0;
 }
+
+static int stub_kind(const struct bpcc_graph *g, const struct bpcc_node *n)
+{
+    if (n->kind != BPCC_NODE_CALL_MODULE) return 0;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    return m ? stub_kind_of_type(m->type) : 0;
+}
+
+static bool is_stub(const struct bpcc_graph *g, const struct bpcc_node *n) { return stub_kind(g, n) != 0; }
 
 /* paddle.nn.quant.Stub -> QuanterStub: each call of a stub module becomes an observer of its
 ** input with the stub's own `observer` spec, else its qconfig's activation observer; a stub with
@@ -779,11 +792,13 @@ static enum bpcc_status replace_stubs(struct prep *p)
         if (node->args.n != 1 || !in || node->kwargs.n)
             return bpcc_diag_error(p->d, BPCC_ERR_GRAPH, g->source_file, node->src_line, node->src_col,
                                    "stub '%s' (%s) takes exactly one tensor argument", node->name, stub_type);
-        const struct bpcc_value *attr = bpcc_module_attr(m, "observer");
+        const struct bpcc_value *attr = stub_kind(g, node) == 1 ? bpcc_module_attr(m, "observer") : NULL;
         struct observer_spec own;
         const struct observer_spec *spec = NULL;
         const char *role = "stub (the qconfig's activation)";
-        if (attr && attr->kind != BPCC_VAL_NONE) {
+        if (stub_kind(g, node) == 2) {
+            /* DeQuantStub: the value leaves quantization; it goes away */
+        } else if (attr && attr->kind != BPCC_VAL_NONE) {
             enum bpcc_status s = bpcc_observer_spec_from_value(attr, g->source_file, m->src_line, m->src_col, &g->intern,
                                                                &own, p->d);
             if (s) return s;
@@ -1009,7 +1024,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
         }
     for (uint32_t i = 0; i < g->n_modules;) {
         struct bpcc_module *m = g->modules[i];
-        if (!m->dead && !m->mark && (!strcmp(m->type, stub_type) || (!strncmp(m->name, "activation_post_process_", 24) &&
+        if (!m->dead && !m->mark && (stub_kind_of_type(m->type) || (!strncmp(m->name, "activation_post_process_", 24) &&
                                                                      !strncmp(m->type, obs_type_prefix, strlen(obs_type_prefix))))) {
             s = bpcc_graph_remove_module(g, m->name, p->d);
             if (s) return s;
