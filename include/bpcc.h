@@ -717,6 +717,31 @@ BPCC_API enum bpcc_status bpcc_prepare_explain(const struct bpcc_prepare_report 
 
 /* }==================================================================================== */
 
+/* {====================================================================================
+** Calibrate and run (the reference interpreter; docs/CALIBRATE.md)
+** ==================================================================================== */
+
+struct bpcc_calibrate_options {
+    int threads;                                               /* OpenBLAS threads (0 or 1: one) */
+    void (*progress)(uint32_t done, uint32_t total, void *ud); /* after each batch, may be NULL */
+    void *progress_ud;
+};
+
+/*
+** Run a prepared model on each batch (a safetensors file with one float32 tensor per graph input,
+** named after it) so that its observers see the activations; every batch is checked before any
+** runs. Each observer module then carries its statistics (buffers min_val, max_val) and its
+** qparams (tensors scale, zero_point) as PyTorch 1.13's calculate_qparams gives them.
+*/
+BPCC_API enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches, uint32_t n_batches,
+                                         const struct bpcc_calibrate_options *opts, struct bpcc_diag *d);
+/* Run a model on one batch and write its outputs ("output", or "output.0", "output.1" ... for a
+** tuple) to a safetensors file, atomically. */
+BPCC_API enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
+                                   struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -25,5 +25,7 @@ int cmd_fuse(int argc, char **argv);
 int cmd_qconfig(int argc, char **argv);
 int cmd_prepare(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
+int cmd_calibrate(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 #endif

@@ -21,6 +21,8 @@ static const char usage_text[] =
     "  qconfig list|check|dump       qconfig mappings (bpcc qconfig --help)\n"
     "  prepare MODEL -b B -q Q -o O  insert observers as prepare_fx does (--plan, --strict)\n"
     "  explain MODEL -b B -q Q       per node: pattern, qconfig, quantized or why not\n"
+    "  calibrate MODEL --data F... -o OUT   run batches through the observers, store qparams\n"
+    "  run MODEL --data F -o OUT     run the reference interpreter on one batch\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -72,6 +74,8 @@ static const struct verb verbs[] = {
     {"qconfig", cmd_qconfig},
     {"prepare", cmd_prepare},
     {"explain", cmd_explain},
+    {"calibrate", cmd_calibrate},
+    {"run", cmd_run},
 };
 
 int main(int argc, char **argv)

@@ -457,6 +457,10 @@ static enum bpcc_status observer_attrs(struct bpcc_graph *g, struct bpcc_module 
         else s = bpcc_diag_nomem(d);
         if (!s) s = set_int(m, "quant_min", o->quant_min, d);
         if (!s) s = set_int(m, "quant_max", o->quant_max, d);
+        if (!s) {
+            v = bpcc_value_bool(o->has_customized_qrange);
+            s = bpcc_module_set_attr(m, "has_customized_qrange", &v, d);
+        }
     }
     if (s) return s;
     switch (o->cls) {

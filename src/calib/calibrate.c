@@ -1,0 +1,245 @@
+/*
+** calibrate.c — feed data: check every batch file against the graph inputs before anything runs,
+** run the prepared model on each batch with the interpreter, and store each observer's
+** statistics (min_val, max_val) and qparams (scale, zero_point) on its module. Also `bpcc run`:
+** one batch, the outputs written to a safetensors file.
+*/
+#include "../exec/exec.h"
+
+#include <stdio.h>
+
+struct batch {
+    struct bpcc_safetensors *st;
+    struct xval *inputs;
+    uint32_t n;
+};
+
+static uint32_t n_placeholders(const struct bpcc_graph *g)
+{
+    uint32_t n = 0;
+    for (const struct bpcc_node *p = g->first; p; p = p->next) n += p->kind == BPCC_NODE_PLACEHOLDER;
+    return n;
+}
+
+static void batch_release(struct batch *b)
+{
+    for (uint32_t i = 0; b->inputs && i < b->n; i++) bpcc_xval_release(&b->inputs[i]);
+    bpcc_xfree(b->inputs);
+    bpcc_safetensors_close(b->st);
+    memset(b, 0, sizeof *b);
+}
+
+/* Open a batch and check it: one float32 tensor per graph input, named after it, of the shape the
+** model was traced with (when it records one; the batch dimension may differ). */
+static enum bpcc_status batch_open(const struct bpcc_graph *g, const char *path, bool load, struct batch *b,
+                                   struct bpcc_diag *d)
+{
+    memset(b, 0, sizeof *b);
+    enum bpcc_status s = bpcc_safetensors_open(path, &b->st, d);
+    if (s) return s;
+    uint32_t n = n_placeholders(g);
+    if (load) {
+        b->inputs = bpcc_malloc((n ? n : 1) * sizeof *b->inputs);
+        if (!b->inputs) {
+            batch_release(b);
+            return bpcc_diag_nomem(d);
+        }
+        memset(b->inputs, 0, (n ? n : 1) * sizeof *b->inputs);
+    }
+    uint32_t k = 0;
+    for (const struct bpcc_node *p = g->first; p && !s; p = p->next) {
+        if (p->kind != BPCC_NODE_PLACEHOLDER) continue;
+        uint32_t i = bpcc_safetensors_find(b->st, p->target);
+        if (i == UINT32_MAX) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "no tensor '%s' for the model input '%s' (%s:%u)", p->target,
+                                p->name, g->source_file ? g->source_file : "model", p->src_line);
+            break;
+        }
+        const char *name;
+        enum bpcc_dtype dt;
+        uint32_t nd;
+        const int64_t *dims;
+        const void *data;
+        size_t nbytes;
+        s = bpcc_safetensors_get(b->st, i, &name, &dt, &nd, &dims, &data, &nbytes);
+        if (s) break;
+        if (dt != BPCC_DTYPE_F32) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32", name,
+                                bpcc_dtype_name(dt), p->name);
+            break;
+        }
+        const struct bpcc_value *m = &p->meta;
+        if (m->kind == BPCC_VAL_TTYPE) {
+            bool ok = m->n == nd;
+            for (uint32_t j = 1; ok && j < nd; j++) ok = m->u.ttype.dims[j] == dims[j];
+            if (!ok) {
+                char want[128] = "", got[128] = "";
+                for (uint32_t j = 0; j < m->n; j++)
+                    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", j ? ", " : "", (long long)m->u.ttype.dims[j]);
+                for (uint32_t j = 0; j < nd; j++)
+                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", j ? ", " : "", (long long)dims[j]);
+                s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' has shape [%s]; the model input '%s' was traced "
+                                    "as [%s] (only the batch dimension may differ)", name, got, p->name, want);
+                break;
+            }
+        }
+        if (load) {
+            struct xtensor *t = bpcc_xtensor_new(nd, dims);
+            if (!t) {
+                s = bpcc_diag_nomem(d);
+                break;
+            }
+            memcpy(t->data, data, t->numel * sizeof(float));
+            b->inputs[k] = (struct xval){.k = XV_TENSOR, .u.t = t};
+        }
+        k++;
+    }
+    b->n = k;
+    if (s) batch_release(b);
+    return s;
+}
+
+/* the statistics and qparams of one observer, as module tensors */
+static enum bpcc_status store_observer(struct bpcc_graph *g, struct bpcc_module *m, const struct obs_state *o,
+                                       struct bpcc_diag *d)
+{
+    enum bpcc_status s = BPCC_OK;
+    if (o->min && o->max) {
+        struct bpcc_tensor *tmin, *tmax;
+        int64_t dims[1] = {o->n};
+        uint32_t nd = o->per_channel ? 1 : 0;
+        s = bpcc_tensor_new(g, BPCC_DTYPE_F32, nd, dims, &tmin, d);
+        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_F32, nd, dims, &tmax, d);
+        if (s) return s;
+        memcpy(tmin->data, o->min, o->n * sizeof(float));
+        memcpy(tmax->data, o->max, o->n * sizeof(float));
+        s = bpcc_module_set_tensor(m, "min_val", BPCC_TENSOR_BUFFER, tmin, d);
+        if (!s) s = bpcc_module_set_tensor(m, "max_val", BPCC_TENSOR_BUFFER, tmax, d);
+        if (s) return s;
+    }
+    float *sc;
+    double *zp;
+    uint32_t n;
+    if (bpcc_obs_qparams(o, &sc, &zp, &n)) return bpcc_diag_nomem(d);
+    if (n) {
+        int64_t dims[1] = {n};
+        bool fq = o->spec.qscheme == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
+        struct bpcc_tensor *ts, *tz;
+        s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, dims, &ts, d);
+        if (!s) s = bpcc_tensor_new(g, fq ? BPCC_DTYPE_F32 : BPCC_DTYPE_I64, 1, dims, &tz, d);
+        if (!s) {
+            memcpy(ts->data, sc, n * sizeof(float));
+            for (uint32_t i = 0; i < n; i++) {
+                if (fq) ((float *)tz->data)[i] = (float)zp[i];
+                else ((int64_t *)tz->data)[i] = (int64_t)zp[i];
+            }
+            s = bpcc_module_set_tensor(m, "scale", BPCC_TENSOR_CONSTANT, ts, d);
+            if (!s) s = bpcc_module_set_tensor(m, "zero_point", BPCC_TENSOR_CONSTANT, tz, d);
+        }
+    }
+    bpcc_xfree(sc);
+    bpcc_xfree(zp);
+    return s;
+}
+
+enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches, uint32_t n_batches,
+                                const struct bpcc_calibrate_options *o, struct bpcc_diag *d)
+{
+    if (!n_batches) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no calibration data");
+    /* all batches are checked before anything runs */
+    enum bpcc_status s = BPCC_OK;
+    for (uint32_t i = 0; i < n_batches; i++) {
+        struct batch b;
+        enum bpcc_status si = batch_open(g, batches[i], false, &b, d);
+        if (si) s = si;
+        else batch_release(&b);
+    }
+    if (s) return s;
+    struct bpcc_exec *e;
+    s = bpcc_exec_new(g, o ? o->threads : 1, &e, d);
+    if (s) return s;
+    for (uint32_t i = 0; i < n_batches && !s; i++) {
+        struct batch b;
+        s = batch_open(g, batches[i], true, &b, d);
+        if (!s) s = bpcc_exec_run(e, b.inputs, b.n, NULL, d);
+        batch_release(&b);
+        if (!s && o && o->progress) o->progress(i + 1, n_batches, o->progress_ud);
+    }
+    for (uint32_t i = 0; !s && i < bpcc_exec_n_observers(e); i++) {
+        const struct obs_state *st;
+        const struct bpcc_module *m = bpcc_exec_observer_at(e, i, &st);
+        s = store_observer(g, (struct bpcc_module *)m, st, d);
+    }
+    bpcc_exec_free(e);
+    return s;
+}
+
+/* the output value's tensors under "output" / "output.<i>" (nested: "output.<i>.<j>") */
+static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v, const char *prefix, char ***keys,
+                                struct bpcc_tensor ***ts, uint32_t *n, uint32_t *cap, struct bpcc_diag *d)
+{
+    if (v->k == XV_SEQ) {
+        for (uint32_t i = 0; i < v->u.seq.n; i++) {
+            char p[256];
+            snprintf(p, sizeof p, "%s.%u", prefix, i);
+            enum bpcc_status s = collect(scratch, &v->u.seq.items[i], p, keys, ts, n, cap, d);
+            if (s) return s;
+        }
+        return BPCC_OK;
+    }
+    if (v->k != XV_TENSOR) return BPCC_OK;
+    if (*n == *cap) {
+        uint32_t c = *cap ? *cap * 2 : 8;
+        char **k2 = bpcc_realloc(*keys, c * sizeof *k2);
+        if (!k2) return bpcc_diag_nomem(d);
+        *keys = k2;
+        struct bpcc_tensor **t2 = bpcc_realloc(*ts, c * sizeof *t2);
+        if (!t2) return bpcc_diag_nomem(d);
+        *ts = t2;
+        *cap = c;
+    }
+    struct bpcc_tensor *t;
+    enum bpcc_status s = bpcc_tensor_new(scratch, BPCC_DTYPE_F32, v->u.t->ndim, v->u.t->dims, &t, d);
+    if (s) return s;
+    memcpy(t->data, v->u.t->data, v->u.t->numel * sizeof(float));
+    (*keys)[*n] = bpcc_strdup(prefix);
+    if (!(*keys)[*n]) return bpcc_diag_nomem(d);
+    (*ts)[(*n)++] = t;
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
+                          struct bpcc_diag *d)
+{
+    struct batch b;
+    enum bpcc_status s = batch_open(g, batch, true, &b, d);
+    if (s) return s;
+    struct bpcc_exec *e;
+    s = bpcc_exec_new(g, threads, &e, d);
+    struct xval out = {0};
+    if (!s) s = bpcc_exec_run(e, b.inputs, b.n, &out, d);
+    bpcc_exec_free(e);
+    batch_release(&b);
+    if (s) return s;
+    struct bpcc_graph *scratch;
+    s = bpcc_graph_new(&scratch, d);
+    char **keys = NULL;
+    struct bpcc_tensor **ts = NULL;
+    uint32_t n = 0, cap = 0;
+    if (!s) s = collect(scratch, &out, "output", &keys, &ts, &n, &cap, d);
+    bpcc_xval_release(&out);
+    if (!s) {
+        struct bpcc_atomic_file af;
+        s = bpcc_atomic_open(&af, out_path, d);
+        if (!s) {
+            s = bpcc_safetensors_write(af.fp, out_path, (const char *const *)keys, (const struct bpcc_tensor *const *)ts, n, d);
+            if (s) bpcc_atomic_abort(&af);
+            else s = bpcc_atomic_commit(&af, d);
+        }
+    }
+    for (uint32_t i = 0; i < n; i++) bpcc_xfree(keys[i]);
+    bpcc_xfree(keys);
+    bpcc_xfree(ts);
+    if (scratch) bpcc_graph_free(scratch);
+    return s;
+}

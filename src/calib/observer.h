@@ -1,0 +1,37 @@
+/*
+** observer.h — observers at calibration time: the statistics each PyTorch 1.13 observer keeps and
+** its calculate_qparams, in float32 exactly as torch computes them.
+*/
+#ifndef BPCC_OBSERVER_H
+#define BPCC_OBSERVER_H
+
+#include "../ir/ir.h"
+#include "../qconfig/qconfig.h"
+
+struct obs_state {
+    struct observer_spec spec;
+    bool per_channel;
+    uint32_t n;          /* values in min/max: 1 per tensor; per channel 0 until the first batch */
+    float *min, *max;    /* per tensor start at +inf / -inf, as PyTorch's buffers */
+    uint64_t batches;
+};
+
+BPCC_INTERNAL bool bpcc_obs_has_stats(enum obs_class c);
+BPCC_INTERNAL enum bpcc_status bpcc_obs_init(struct obs_state *o, const struct observer_spec *spec);
+BPCC_INTERNAL void bpcc_obs_release(struct obs_state *o);
+/* Observe one float32 tensor. On a bad input (NaN, a channel count that changed) returns
+** BPCC_ERR_GRAPH with the reason in why. */
+BPCC_INTERNAL enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim,
+                                                const int64_t *dims, char *why, size_t n_why);
+/* calculate_qparams: n values of scale (float32) and zero point (an integer, or a float for
+** per_channel_affine_float_qparams), malloc'd. Observers without qparams (Placeholder, Noop,
+** ReuseInput) give n = 0. */
+BPCC_INTERNAL enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, double **zero_point,
+                                                uint32_t *n);
+
+/* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
+** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
+BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
+BPCC_INTERNAL bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o);
+
+#endif

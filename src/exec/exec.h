@@ -1,0 +1,101 @@
+/*
+** exec.h — the reference interpreter (internal): runtime values, the kernel table, and the
+** helpers kernels use to read their arguments.
+*/
+#ifndef BPCC_EXEC_H
+#define BPCC_EXEC_H
+
+#include "../calib/observer.h"
+#include "../ir/ir.h"
+
+/* A float32 tensor, row-major, owned by whoever holds it. */
+struct xtensor {
+    uint32_t ndim;
+    int64_t dims[BPCC_MAX_DIMS];
+    uint64_t numel;
+    float *data;
+};
+
+enum xkind { XV_NONE = 0, XV_BOOL, XV_INT, XV_FLOAT, XV_STR, XV_TENSOR, XV_SEQ, XV_SLICE, XV_ELLIPSIS, XV_OTHER };
+
+/* A runtime value. Tensors and sequences are heap objects owned by the value that holds them
+** (the node's slot); arguments borrow. */
+struct xval {
+    enum xkind k;
+    bool borrowed; /* an argument's view of a node's sequence: not freed with the argument */
+    union {
+        bool b;
+        int64_t i;
+        double f;
+        const char *s;
+        struct xtensor *t;
+        struct {
+            uint32_t n;
+            struct xval *items; /* XV_SLICE: 3 items */
+        } seq;
+    } u;
+};
+
+struct xctx;
+
+/* A node's arguments after evaluation: positional, then keyword. */
+struct xargs {
+    const struct bpcc_node *node;
+    const struct bpcc_module *module; /* call_module: the module */
+    uint32_t n;
+    const struct xval *pos;
+    uint32_t n_kw;
+    const char *const *kw_names;
+    const struct xval *kw;
+    struct bpcc_diag *d;
+    struct xctx *ctx;
+};
+
+typedef enum bpcc_status (*xkernel)(const struct xargs *a, struct xval *out);
+
+/* kernels.c / nn.c: the kernel for a module type or a function/method target (NULL if none) */
+BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op);
+
+/* helpers for kernels (interp.c) */
+BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);
+BPCC_INTERNAL const struct xval *bpcc_xarg(const struct xargs *a, uint32_t i, const char *name);
+BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims);
+BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
+BPCC_INTERNAL void bpcc_xval_release(struct xval *v);
+BPCC_INTERNAL enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst);
+/* typed argument readers: false (with an error filled) on a wrong type */
+BPCC_INTERNAL bool bpcc_xarg_tensor(const struct xargs *a, uint32_t i, const char *name, const struct xtensor **out);
+BPCC_INTERNAL bool bpcc_xarg_int(const struct xargs *a, uint32_t i, const char *name, int64_t dflt, int64_t *out);
+BPCC_INTERNAL bool bpcc_xarg_float(const struct xargs *a, uint32_t i, const char *name, double dflt, double *out);
+BPCC_INTERNAL bool bpcc_xarg_bool(const struct xargs *a, uint32_t i, const char *name, bool dflt, bool *out);
+/* an int or a list/tuple of ints (n_want > 1 repeats a single int) */
+BPCC_INTERNAL bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_t n_want,
+                                  const int64_t *dflt, int64_t *out, uint32_t *n_out);
+/* a module attribute as ints / number / bool */
+BPCC_INTERNAL bool bpcc_mattr_ints(const struct xargs *a, const char *key, uint32_t n_want, const int64_t *dflt,
+                                   int64_t *out);
+BPCC_INTERNAL double bpcc_mattr_float(const struct bpcc_module *m, const char *key, double dflt);
+BPCC_INTERNAL bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt);
+/* a module's float32 tensor (weight, bias, running_mean ...), NULL if absent */
+BPCC_INTERNAL const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name);
+/* the observer state of an observer module (interp.c) */
+BPCC_INTERNAL struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m);
+/* run a module as a call (fused containers run their children) */
+BPCC_INTERNAL enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_module *m, const struct xval *in,
+                                                struct xval *out);
+BPCC_INTERNAL int bpcc_exec_threads(const struct xctx *c);
+
+/* the run: execute the graph once on inputs (one per placeholder, in order); outputs into *out
+** (the output node's value, owned by the caller) when out is not NULL */
+struct bpcc_exec;
+BPCC_INTERNAL enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct bpcc_exec **out,
+                                             struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_exec_free(struct bpcc_exec *e);
+BPCC_INTERNAL enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, uint32_t n_inputs,
+                                             struct xval *out, struct bpcc_diag *d);
+/* observers after the runs: module -> state */
+BPCC_INTERNAL uint32_t bpcc_exec_n_observers(const struct bpcc_exec *e);
+BPCC_INTERNAL const struct bpcc_module *bpcc_exec_observer_at(const struct bpcc_exec *e, uint32_t i,
+                                                              const struct obs_state **state);
+
+#endif

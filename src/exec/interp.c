@@ -1,0 +1,585 @@
+/*
+** interp.c — the reference interpreter: runs a graph node by node on float32 tensors, freeing
+** each value after its last user ran; observers observe what passes through them.
+*/
+#include "exec.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+/* {==================== values ==================== */
+
+struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
+{
+    if (ndim > BPCC_MAX_DIMS) return NULL;
+    struct xtensor *t = bpcc_malloc(sizeof *t);
+    if (!t) return NULL;
+    t->ndim = ndim;
+    t->numel = 1;
+    for (uint32_t i = 0; i < ndim; i++) {
+        if (dims[i] < 0 || (dims[i] && t->numel > UINT64_MAX / 8 / (uint64_t)dims[i])) {
+            bpcc_xfree(t);
+            return NULL;
+        }
+        t->dims[i] = dims[i];
+        t->numel *= (uint64_t)dims[i];
+    }
+    if (t->numel > ((uint64_t)1 << 34)) { /* 64 GiB of floats: refuse rather than thrash */
+        bpcc_xfree(t);
+        return NULL;
+    }
+    t->data = bpcc_malloc((t->numel ? t->numel : 1) * sizeof(float));
+    if (!t->data) {
+        bpcc_xfree(t);
+        return NULL;
+    }
+    return t;
+}
+
+void bpcc_xtensor_free(struct xtensor *t)
+{
+    if (!t) return;
+    bpcc_xfree(t->data);
+    bpcc_xfree(t);
+}
+
+void bpcc_xval_release(struct xval *v)
+{
+    if (v->k == XV_TENSOR) bpcc_xtensor_free(v->u.t);
+    else if (v->k == XV_SEQ || v->k == XV_SLICE) {
+        for (uint32_t i = 0; i < v->u.seq.n; i++) bpcc_xval_release(&v->u.seq.items[i]);
+        bpcc_xfree(v->u.seq.items);
+    }
+    v->k = XV_NONE;
+}
+
+enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst)
+{
+    *dst = *src;
+    dst->borrowed = false;
+    if (src->k == XV_TENSOR) {
+        dst->u.t = bpcc_xtensor_new(src->u.t->ndim, src->u.t->dims);
+        if (!dst->u.t) {
+            dst->k = XV_NONE;
+            return BPCC_ERR_NOMEM;
+        }
+        memcpy(dst->u.t->data, src->u.t->data, src->u.t->numel * sizeof(float));
+    } else if (src->k == XV_SEQ || src->k == XV_SLICE) {
+        uint32_t n = src->u.seq.n;
+        dst->u.seq.items = bpcc_malloc((n ? n : 1) * sizeof *dst->u.seq.items);
+        if (!dst->u.seq.items) {
+            dst->k = XV_NONE;
+            return BPCC_ERR_NOMEM;
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            if (bpcc_xval_copy(&src->u.seq.items[i], &dst->u.seq.items[i])) {
+                dst->u.seq.n = i;
+                bpcc_xval_release(dst);
+                return BPCC_ERR_NOMEM;
+            }
+        }
+    }
+    return BPCC_OK;
+}
+
+/* }================================================ */
+
+/* {==================== argument helpers ==================== */
+
+enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...)
+{
+    char msg[BPCC_DIAG_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const struct bpcc_node *n = a->node;
+    const char *op = n->kind == BPCC_NODE_CALL_MODULE && a->module ? a->module->type : n->target;
+    return bpcc_diag_error(a->d, BPCC_ERR_GRAPH, n->graph->source_file, n->src_line, n->src_col, "node '%s' (%s): %s",
+                           n->name, op, msg);
+}
+
+const struct xval *bpcc_xarg(const struct xargs *a, uint32_t i, const char *name)
+{
+    if (i < a->n) return &a->pos[i];
+    for (uint32_t k = 0; name && k < a->n_kw; k++)
+        if (!strcmp(a->kw_names[k], name)) return &a->kw[k];
+    return NULL;
+}
+
+bool bpcc_xarg_tensor(const struct xargs *a, uint32_t i, const char *name, const struct xtensor **out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k != XV_TENSOR) {
+        bpcc_xerr(a, "argument %u%s%s must be a tensor", i, name ? " / " : "", name ? name : "");
+        return false;
+    }
+    *out = v->u.t;
+    return true;
+}
+
+bool bpcc_xarg_int(const struct xargs *a, uint32_t i, const char *name, int64_t dflt, int64_t *out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k == XV_NONE) {
+        *out = dflt;
+        return true;
+    }
+    if (v->k == XV_INT) *out = v->u.i;
+    else if (v->k == XV_BOOL) *out = v->u.b;
+    else if (v->k == XV_SEQ && v->u.seq.n == 1 && v->u.seq.items[0].k == XV_INT) *out = v->u.seq.items[0].u.i;
+    else {
+        bpcc_xerr(a, "argument %s must be an int", name ? name : "?");
+        return false;
+    }
+    return true;
+}
+
+bool bpcc_xarg_float(const struct xargs *a, uint32_t i, const char *name, double dflt, double *out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k == XV_NONE) *out = dflt;
+    else if (v->k == XV_FLOAT) *out = v->u.f;
+    else if (v->k == XV_INT) *out = (double)v->u.i;
+    else if (v->k == XV_BOOL) *out = v->u.b;
+    else {
+        bpcc_xerr(a, "argument %s must be a number", name ? name : "?");
+        return false;
+    }
+    return true;
+}
+
+bool bpcc_xarg_bool(const struct xargs *a, uint32_t i, const char *name, bool dflt, bool *out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k == XV_NONE) *out = dflt;
+    else if (v->k == XV_BOOL) *out = v->u.b;
+    else if (v->k == XV_INT) *out = v->u.i != 0;
+    else {
+        bpcc_xerr(a, "argument %s must be a bool", name ? name : "?");
+        return false;
+    }
+    return true;
+}
+
+static bool ints_of(const struct xval *v, uint32_t n_want, int64_t *out, uint32_t *n_out)
+{
+    if (v->k == XV_INT) {
+        for (uint32_t i = 0; i < (n_want ? n_want : 1); i++) out[i] = v->u.i;
+        *n_out = n_want ? n_want : 1;
+        return true;
+    }
+    if (v->k != XV_SEQ || v->u.seq.n > BPCC_MAX_DIMS) return false;
+    for (uint32_t i = 0; i < v->u.seq.n; i++) {
+        if (v->u.seq.items[i].k != XV_INT) return false;
+        out[i] = v->u.seq.items[i].u.i;
+    }
+    *n_out = v->u.seq.n;
+    if (n_want && *n_out == 1 && n_want > 1) {
+        for (uint32_t i = 1; i < n_want; i++) out[i] = out[0];
+        *n_out = n_want;
+    }
+    return !n_want || *n_out == n_want;
+}
+
+bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_t n_want, const int64_t *dflt,
+                    int64_t *out, uint32_t *n_out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    uint32_t dummy;
+    if (!n_out) n_out = &dummy;
+    if (!v || v->k == XV_NONE) {
+        if (!dflt) {
+            bpcc_xerr(a, "argument %s is missing", name ? name : "?");
+            return false;
+        }
+        for (uint32_t k = 0; k < n_want; k++) out[k] = dflt[k];
+        *n_out = n_want;
+        return true;
+    }
+    if (!ints_of(v, n_want, out, n_out)) {
+        bpcc_xerr(a, "argument %s must be %s%u int%s", name ? name : "?", n_want ? "" : "up to ",
+                  n_want ? n_want : BPCC_MAX_DIMS, n_want == 1 ? "" : "s");
+        return false;
+    }
+    return true;
+}
+
+static bool value_ints(const struct bpcc_value *v, uint32_t n_want, int64_t *out)
+{
+    if (v->kind == BPCC_VAL_INT) {
+        for (uint32_t i = 0; i < n_want; i++) out[i] = v->u.i;
+        return true;
+    }
+    if ((v->kind != BPCC_VAL_TUPLE && v->kind != BPCC_VAL_LIST) || v->n != n_want) {
+        if ((v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_LIST) && v->n == 1 && v->u.seq.items[0].kind == BPCC_VAL_INT) {
+            for (uint32_t i = 0; i < n_want; i++) out[i] = v->u.seq.items[0].u.i;
+            return true;
+        }
+        return false;
+    }
+    for (uint32_t i = 0; i < n_want; i++) {
+        if (v->u.seq.items[i].kind != BPCC_VAL_INT) return false;
+        out[i] = v->u.seq.items[i].u.i;
+    }
+    return true;
+}
+
+bool bpcc_mattr_ints(const struct xargs *a, const char *key, uint32_t n_want, const int64_t *dflt, int64_t *out)
+{
+    const struct bpcc_value *v = a->module ? bpcc_module_attr(a->module, key) : NULL;
+    if (!v || v->kind == BPCC_VAL_NONE) {
+        if (!dflt) {
+            bpcc_xerr(a, "module '%s' has no attribute '%s'", a->module ? a->module->name : "?", key);
+            return false;
+        }
+        for (uint32_t i = 0; i < n_want; i++) out[i] = dflt[i];
+        return true;
+    }
+    if (!value_ints(v, n_want, out)) {
+        bpcc_xerr(a, "module attribute '%s' must be %u int%s", key, n_want, n_want == 1 ? "" : "s");
+        return false;
+    }
+    return true;
+}
+
+double bpcc_mattr_float(const struct bpcc_module *m, const char *key, double dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    if (v && v->kind == BPCC_VAL_FLOAT) return v->u.f;
+    if (v && v->kind == BPCC_VAL_INT) return (double)v->u.i;
+    return dflt;
+}
+
+bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    return v && v->kind == BPCC_VAL_BOOL ? v->u.b : dflt;
+}
+
+const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name)
+{
+    const struct bpcc_tensor *t = bpcc_module_tensor(m, name);
+    return t && t->dtype == BPCC_DTYPE_F32 && t->data ? t : NULL;
+}
+
+/* }================================================ */
+
+/* {==================== the run ==================== */
+
+struct obs_entry {
+    const struct bpcc_module *m;
+    struct obs_state st;
+};
+
+struct xctx {
+    int threads;
+    struct obs_entry *obs;
+    uint32_t n_obs;
+};
+
+struct bpcc_exec {
+    const struct bpcc_graph *g;
+    struct xctx ctx;
+    uint32_t n_ids;
+    uint32_t *uses;      /* per node id: how many argument slots refer to it */
+    struct xval *slot;   /* per node id: its value while it has users left */
+};
+
+int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
+
+struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m)
+{
+    for (uint32_t i = 0; i < c->n_obs; i++)
+        if (c->obs[i].m == m) return &c->obs[i].st;
+    return NULL;
+}
+
+static void count_use(struct bpcc_value *ref, void *ud)
+{
+    struct bpcc_exec *e = ud;
+    if (ref->u.node->id < e->n_ids) e->uses[ref->u.node->id]++;
+}
+
+enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct bpcc_exec **out, struct bpcc_diag *d)
+{
+    *out = NULL;
+    struct bpcc_exec *e = bpcc_malloc(sizeof *e);
+    if (!e) return bpcc_diag_nomem(d);
+    memset(e, 0, sizeof *e);
+    e->g = g;
+    e->ctx.threads = threads > 0 ? threads : 1;
+    e->n_ids = g->next_id;
+    e->uses = bpcc_malloc((e->n_ids + 1) * sizeof *e->uses);
+    e->slot = bpcc_malloc((e->n_ids + 1) * sizeof *e->slot);
+    if (!e->uses || !e->slot) {
+        bpcc_exec_free(e);
+        return bpcc_diag_nomem(d);
+    }
+    memset(e->slot, 0, (e->n_ids + 1) * sizeof *e->slot);
+    /* one state per observer module (a shared observer is one state) */
+    uint32_t n_obs = 0;
+    for (uint32_t i = 0; i < g->n_modules; i++)
+        if (!g->modules[i]->dead && bpcc_obs_module_class(g->modules[i]) >= 0) n_obs++;
+    e->ctx.obs = bpcc_malloc((n_obs ? n_obs : 1) * sizeof *e->ctx.obs);
+    if (!e->ctx.obs) {
+        bpcc_exec_free(e);
+        return bpcc_diag_nomem(d);
+    }
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const struct bpcc_module *m = g->modules[i];
+        struct observer_spec spec;
+        if (m->dead || !bpcc_obs_spec_of_module(m, &spec)) continue;
+        struct obs_entry *oe = &e->ctx.obs[e->ctx.n_obs];
+        oe->m = m;
+        if (bpcc_obs_init(&oe->st, &spec)) {
+            bpcc_exec_free(e);
+            return bpcc_diag_nomem(d);
+        }
+        e->ctx.n_obs++;
+    }
+    *out = e;
+    return BPCC_OK;
+}
+
+void bpcc_exec_free(struct bpcc_exec *e)
+{
+    if (!e) return;
+    if (e->slot)
+        for (uint32_t i = 0; i <= e->n_ids; i++) bpcc_xval_release(&e->slot[i]);
+    for (uint32_t i = 0; i < e->ctx.n_obs; i++) bpcc_obs_release(&e->ctx.obs[i].st);
+    bpcc_xfree(e->ctx.obs);
+    bpcc_xfree(e->uses);
+    bpcc_xfree(e->slot);
+    bpcc_xfree(e);
+}
+
+uint32_t bpcc_exec_n_observers(const struct bpcc_exec *e) { return e->ctx.n_obs; }
+
+const struct bpcc_module *bpcc_exec_observer_at(const struct bpcc_exec *e, uint32_t i, const struct obs_state **state)
+{
+    *state = &e->ctx.obs[i].st;
+    return e->ctx.obs[i].m;
+}
+
+/* an IR value as a runtime value that borrows node values (sequences are allocated: free with
+** free_arg) */
+static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *v, struct xval *out)
+{
+    memset(out, 0, sizeof *out);
+    switch (v->kind) {
+    case BPCC_VAL_NONE: out->k = XV_NONE; return BPCC_OK;
+    case BPCC_VAL_BOOL: out->k = XV_BOOL; out->u.b = v->u.b; return BPCC_OK;
+    case BPCC_VAL_INT: out->k = XV_INT; out->u.i = v->u.i; return BPCC_OK;
+    case BPCC_VAL_FLOAT: out->k = XV_FLOAT; out->u.f = v->u.f; return BPCC_OK;
+    case BPCC_VAL_STR:
+    case BPCC_VAL_SYMBOL: out->k = XV_STR; out->u.s = v->u.s; return BPCC_OK;
+    case BPCC_VAL_ELLIPSIS: out->k = XV_ELLIPSIS; return BPCC_OK;
+    case BPCC_VAL_NODE:
+        *out = e->slot[v->u.node->id];
+        out->borrowed = true;
+        return BPCC_OK;
+    case BPCC_VAL_LIST:
+    case BPCC_VAL_TUPLE:
+    case BPCC_VAL_SLICE: {
+        out->k = v->kind == BPCC_VAL_SLICE ? XV_SLICE : XV_SEQ;
+        out->u.seq.n = v->n;
+        out->u.seq.items = bpcc_malloc((v->n ? v->n : 1) * sizeof *out->u.seq.items);
+        if (!out->u.seq.items) {
+            out->k = XV_NONE;
+            return BPCC_ERR_NOMEM;
+        }
+        for (uint32_t i = 0; i < v->n; i++)
+            if (arg_value(e, &v->u.seq.items[i], &out->u.seq.items[i])) {
+                out->u.seq.n = i;
+                return BPCC_ERR_NOMEM;
+            }
+        return BPCC_OK;
+    }
+    default: out->k = XV_OTHER; return BPCC_OK;
+    }
+}
+
+/* free what arg_value allocated (the sequences; borrowed tensors stay) */
+static void free_arg(struct xval *v)
+{
+    if (v->borrowed) return;
+    if (v->k == XV_SEQ || v->k == XV_SLICE) {
+        for (uint32_t i = 0; i < v->u.seq.n; i++) free_arg(&v->u.seq.items[i]);
+        bpcc_xfree(v->u.seq.items);
+    }
+    v->k = XV_NONE;
+}
+
+/* Whether v (an argument) references a node value that is a sequence: then the argument's
+** sequence items borrow it, which arg_value handles by copying the struct (shallow). */
+
+enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_module *m, const struct xval *in,
+                                  struct xval *out)
+{
+    xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
+    struct xargs sub = *a;
+    sub.module = m;
+    sub.n = 1;
+    sub.pos = in;
+    if (k) return k(&sub, out);
+    /* a fused module (torch.ao.nn.intrinsic.*) runs its children in order */
+    if (m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22)) {
+        struct xval cur = {0}, next;
+        enum bpcc_status s = bpcc_xval_copy(in, &cur);
+        if (s) return bpcc_diag_nomem(a->d);
+        for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
+            s = bpcc_exec_module(a, c, &cur, &next);
+            bpcc_xval_release(&cur);
+            if (s) return s;
+            cur = next;
+        }
+        *out = cur;
+        return BPCC_OK;
+    }
+    return bpcc_xerr(a, "the interpreter cannot run module type %s", m->type);
+}
+
+static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
+{
+    const struct bpcc_graph *g = e->g;
+    struct xval *pos = NULL, *kw = NULL;
+    enum bpcc_status s = BPCC_OK;
+    uint32_t np = n->args.n, nk = n->kwargs.n;
+    pos = bpcc_malloc((np ? np : 1) * sizeof *pos);
+    kw = bpcc_malloc((nk ? nk : 1) * sizeof *kw);
+    if (!pos || !kw) s = bpcc_diag_nomem(d);
+    uint32_t done_p = 0, done_k = 0;
+    for (; !s && done_p < np; done_p++)
+        if (arg_value(e, &n->args.u.seq.items[done_p], &pos[done_p])) s = bpcc_diag_nomem(d);
+    for (; !s && done_k < nk; done_k++)
+        if (arg_value(e, &n->kwargs.u.seq.items[done_k], &kw[done_k])) s = bpcc_diag_nomem(d);
+    struct xargs a = {.node = n, .n = np, .pos = pos, .n_kw = nk, .kw_names = n->kwargs.u.seq.keys, .kw = kw,
+                      .d = d, .ctx = &e->ctx};
+    struct xval out = {0};
+    if (!s) {
+        if (n->kind == BPCC_NODE_CALL_MODULE) {
+            const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+            a.module = m;
+            if (!m) s = bpcc_xerr(&a, "no module '%s'", n->target);
+            else if (bpcc_obs_module_class(m) >= 0) {
+                /* an observer: observe, pass the value through */
+                const struct xval *x = np ? &pos[0] : NULL;
+                if (!x) s = bpcc_xerr(&a, "an observer takes one argument");
+                else {
+                    struct obs_state *st = bpcc_exec_observer(&e->ctx, m);
+                    if (x->k == XV_TENSOR && st) {
+                        char why[200];
+                        s = bpcc_obs_observe(st, x->u.t->data, x->u.t->ndim, x->u.t->dims, why, sizeof why);
+                        if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
+                        else if (s) s = bpcc_xerr(&a, "observer: %s", why);
+                    }
+                    if (!s && bpcc_xval_copy(x, &out)) s = bpcc_diag_nomem(d);
+                }
+            } else {
+                xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
+                if (k) s = k(&a, &out);
+                else if (np == 1 && !nk) s = bpcc_exec_module(&a, m, &pos[0], &out);
+                else s = bpcc_xerr(&a, "the interpreter cannot run module type %s", m->type);
+            }
+        } else {
+            xkernel k = bpcc_exec_kernel(n->kind, n->target);
+            if (!k) s = bpcc_xerr(&a, "the interpreter cannot run %s %s", bpcc_node_kind_name(n->kind), n->target);
+            else s = k(&a, &out);
+        }
+    }
+    for (uint32_t i = 0; i < done_p; i++) free_arg(&pos[i]);
+    for (uint32_t i = 0; i < done_k; i++) free_arg(&kw[i]);
+    bpcc_xfree(pos);
+    bpcc_xfree(kw);
+    if (s) {
+        bpcc_xval_release(&out);
+        return s;
+    }
+    e->slot[n->id] = out;
+    return BPCC_OK;
+}
+
+static void drop_use(struct bpcc_value *ref, void *ud)
+{
+    struct bpcc_exec *e = ud;
+    uint32_t id = ref->u.node->id;
+    if (id < e->n_ids && e->uses[id] && --e->uses[id] == 0) bpcc_xval_release(&e->slot[id]);
+}
+
+static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
+{
+    /* "a.b.c": module "a.b", tensor "c" */
+    const char *t = n->target, *dot = strrchr(t, '.');
+    char path[512];
+    const char *name = t;
+    path[0] = '\0';
+    if (dot) {
+        size_t len = (size_t)(dot - t);
+        if (len >= sizeof path) len = sizeof path - 1;
+        memcpy(path, t, len);
+        path[len] = '\0';
+        name = dot + 1;
+    }
+    const struct bpcc_module *m = bpcc_graph_find_module(e->g, path);
+    const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
+    if (!bt || !bt->data || bt->dtype != BPCC_DTYPE_F32)
+        return bpcc_diag_error(d, BPCC_ERR_GRAPH, e->g->source_file, n->src_line, n->src_col,
+                               "node '%s': get_attr %s is not a float32 tensor with data", n->name, t);
+    struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
+    if (!x) return bpcc_diag_nomem(d);
+    memcpy(x->data, bt->data, x->numel * sizeof(float));
+    e->slot[n->id] = (struct xval){.k = XV_TENSOR, .u.t = x};
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, uint32_t n_inputs, struct xval *out,
+                               struct bpcc_diag *d)
+{
+    const struct bpcc_graph *g = e->g;
+    memset(e->uses, 0, (e->n_ids + 1) * sizeof *e->uses);
+    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+        bpcc_value_visit_nodes((struct bpcc_value *)&n->args, count_use, e);
+        bpcc_value_visit_nodes((struct bpcc_value *)&n->kwargs, count_use, e);
+    }
+    uint32_t k = 0;
+    enum bpcc_status s = BPCC_OK;
+    for (const struct bpcc_node *n = g->first; n && !s; n = n->next) {
+        if (n->id >= e->n_ids) {
+            s = bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the graph changed after the interpreter was set up");
+            break;
+        }
+        switch (n->kind) {
+        case BPCC_NODE_PLACEHOLDER:
+            if (k >= n_inputs) {
+                s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "no data for input '%s'",
+                                    n->name);
+                break;
+            }
+            if (bpcc_xval_copy(&inputs[k++], &e->slot[n->id])) s = bpcc_diag_nomem(d);
+            break;
+        case BPCC_NODE_GET_ATTR: s = get_attr_value(e, n, d); break;
+        case BPCC_NODE_OUTPUT: {
+            if (out) {
+                struct xval v;
+                s = arg_value(e, n->args.n ? &n->args.u.seq.items[0] : &(struct bpcc_value){0}, &v);
+                if (!s) {
+                    s = bpcc_xval_copy(&v, out);
+                    if (s) s = bpcc_diag_nomem(d);
+                }
+                free_arg(&v);
+            }
+            break;
+        }
+        default: s = run_node(e, n, d);
+        }
+        if (s) break;
+        if (!e->uses[n->id]) bpcc_xval_release(&e->slot[n->id]);
+        bpcc_value_visit_nodes((struct bpcc_value *)&n->args, drop_use, e);
+        bpcc_value_visit_nodes((struct bpcc_value *)&n->kwargs, drop_use, e);
+    }
+    for (uint32_t i = 0; i <= e->n_ids; i++) bpcc_xval_release(&e->slot[i]);
+    return s;
+}
+
+/* }================================================ */

@@ -1,0 +1,811 @@
+/*
+** kernels.c — the interpreter's elementwise, shape and reduction kernels (float32, as PyTorch's
+** eager CPU kernels compute them), and the table from ops to kernels.
+*/
+#include "exec.h"
+
+#include <math.h>
+
+static uint64_t nz(uint64_t v) { return v ? v : 1; }
+
+/* {==================== helpers ==================== */
+
+static enum bpcc_status put_tensor(const struct xargs *a, struct xtensor *t, struct xval *out)
+{
+    if (!t) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+    return BPCC_OK;
+}
+
+static struct xtensor *like(const struct xtensor *x) { return bpcc_xtensor_new(x->ndim, x->dims); }
+
+static int64_t wrap_dim(int64_t d, uint32_t ndim) { return d < 0 ? d + (int64_t)ndim : d; }
+
+static bool dim_ok(const struct xargs *a, int64_t *d, uint32_t ndim)
+{
+    int64_t w = wrap_dim(*d, ndim ? ndim : 1);
+    if (w < 0 || w >= (int64_t)(ndim ? ndim : 1)) {
+        bpcc_xerr(a, "dimension %lld is out of range for a %u-dimensional tensor", (long long)*d, ndim);
+        return false;
+    }
+    *d = w;
+    return true;
+}
+
+/* }================================================ */
+
+/* {==================== unary ==================== */
+
+enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGMOID, U_SIGMOID, U_TANH, U_SILU,
+            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT };
+
+static float apply(enum unop op, float x, float p0, float p1)
+{
+    switch (op) {
+    case U_RELU: return x > 0.0f ? x : (isnan(x) ? x : 0.0f);
+    case U_RELU6: return isnan(x) ? x : x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x;
+    case U_HARDTANH: return isnan(x) ? x : x < p0 ? p0 : x > p1 ? p1 : x;
+    case U_LEAKY: return x > 0.0f ? x : x * p0;
+    case U_ELU: return x > 0.0f ? x : p0 * (expf(x) - 1.0f);
+    case U_HARDSWISH: {
+        float r = x + 3.0f;
+        r = r < 0.0f ? 0.0f : r > 6.0f ? 6.0f : r;
+        return x * r / 6.0f;
+    }
+    case U_HARDSIGMOID: {
+        float r = x + 3.0f;
+        r = r < 0.0f ? 0.0f : r > 6.0f ? 6.0f : r;
+        return r / 6.0f;
+    }
+    case U_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case U_TANH: return tanhf(x);
+    case U_SILU: return x / (1.0f + expf(-x));
+    case U_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    case U_GELU_TANH: {
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case U_IDENTITY: return x;
+    case U_NEG: return -x;
+    case U_EXP: return expf(x);
+    case U_SQRT: return sqrtf(x);
+    }
+    return x;
+}
+
+static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, float p1, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = apply(op, x->data[i], p0, p1);
+    return put_tensor(a, y, out);
+}
+
+/* the first positional argument of a module call is its input; modules keep parameters as attributes */
+#define UNARY(name, op)                                                                            \
+    static enum bpcc_status name(const struct xargs *a, struct xval *out) { return unary(a, op, 0, 0, out); }
+UNARY(k_relu, U_RELU)
+UNARY(k_relu6, U_RELU6)
+UNARY(k_hardswish, U_HARDSWISH)
+UNARY(k_hardsigmoid, U_HARDSIGMOID)
+UNARY(k_sigmoid, U_SIGMOID)
+UNARY(k_tanh, U_TANH)
+UNARY(k_silu, U_SILU)
+UNARY(k_identity, U_IDENTITY)
+UNARY(k_neg, U_NEG)
+UNARY(k_exp, U_EXP)
+UNARY(k_sqrt, U_SQRT)
+
+static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
+{
+    double lo, hi;
+    if (a->module) {
+        lo = bpcc_mattr_float(a->module, "min_val", -1.0);
+        hi = bpcc_mattr_float(a->module, "max_val", 1.0);
+    } else if (!bpcc_xarg_float(a, 1, "min_val", -1.0, &lo) || !bpcc_xarg_float(a, 2, "max_val", 1.0, &hi)) {
+        return BPCC_ERR_GRAPH;
+    }
+    return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
+}
+
+static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
+{
+    double lo, hi;
+    if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo) || !bpcc_xarg_float(a, 2, "max", INFINITY, &hi))
+        return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
+}
+
+static enum bpcc_status k_leaky_relu(const struct xargs *a, struct xval *out)
+{
+    double s = 0.01;
+    if (a->module) s = bpcc_mattr_float(a->module, "negative_slope", 0.01);
+    else if (!bpcc_xarg_float(a, 1, "negative_slope", 0.01, &s)) return BPCC_ERR_GRAPH;
+    return unary(a, U_LEAKY, (float)s, 0, out);
+}
+
+static enum bpcc_status k_elu(const struct xargs *a, struct xval *out)
+{
+    double al = 1.0;
+    if (a->module) al = bpcc_mattr_float(a->module, "alpha", 1.0);
+    else if (!bpcc_xarg_float(a, 1, "alpha", 1.0, &al)) return BPCC_ERR_GRAPH;
+    return unary(a, U_ELU, (float)al, 0, out);
+}
+
+static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
+{
+    const char *approx = "none";
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "approximate");
+        if (v && v->kind == BPCC_VAL_STR) approx = v->u.s;
+    } else {
+        const struct xval *v = bpcc_xarg(a, 99, "approximate");
+        if (v && v->k == XV_STR) approx = v->u.s;
+    }
+    return unary(a, !strcmp(approx, "tanh") ? U_GELU_TANH : U_GELU, 0, 0, out);
+}
+
+/* }================================================ */
+
+/* {==================== binary with broadcasting ==================== */
+
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV };
+
+static float bin(enum binop op, float x, float y)
+{
+    switch (op) {
+    case B_ADD: return x + y;
+    case B_SUB: return x - y;
+    case B_MUL: return x * y;
+    case B_DIV: return x / y;
+    }
+    return x;
+}
+
+/* x op y where either may be a tensor or a number (alpha scales y for add/sub) */
+static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
+{
+    const struct xval *xa = bpcc_xarg(a, 0, "input"), *xb = bpcc_xarg(a, 1, "other");
+    if (!xa || !xb) return bpcc_xerr(a, "needs two operands");
+    if (swap) {
+        const struct xval *t = xa;
+        xa = xb;
+        xb = t;
+    }
+    double alpha = 1.0;
+    if ((op == B_ADD || op == B_SUB) && !bpcc_xarg_float(a, 99, "alpha", 1.0, &alpha)) return BPCC_ERR_GRAPH;
+    bool ta = xa->k == XV_TENSOR, tb = xb->k == XV_TENSOR;
+    if (!ta && !tb) {
+        double p, q;
+        if ((xa->k != XV_INT && xa->k != XV_FLOAT) || (xb->k != XV_INT && xb->k != XV_FLOAT))
+            return bpcc_xerr(a, "operands must be tensors or numbers");
+        if (xa->k == XV_INT && xb->k == XV_INT && op != B_DIV) {
+            int64_t r = op == B_ADD ? xa->u.i + (int64_t)alpha * xb->u.i : op == B_SUB ? xa->u.i - (int64_t)alpha * xb->u.i
+                                                                                       : xa->u.i * xb->u.i;
+            *out = (struct xval){.k = XV_INT, .u.i = r};
+            return BPCC_OK;
+        }
+        p = xa->k == XV_INT ? (double)xa->u.i : xa->u.f;
+        q = xb->k == XV_INT ? (double)xb->u.i : xb->u.f;
+        double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : p / q;
+        *out = (struct xval){.k = XV_FLOAT, .u.f = r};
+        return BPCC_OK;
+    }
+    float fa = 0, fb = 0;
+    if (!ta) {
+        if (xa->k != XV_INT && xa->k != XV_FLOAT && xa->k != XV_BOOL) return bpcc_xerr(a, "operand must be a number");
+        fa = xa->k == XV_INT ? (float)xa->u.i : xa->k == XV_BOOL ? (float)xa->u.b : (float)xa->u.f;
+    }
+    if (!tb) {
+        if (xb->k != XV_INT && xb->k != XV_FLOAT && xb->k != XV_BOOL) return bpcc_xerr(a, "operand must be a number");
+        fb = xb->k == XV_INT ? (float)xb->u.i : xb->k == XV_BOOL ? (float)xb->u.b : (float)xb->u.f;
+    }
+    float al = (float)alpha;
+    if (ta != tb) {
+        const struct xtensor *t = ta ? xa->u.t : xb->u.t;
+        struct xtensor *y = like(t);
+        if (!y) return bpcc_diag_nomem(a->d);
+        for (uint64_t i = 0; i < t->numel; i++) {
+            float p = ta ? t->data[i] : fa, q = tb ? t->data[i] : fb;
+            if (al != 1.0f) q *= al;
+            y->data[i] = bin(op, p, q);
+        }
+        return put_tensor(a, y, out);
+    }
+    const struct xtensor *x = xa->u.t, *z = xb->u.t;
+    uint32_t nd = x->ndim > z->ndim ? x->ndim : z->ndim;
+    int64_t dims[BPCC_MAX_DIMS], sx[BPCC_MAX_DIMS], sz[BPCC_MAX_DIMS];
+    int64_t stx = 1, stz = 1;
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        int ix = i - (int)(nd - x->ndim), iz = i - (int)(nd - z->ndim);
+        int64_t dx = ix >= 0 ? x->dims[ix] : 1, dz = iz >= 0 ? z->dims[iz] : 1;
+        if (dx != dz && dx != 1 && dz != 1)
+            return bpcc_xerr(a, "shapes cannot be broadcast (dimension %d: %lld vs %lld)", i, (long long)dx, (long long)dz);
+        dims[i] = dx > dz ? dx : dz;
+        if (dx == 0 || dz == 0) dims[i] = 0;
+        sx[i] = dx == 1 ? 0 : stx;
+        sz[i] = dz == 1 ? 0 : stz;
+        stx *= dx;
+        stz *= dz;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0};
+    int64_t ox = 0, oz = 0;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        float q = z->data[oz];
+        if (al != 1.0f) q *= al;
+        y->data[i] = bin(op, x->data[ox], q);
+        for (int k = (int)nd - 1; k >= 0; k--) {
+            idx[k]++;
+            ox += sx[k];
+            oz += sz[k];
+            if (idx[k] < dims[k]) break;
+            ox -= sx[k] * dims[k];
+            oz -= sz[k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_add(const struct xargs *a, struct xval *out) { return binary(a, B_ADD, false, out); }
+static enum bpcc_status k_sub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, false, out); }
+static enum bpcc_status k_mul(const struct xargs *a, struct xval *out) { return binary(a, B_MUL, false, out); }
+static enum bpcc_status k_div(const struct xargs *a, struct xval *out) { return binary(a, B_DIV, false, out); }
+static enum bpcc_status k_floordiv(const struct xargs *a, struct xval *out)
+{
+    const struct xval *x = bpcc_xarg(a, 0, NULL), *y = bpcc_xarg(a, 1, NULL);
+    if (x && y && x->k == XV_INT && y->k == XV_INT && y->u.i) {
+        int64_t q = x->u.i / y->u.i;
+        if ((x->u.i % y->u.i) && ((x->u.i < 0) != (y->u.i < 0))) q--;
+        *out = (struct xval){.k = XV_INT, .u.i = q};
+        return BPCC_OK;
+    }
+    return bpcc_xerr(a, "floordiv is supported on ints only");
+}
+
+/* }================================================ */
+
+/* {==================== shapes ==================== */
+
+static enum bpcc_status reshaped(const struct xargs *a, const struct xtensor *x, uint32_t nd, const int64_t *want,
+                                 struct xval *out)
+{
+    int64_t dims[BPCC_MAX_DIMS];
+    int infer = -1;
+    uint64_t known = 1;
+    for (uint32_t i = 0; i < nd; i++) {
+        dims[i] = want[i];
+        if (want[i] == -1) {
+            if (infer >= 0) return bpcc_xerr(a, "only one dimension can be inferred");
+            infer = (int)i;
+        } else if (want[i] < 0) {
+            return bpcc_xerr(a, "invalid shape dimension %lld", (long long)want[i]);
+        } else {
+            known *= (uint64_t)want[i];
+        }
+    }
+    if (infer >= 0) {
+        if (!known || x->numel % known) return bpcc_xerr(a, "shape is invalid for input of size %llu", (unsigned long long)x->numel);
+        dims[infer] = (int64_t)(x->numel / known);
+        known *= (uint64_t)dims[infer];
+    }
+    if (known != x->numel) return bpcc_xerr(a, "shape is invalid for input of size %llu", (unsigned long long)x->numel);
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    memcpy(y->data, x->data, x->numel * sizeof(float));
+    return put_tensor(a, y, out);
+}
+
+/* view / reshape: the shape as varargs or one list */
+static enum bpcc_status k_view(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    const struct xval *s1 = bpcc_xarg(a, 1, "shape");
+    if (s1 && s1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "shape", 0, NULL, want, &nd)) return BPCC_ERR_GRAPH;
+    } else {
+        if (a->n - 1 > BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+        for (uint32_t i = 1; i < a->n; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &want[nd++])) return BPCC_ERR_GRAPH;
+    }
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_flatten(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t s, e;
+    if (a->module) {
+        const struct bpcc_value *v1 = bpcc_module_attr(a->module, "start_dim"), *v2 = bpcc_module_attr(a->module, "end_dim");
+        s = v1 && v1->kind == BPCC_VAL_INT ? v1->u.i : 1;
+        e = v2 && v2->kind == BPCC_VAL_INT ? v2->u.i : -1;
+    } else if (!bpcc_xarg_int(a, 1, "start_dim", 0, &s) || !bpcc_xarg_int(a, 2, "end_dim", -1, &e)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (x->ndim == 0) return reshaped(a, x, 1, (int64_t[]){1}, out);
+    if (!dim_ok(a, &s, x->ndim) || !dim_ok(a, &e, x->ndim)) return BPCC_ERR_GRAPH;
+    if (s > e) return bpcc_xerr(a, "flatten: start_dim after end_dim");
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (int64_t i = 0; i < s; i++) want[nd++] = x->dims[i];
+    int64_t m = 1;
+    for (int64_t i = s; i <= e; i++) m *= x->dims[i];
+    want[nd++] = m;
+    for (int64_t i = e + 1; i < (int64_t)x->ndim; i++) want[nd++] = x->dims[i];
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status permuted(const struct xargs *a, const struct xtensor *x, const int64_t *perm, struct xval *out)
+{
+    int64_t dims[BPCC_MAX_DIMS], src_stride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        src_stride[i] = st;
+        st *= x->dims[i];
+    }
+    int64_t ps[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) {
+        dims[i] = x->dims[perm[i]];
+        ps[i] = src_stride[perm[i]];
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            idx[k]++;
+            off += ps[k];
+            if (idx[k] < dims[k]) break;
+            off -= ps[k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_permute(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t perm[BPCC_MAX_DIMS];
+    uint32_t n = 0;
+    const struct xval *d1 = bpcc_xarg(a, 1, "dims");
+    if (d1 && d1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "dims", 0, NULL, perm, &n)) return BPCC_ERR_GRAPH;
+    } else {
+        for (uint32_t i = 1; i < a->n && n < BPCC_MAX_DIMS; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &perm[n++])) return BPCC_ERR_GRAPH;
+    }
+    if (n != x->ndim) return bpcc_xerr(a, "permute needs %u dimensions, got %u", x->ndim, n);
+    bool seen[BPCC_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        if (!dim_ok(a, &perm[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (seen[perm[i]]) return bpcc_xerr(a, "permute repeats dimension %lld", (long long)perm[i]);
+        seen[perm[i]] = true;
+    }
+    return permuted(a, x, perm, out);
+}
+
+static enum bpcc_status k_transpose(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t d0, d1;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim0", 0, &d0) ||
+        !bpcc_xarg_int(a, 2, "dim1", 1, &d1) || !dim_ok(a, &d0, x->ndim) || !dim_ok(a, &d1, x->ndim))
+        return BPCC_ERR_GRAPH;
+    int64_t perm[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) perm[i] = i;
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return permuted(a, x, perm, out);
+}
+
+static enum bpcc_status k_unsqueeze(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t d;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &d)) return BPCC_ERR_GRAPH;
+    if (x->ndim >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+    if (!dim_ok(a, &d, x->ndim + 1)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i <= x->ndim; i++) {
+        if ((int64_t)i == d) want[nd++] = 1;
+        if (i < x->ndim) want[nd++] = x->dims[i];
+    }
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_squeeze(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    int64_t d = -100;
+    if (dv && dv->k != XV_NONE) {
+        if (!bpcc_xarg_int(a, 1, "dim", 0, &d) || !dim_ok(a, &d, x->ndim)) return BPCC_ERR_GRAPH;
+    }
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!(x->dims[i] == 1 && (d == -100 || (int64_t)i == d))) want[nd++] = x->dims[i];
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_contiguous(const struct xargs *a, struct xval *out)
+{
+    const struct xval *x = bpcc_xarg(a, 0, "input");
+    if (!x) return bpcc_xerr(a, "needs an input");
+    return bpcc_xval_copy(x, out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+}
+
+static enum bpcc_status k_size(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    if (dv && dv->k != XV_NONE) {
+        int64_t d;
+        if (!bpcc_xarg_int(a, 1, "dim", 0, &d) || !dim_ok(a, &d, x->ndim)) return BPCC_ERR_GRAPH;
+        *out = (struct xval){.k = XV_INT, .u.i = x->dims[d]};
+        return BPCC_OK;
+    }
+    struct xval *items = bpcc_malloc((x->ndim ? x->ndim : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    for (uint32_t i = 0; i < x->ndim; i++) items[i] = (struct xval){.k = XV_INT, .u.i = x->dims[i]};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {x->ndim, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
+{
+    const struct xval *obj = bpcc_xarg(a, 0, NULL), *name = bpcc_xarg(a, 1, NULL);
+    if (!obj || !name || name->k != XV_STR) return bpcc_xerr(a, "getattr needs an object and a name");
+    if (obj->k == XV_TENSOR && !strcmp(name->u.s, "shape")) {
+        struct xargs sub = *a;
+        sub.n = 1;
+        sub.n_kw = 0;
+        return k_size(&sub, out);
+    }
+    if (obj->k == XV_TENSOR && !strcmp(name->u.s, "ndim")) {
+        *out = (struct xval){.k = XV_INT, .u.i = obj->u.t->ndim};
+        return BPCC_OK;
+    }
+    return bpcc_xerr(a, "getattr %s is not supported", name->u.s);
+}
+
+/* x[index]: sequences by int; tensors by ints, slices, None and Ellipsis (basic indexing) */
+static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
+{
+    const struct xval *obj = bpcc_xarg(a, 0, NULL), *ix = bpcc_xarg(a, 1, NULL);
+    if (!obj || !ix) return bpcc_xerr(a, "getitem needs an object and an index");
+    if (obj->k == XV_SEQ) {
+        if (ix->k != XV_INT) return bpcc_xerr(a, "a sequence takes an int index");
+        int64_t i = ix->u.i < 0 ? ix->u.i + obj->u.seq.n : ix->u.i;
+        if (i < 0 || i >= (int64_t)obj->u.seq.n) return bpcc_xerr(a, "index %lld out of range", (long long)ix->u.i);
+        return bpcc_xval_copy(&obj->u.seq.items[i], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    }
+    if (obj->k != XV_TENSOR) return bpcc_xerr(a, "getitem on this value is not supported");
+    const struct xtensor *x = obj->u.t;
+    const struct xval *idx = ix;
+    uint32_t n_idx = 1;
+    if (ix->k == XV_SEQ) {
+        idx = ix->u.seq.items;
+        n_idx = ix->u.seq.n;
+    }
+    /* per source dim: start, step, count, and whether it is kept */
+    int64_t start[BPCC_MAX_DIMS], step[BPCC_MAX_DIMS], count[BPCC_MAX_DIMS];
+    bool keep[BPCC_MAX_DIMS];
+    int64_t out_dims[BPCC_MAX_DIMS];
+    uint32_t n_out = 0, d = 0;
+    uint32_t n_real = 0;
+    for (uint32_t k = 0; k < n_idx; k++)
+        if (idx[k].k != XV_NONE && idx[k].k != XV_ELLIPSIS) n_real++;
+    if (n_real > x->ndim) return bpcc_xerr(a, "too many indices for a %u-dimensional tensor", x->ndim);
+    for (uint32_t k = 0; k < n_idx; k++) {
+        const struct xval *v = &idx[k];
+        if (v->k == XV_NONE) {
+            if (n_out >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+            out_dims[n_out++] = 1;
+            continue;
+        }
+        if (v->k == XV_ELLIPSIS) {
+            uint32_t fill = x->ndim - n_real;
+            for (uint32_t f = 0; f < fill; f++, d++) {
+                start[d] = 0, step[d] = 1, count[d] = x->dims[d], keep[d] = true;
+                out_dims[n_out++] = x->dims[d];
+            }
+            n_real = x->ndim; /* only one ellipsis counts */
+            continue;
+        }
+        if (d >= x->ndim) return bpcc_xerr(a, "too many indices");
+        int64_t size = x->dims[d];
+        if (v->k == XV_INT) {
+            int64_t i = v->u.i < 0 ? v->u.i + size : v->u.i;
+            if (i < 0 || i >= size) return bpcc_xerr(a, "index %lld is out of bounds for size %lld", (long long)v->u.i, (long long)size);
+            start[d] = i, step[d] = 1, count[d] = 1, keep[d] = false;
+        } else if (v->k == XV_SLICE) {
+            int64_t st = 1, b, e;
+            const struct xval *s = v->u.seq.items;
+            if (s[2].k == XV_INT) st = s[2].u.i;
+            if (st <= 0) return bpcc_xerr(a, "slice step must be positive");
+            b = s[0].k == XV_INT ? s[0].u.i : 0;
+            e = s[1].k == XV_INT ? s[1].u.i : size;
+            if (b < 0) b += size;
+            if (e < 0) e += size;
+            b = b < 0 ? 0 : b > size ? size : b;
+            e = e < 0 ? 0 : e > size ? size : e;
+            start[d] = b, step[d] = st, count[d] = e > b ? (e - b + st - 1) / st : 0, keep[d] = true;
+            out_dims[n_out++] = count[d];
+        } else {
+            return bpcc_xerr(a, "only ints, slices, None and ... index tensors here");
+        }
+        d++;
+    }
+    for (; d < x->ndim; d++) {
+        start[d] = 0, step[d] = 1, count[d] = x->dims[d], keep[d] = true;
+        if (n_out >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+        out_dims[n_out++] = x->dims[d];
+    }
+    (void)keep;
+    struct xtensor *y = bpcc_xtensor_new(n_out, out_dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t stride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= x->dims[i];
+    }
+    int64_t cnt[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint32_t i = 0; i < x->ndim; i++) off += start[i] * stride[i];
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            cnt[k]++;
+            off += step[k] * stride[k];
+            if (cnt[k] < count[k]) break;
+            off -= step[k] * stride[k] * count[k];
+            cnt[k] = 0;
+        }
+    }
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_cat(const struct xargs *a, struct xval *out, bool stack)
+{
+    const struct xval *l = bpcc_xarg(a, 0, "tensors");
+    int64_t dim;
+    if (!l || l->k != XV_SEQ || !l->u.seq.n) return bpcc_xerr(a, "needs a non-empty list of tensors");
+    if (!bpcc_xarg_int(a, 1, "dim", 0, &dim)) return BPCC_ERR_GRAPH;
+    for (uint32_t i = 0; i < l->u.seq.n; i++)
+        if (l->u.seq.items[i].k != XV_TENSOR) return bpcc_xerr(a, "element %u is not a tensor", i);
+    const struct xtensor *t0 = l->u.seq.items[0].u.t;
+    uint32_t nd = stack ? t0->ndim + 1 : t0->ndim;
+    if (nd > BPCC_MAX_DIMS || nd == 0) return bpcc_xerr(a, "bad rank");
+    if (!dim_ok(a, &dim, nd)) return BPCC_ERR_GRAPH;
+    int64_t dims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0, j = 0; i < nd; i++) dims[i] = stack && (int64_t)i == dim ? 1 : t0->dims[j++];
+    int64_t total = 0;
+    for (uint32_t k = 0; k < l->u.seq.n; k++) {
+        const struct xtensor *t = l->u.seq.items[k].u.t;
+        if (t->ndim != t0->ndim) return bpcc_xerr(a, "tensors of different rank");
+        for (uint32_t i = 0, j = 0; i < nd; i++) {
+            if (stack && (int64_t)i == dim) continue;
+            if ((int64_t)i != dim && t->dims[j] != dims[i]) return bpcc_xerr(a, "sizes differ in dimension %u", i);
+            j++;
+        }
+        total += stack ? 1 : t->dims[dim];
+    }
+    dims[dim] = total;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < dim; i++) outer *= dims[i];
+    for (uint32_t i = (uint32_t)dim + 1; i < nd; i++) inner *= dims[i];
+    int64_t pos = 0;
+    for (uint32_t k = 0; k < l->u.seq.n; k++) {
+        const struct xtensor *t = l->u.seq.items[k].u.t;
+        int64_t dk = stack ? 1 : t->dims[dim];
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(y->data + (o * total + pos) * inner, t->data + o * dk * inner, (size_t)(dk * inner) * sizeof(float));
+        pos += dk;
+    }
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
+static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { return k_cat(a, out, true); }
+
+/* }================================================ */
+
+/* {==================== reductions ==================== */
+
+static enum bpcc_status reduce(const struct xargs *a, bool mean, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    bool red[BPCC_MAX_DIMS] = {0};
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    bool keep;
+    if (!bpcc_xarg_bool(a, 2, "keepdim", false, &keep)) return BPCC_ERR_GRAPH;
+    if (!dv || dv->k == XV_NONE) {
+        for (uint32_t i = 0; i < x->ndim; i++) red[i] = true;
+    } else {
+        int64_t ds[BPCC_MAX_DIMS];
+        uint32_t n;
+        if (!bpcc_xarg_ints(a, 1, "dim", 0, NULL, ds, &n)) return BPCC_ERR_GRAPH;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!dim_ok(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+            red[ds[i]] = true;
+        }
+    }
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!red[i]) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    /* accumulate in double per output element: a different summation order than PyTorch's
+    ** vectorized float sums, within ~1e-7 relative */
+    double *acc = bpcc_malloc((y->numel ? y->numel : 1) * sizeof *acc);
+    if (!acc) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    memset(acc, 0, (y->numel ? y->numel : 1) * sizeof *acc);
+    int64_t ostride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        ostride[i] = red[i] ? 0 : st;
+        if (!red[i]) st *= x->dims[i];
+    }
+    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
+    uint64_t count = x->numel / (y->numel ? y->numel : 1);
+    for (uint64_t i = 0; i < x->numel; i++) {
+        acc[o] += x->data[i];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            idx[k]++;
+            o += ostride[k];
+            if (idx[k] < x->dims[k]) break;
+            o -= ostride[k] * x->dims[k];
+            idx[k] = 0;
+        }
+    }
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = (float)(mean ? acc[i] / (double)count : acc[i]);
+    bpcc_xfree(acc);
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, true, out); }
+static enum bpcc_status k_sum(const struct xargs *a, struct xval *out) { return reduce(a, false, out); }
+
+static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t dim;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "dim");
+        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "Softmax needs its dim");
+        dim = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, "dim", -1, &dim)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!dim_ok(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t inner = 1, n = x->ndim ? x->dims[dim] : 1;
+    for (uint32_t i = (uint32_t)dim + 1; i < x->ndim; i++) inner *= x->dims[i];
+    uint64_t outer = x->numel / nz((uint64_t)(n * inner));
+    for (uint64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            const float *p = x->data + o * n * inner + in;
+            float *q = y->data + o * n * inner + in;
+            float mx = -INFINITY;
+            for (int64_t k = 0; k < n; k++) mx = p[k * inner] > mx ? p[k * inner] : mx;
+            float s = 0;
+            for (int64_t k = 0; k < n; k++) s += (q[k * inner] = expf(p[k * inner] - mx));
+            for (int64_t k = 0; k < n; k++) q[k * inner] /= s;
+        }
+    return put_tensor(a, y, out);
+}
+
+/* }================================================ */
+
+/* {==================== the table ==================== */
+
+/* nn.c */
+BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
+
+struct kentry {
+    char kind; /* 'm' module type, 'f' function, 't' Tensor method */
+    const char *op;
+    xkernel fn;
+};
+
+/* torchvision.ops.stochastic_depth(input, p, mode, training): the identity in eval */
+static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *out)
+{
+    bool training;
+    double p;
+    if (!bpcc_xarg_bool(a, 3, "training", true, &training) || !bpcc_xarg_float(a, 1, "p", 0, &p)) return BPCC_ERR_GRAPH;
+    if (training && p > 0) return bpcc_xerr(a, "stochastic depth in training mode is random; export the model in eval mode");
+    return k_identity(a, out);
+}
+
+static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
+
+static const struct kentry table[] = {
+    {'m', "torch.nn.ReLU", k_relu}, {'m', "torch.nn.ReLU6", k_relu6}, {'m', "torch.nn.Hardtanh", k_hardtanh},
+    {'m', "torch.nn.LeakyReLU", k_leaky_relu}, {'m', "torch.nn.ELU", k_elu}, {'m', "torch.nn.Hardswish", k_hardswish},
+    {'m', "torch.nn.Hardsigmoid", k_hardsigmoid}, {'m', "torch.nn.Sigmoid", k_sigmoid}, {'m', "torch.nn.Tanh", k_tanh},
+    {'m', "torch.nn.SiLU", k_silu}, {'m', "torch.nn.GELU", k_gelu}, {'m', "torch.nn.Softmax", k_softmax},
+    {'m', "torch.nn.Dropout", k_identity}, {'m', "torch.nn.Dropout2d", k_identity}, {'m', "torch.nn.Identity", k_identity},
+    {'m', "torch.nn.Flatten", k_flatten},
+    {'m', "torch.nn.Conv1d", bpcc_k_conv}, {'m', "torch.nn.Conv2d", bpcc_k_conv}, {'m', "torch.nn.Conv3d", bpcc_k_conv},
+    {'m', "torch.nn.Linear", bpcc_k_linear}, {'m', "torch.nn.BatchNorm1d", bpcc_k_batch_norm},
+    {'m', "torch.nn.BatchNorm2d", bpcc_k_batch_norm}, {'m', "torch.nn.BatchNorm3d", bpcc_k_batch_norm},
+    {'m', "torch.nn.LayerNorm", bpcc_k_layer_norm}, {'m', "torch.nn.MaxPool1d", bpcc_k_max_pool},
+    {'m', "torch.nn.MaxPool2d", bpcc_k_max_pool}, {'m', "torch.nn.AvgPool1d", bpcc_k_avg_pool},
+    {'m', "torch.nn.AvgPool2d", bpcc_k_avg_pool}, {'m', "torch.nn.AdaptiveAvgPool1d", bpcc_k_adaptive_avg_pool},
+    {'m', "torch.nn.AdaptiveAvgPool2d", bpcc_k_adaptive_avg_pool},
+    {'m', "torch.nn.AdaptiveMaxPool2d", bpcc_k_adaptive_max_pool},
+    {'f', "torch.nn.functional.relu", k_relu}, {'f', "torch.relu", k_relu}, {'f', "torch.nn.functional.relu6", k_relu6},
+    {'f', "torch.nn.functional.hardtanh", k_hardtanh}, {'f', "torch.nn.functional.leaky_relu", k_leaky_relu},
+    {'f', "torch.nn.functional.elu", k_elu}, {'f', "torch.nn.functional.hardswish", k_hardswish},
+    {'f', "torch.nn.functional.hardsigmoid", k_hardsigmoid}, {'f', "torch.sigmoid", k_sigmoid},
+    {'f', "torch.nn.functional.sigmoid", k_sigmoid}, {'f', "torch.tanh", k_tanh}, {'f', "torch.nn.functional.tanh", k_tanh},
+    {'f', "torch.nn.functional.silu", k_silu}, {'f', "torch.nn.functional.gelu", k_gelu},
+    {'f', "torch.nn.functional.softmax", k_softmax}, {'f', "torch.softmax", k_softmax},
+    {'f', "torch.nn.functional.dropout", k_identity}, {'f', "torch.clamp", k_clamp}, {'f', "torch.exp", k_exp},
+    {'f', "torch.sqrt", k_sqrt}, {'f', "operator.neg", k_neg},
+    {'f', "operator.add", k_add}, {'f', "torch.add", k_add}, {'f', "operator.sub", k_sub}, {'f', "torch.sub", k_sub},
+    {'f', "operator.mul", k_mul}, {'f', "torch.mul", k_mul}, {'f', "operator.truediv", k_div}, {'f', "torch.div", k_div},
+    {'f', "operator.floordiv", k_floordiv},
+    {'f', "torch.flatten", k_flatten}, {'f', "torch.reshape", k_view}, {'f', "torch.permute", k_permute},
+    {'f', "torch.transpose", k_transpose}, {'f', "torch.unsqueeze", k_unsqueeze}, {'f', "torch.squeeze", k_squeeze},
+    {'f', "torch.cat", k_cat_}, {'f', "torch.concat", k_cat_}, {'f', "torch.stack", k_stack},
+    {'f', "torch.mean", k_mean}, {'f', "torch.sum", k_sum}, {'f', "operator.getitem", k_getitem},
+    {'f', "getattr", k_getattr},
+    {'f', "torch.nn.functional.conv1d", bpcc_k_conv}, {'f', "torch.nn.functional.conv2d", bpcc_k_conv},
+    {'f', "torch.nn.functional.linear", bpcc_k_linear}, {'f', "torch.nn.functional.batch_norm", bpcc_k_batch_norm},
+    {'f', "torch.nn.functional.layer_norm", bpcc_k_layer_norm}, {'f', "torch.nn.functional.max_pool2d", bpcc_k_max_pool},
+    {'f', "torch.nn.functional.avg_pool2d", bpcc_k_avg_pool},
+    {'f', "torch.nn.functional.adaptive_avg_pool2d", bpcc_k_adaptive_avg_pool},
+    {'f', "torch.nn.functional.adaptive_max_pool2d", bpcc_k_adaptive_max_pool},
+    {'f', "torch.matmul", bpcc_k_matmul}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
+    {'m', "torchvision.ops.StochasticDepth", k_identity},
+    {'t', "relu", k_relu}, {'t', "relu_", k_relu}, {'t', "sigmoid", k_sigmoid}, {'t', "tanh", k_tanh},
+    {'t', "hardsigmoid", k_hardsigmoid}, {'t', "softmax", k_softmax}, {'t', "clamp", k_clamp},
+    {'t', "add", k_add}, {'t', "add_", k_add}, {'t', "sub", k_sub}, {'t', "mul", k_mul}, {'t', "mul_", k_mul},
+    {'t', "div", k_div}, {'t', "__rsub__", k_rsub},
+    {'t', "view", k_view}, {'t', "reshape", k_view}, {'t', "flatten", k_flatten}, {'t', "permute", k_permute},
+    {'t', "transpose", k_transpose}, {'t', "contiguous", k_contiguous}, {'t', "unsqueeze", k_unsqueeze},
+    {'t', "squeeze", k_squeeze}, {'t', "size", k_size}, {'t', "mean", k_mean}, {'t', "sum", k_sum},
+    {'t', "matmul", bpcc_k_matmul}, {'t', "exp", k_exp}, {'t', "sqrt", k_sqrt},
+};
+
+xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op)
+{
+    char k = kind == BPCC_NODE_CALL_MODULE ? 'm' : kind == BPCC_NODE_CALL_FUNCTION ? 'f' : 't';
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
+        if (table[i].kind == k && !strcmp(table[i].op, op)) return table[i].fn;
+    return NULL;
+}
+
+/* }================================================ */

@@ -1,0 +1,499 @@
+/*
+** nn.c — the interpreter's layers: convolution (im2col + OpenBLAS sgemm), linear and matmul
+** (sgemm), batch and layer norm, max / average / adaptive pooling. Module calls read weights
+** and hyperparameters from the module; functional calls from their arguments.
+*/
+#include "exec.h"
+
+#include <cblas.h>
+#include <math.h>
+
+static uint64_t nz(uint64_t v) { return v ? v : 1; }
+
+static enum bpcc_status put(const struct xargs *a, struct xtensor *t, struct xval *out)
+{
+    if (!t) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+    return BPCC_OK;
+}
+
+/* A parameter tensor: from the module (name) or from argument i / kwarg name. NULL if absent. */
+static bool param(const struct xargs *a, uint32_t i, const char *name, const float **data, uint32_t *ndim,
+                  const int64_t **dims, bool required)
+{
+    *data = NULL;
+    if (a->module) {
+        const struct bpcc_tensor *t = bpcc_module_tensor(a->module, name);
+        if (t) {
+            if (t->dtype != BPCC_DTYPE_F32 || !t->data) {
+                bpcc_xerr(a, "%s.%s is not a float32 tensor with data", a->module->name, name);
+                return false;
+            }
+            *data = t->data;
+            *ndim = t->ndim;
+            *dims = t->dims;
+        }
+    } else {
+        const struct xval *v = bpcc_xarg(a, i, name);
+        if (v && v->k == XV_TENSOR) {
+            *data = v->u.t->data;
+            *ndim = v->u.t->ndim;
+            *dims = v->u.t->dims;
+        } else if (v && v->k != XV_NONE) {
+            bpcc_xerr(a, "argument %s must be a tensor", name);
+            return false;
+        }
+    }
+    if (!*data && required) {
+        bpcc_xerr(a, "missing %s", name);
+        return false;
+    }
+    return true;
+}
+
+static void set_threads(const struct xargs *a) { openblas_set_num_threads(bpcc_exec_threads(a->ctx)); }
+
+/* {==================== convolution ==================== */
+
+/* padded copy of one image [C, H, W] for padding modes other than zeros */
+static float pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x, int mode)
+{
+    if (mode == 1) { /* reflect */
+        if (y < 0) y = -y;
+        if (y >= H) y = 2 * H - 2 - y;
+        if (x < 0) x = -x;
+        if (x >= W) x = 2 * W - 2 - x;
+    } else if (mode == 2) { /* replicate */
+        y = y < 0 ? 0 : y >= H ? H - 1 : y;
+        x = x < 0 ? 0 : x >= W ? W - 1 : x;
+    } else if (mode == 3) { /* circular */
+        y = ((y % H) + H) % H;
+        x = ((x % W) + W) % W;
+    } else if (y < 0 || y >= H || x < 0 || x >= W) {
+        return 0.0f;
+    }
+    return img[y * W + x];
+}
+
+enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const float *w, *b;
+    uint32_t wnd, bnd;
+    const int64_t *wd, *bd;
+    if (!param(a, 1, "weight", &w, &wnd, &wd, true) || !param(a, 2, "bias", &b, &bnd, &bd, false)) return BPCC_ERR_GRAPH;
+    uint32_t sd = wnd - 2; /* spatial dims of the kernel */
+    if (wnd < 3 || wnd > 4) return bpcc_xerr(a, "only 1-d and 2-d convolutions are supported (weight has %u dims)", wnd);
+    if (x->ndim != wnd && x->ndim != wnd - 1) return bpcc_xerr(a, "input has %u dims for a %u-d convolution", x->ndim, sd);
+    int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    int64_t stride[2], pad[2], dil[2], groups;
+    int mode = 0;
+    if (a->module) {
+        if (!bpcc_mattr_ints(a, "stride", sd, one, stride) || !bpcc_mattr_ints(a, "dilation", sd, one, dil)) return BPCC_ERR_GRAPH;
+        const struct bpcc_value *pv = bpcc_module_attr(a->module, "padding");
+        if (pv && pv->kind == BPCC_VAL_STR) {
+            if (!strcmp(pv->u.s, "valid")) pad[0] = pad[1] = 0;
+            else if (!strcmp(pv->u.s, "same")) {
+                for (uint32_t i = 0; i < sd; i++) {
+                    int64_t k = wd[2 + i], total = dil[i] * (k - 1);
+                    if (total % 2) return bpcc_xerr(a, "padding='same' with an even total padding is not supported");
+                    pad[i] = total / 2;
+                }
+            } else return bpcc_xerr(a, "unknown padding '%s'", pv->u.s);
+        } else if (!bpcc_mattr_ints(a, "padding", sd, zero, pad)) {
+            return BPCC_ERR_GRAPH;
+        }
+        const struct bpcc_value *gv = bpcc_module_attr(a->module, "groups");
+        groups = gv && gv->kind == BPCC_VAL_INT ? gv->u.i : 1;
+        const struct bpcc_value *mv = bpcc_module_attr(a->module, "padding_mode");
+        if (mv && mv->kind == BPCC_VAL_STR)
+            mode = !strcmp(mv->u.s, "reflect") ? 1 : !strcmp(mv->u.s, "replicate") ? 2 : !strcmp(mv->u.s, "circular") ? 3 : 0;
+    } else {
+        if (!bpcc_xarg_ints(a, 3, "stride", sd, one, stride, NULL) || !bpcc_xarg_ints(a, 4, "padding", sd, zero, pad, NULL) ||
+            !bpcc_xarg_ints(a, 5, "dilation", sd, one, dil, NULL) || !bpcc_xarg_int(a, 6, "groups", 1, &groups))
+            return BPCC_ERR_GRAPH;
+    }
+    bool batched = x->ndim == wnd;
+    int64_t N = batched ? x->dims[0] : 1, C = x->dims[batched ? 1 : 0];
+    int64_t H = sd == 2 ? x->dims[x->ndim - 2] : 1, W = x->dims[x->ndim - 1];
+    int64_t Cout = wd[0], Cg = wd[1], KH = sd == 2 ? wd[2] : 1, KW = wd[wnd - 1];
+    int64_t sh = sd == 2 ? stride[0] : 1, sw = stride[sd - 1], ph = sd == 2 ? pad[0] : 0, pw = pad[sd - 1];
+    int64_t dh = sd == 2 ? dil[0] : 1, dw = dil[sd - 1];
+    if (groups < 1 || C != Cg * groups || Cout % groups)
+        return bpcc_xerr(a, "input has %lld channels, the weight expects %lld x %lld groups", (long long)C, (long long)Cg,
+                         (long long)groups);
+    if (sh < 1 || sw < 1 || dh < 1 || dw < 1 || ph < 0 || pw < 0) return bpcc_xerr(a, "invalid stride, dilation or padding");
+    int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
+    if (OH < 1 || OW < 1) return bpcc_xerr(a, "the input is smaller than the kernel");
+    if (b && (bnd != 1 || bd[0] != Cout)) return bpcc_xerr(a, "bias has the wrong shape");
+    int64_t odims[BPCC_MAX_DIMS];
+    uint32_t ond = 0;
+    if (batched) odims[ond++] = N;
+    odims[ond++] = Cout;
+    if (sd == 2) odims[ond++] = OH;
+    odims[ond++] = OW;
+    struct xtensor *y = bpcc_xtensor_new(ond, odims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t K = Cg * KH * KW, P = OH * OW, Cog = Cout / groups;
+    bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
+    float *col = direct ? NULL : bpcc_malloc((size_t)(K * P) * sizeof(float));
+    if (!direct && !col) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    set_threads(a);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < groups; g++) {
+            const float *in = x->data + (n * C + g * Cg) * H * W;
+            const float *src = in;
+            if (!direct) {
+                for (int64_t c = 0; c < Cg; c++)
+                    for (int64_t ky = 0; ky < KH; ky++)
+                        for (int64_t kx = 0; kx < KW; kx++) {
+                            float *row = col + ((c * KH + ky) * KW + kx) * P;
+                            const float *img = in + c * H * W;
+                            for (int64_t oy = 0; oy < OH; oy++) {
+                                int64_t iy = oy * sh - ph + ky * dh;
+                                for (int64_t ox = 0; ox < OW; ox++) {
+                                    int64_t ix = ox * sw - pw + kx * dw;
+                                    row[oy * OW + ox] = pad_at(img, H, W, iy, ix, mode);
+                                }
+                            }
+                        }
+                src = col;
+            }
+            float *dst = y->data + (n * Cout + g * Cog) * P;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, w + g * Cog * K,
+                        (int)K, src, (int)P, 0.0f, dst, (int)P);
+            if (b)
+                for (int64_t co = 0; co < Cog; co++) {
+                    float bv = b[g * Cog + co];
+                    for (int64_t p = 0; p < P; p++) dst[co * P + p] += bv;
+                }
+        }
+    bpcc_xfree(col);
+    return put(a, y, out);
+}
+
+/* }================================================ */
+
+/* {==================== linear, matmul ==================== */
+
+enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const float *w, *b;
+    uint32_t wnd, bnd;
+    const int64_t *wd, *bd;
+    if (!param(a, 1, "weight", &w, &wnd, &wd, true) || !param(a, 2, "bias", &b, &bnd, &bd, false)) return BPCC_ERR_GRAPH;
+    if (wnd != 2 || x->ndim < 1 || x->dims[x->ndim - 1] != wd[1])
+        return bpcc_xerr(a, "input's last dimension does not match the weight's %lld", (long long)(wnd == 2 ? wd[1] : -1));
+    int64_t Kd = wd[1], Nd = wd[0];
+    int64_t M = (int64_t)(x->numel / (uint64_t)(Kd ? Kd : 1));
+    int64_t odims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i + 1 < x->ndim; i++) odims[i] = x->dims[i];
+    odims[x->ndim - 1] = Nd;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, odims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    set_threads(a);
+    if (M && Nd)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)Nd, (int)Kd, 1.0f, x->data, (int)Kd, w, (int)Kd,
+                    0.0f, y->data, (int)Nd);
+    if (b) {
+        if (bnd != 1 || bd[0] != Nd) {
+            bpcc_xtensor_free(y);
+            return bpcc_xerr(a, "bias has the wrong shape");
+        }
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < Nd; n++) y->data[m * Nd + n] += b[n];
+    }
+    return put(a, y, out);
+}
+
+enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *z;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &z)) return BPCC_ERR_GRAPH;
+    if (x->ndim < 2 || z->ndim < 2) return bpcc_xerr(a, "matmul of tensors with fewer than 2 dims is not supported");
+    int64_t M = x->dims[x->ndim - 2], K = x->dims[x->ndim - 1], K2 = z->dims[z->ndim - 2], N = z->dims[z->ndim - 1];
+    if (K != K2) return bpcc_xerr(a, "matmul: %lld vs %lld", (long long)K, (long long)K2);
+    uint64_t bx = x->numel / nz((uint64_t)(M * K)), bz = z->numel / nz((uint64_t)(K * N));
+    if (bx != bz && bz != 1 && bx != 1) return bpcc_xerr(a, "matmul batch broadcasting beyond 1 is not supported");
+    const struct xtensor *big = bx >= bz ? x : z;
+    int64_t odims[BPCC_MAX_DIMS];
+    uint32_t nd = big->ndim;
+    for (uint32_t i = 0; i + 2 < nd; i++) odims[i] = big->dims[i];
+    odims[nd - 2] = M;
+    odims[nd - 1] = N;
+    struct xtensor *y = bpcc_xtensor_new(nd, odims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    set_threads(a);
+    uint64_t nb = bx > bz ? bx : bz;
+    for (uint64_t i = 0; i < nb && M && N; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+                    x->data + (bx == 1 ? 0 : i) * M * K, (int)K, z->data + (bz == 1 ? 0 : i) * K * N, (int)N, 0.0f,
+                    y->data + i * M * N, (int)N);
+    return put(a, y, out);
+}
+
+/* }================================================ */
+
+/* {==================== normalization ==================== */
+
+enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const float *mean, *var, *w, *b;
+    uint32_t nd;
+    const int64_t *dd;
+    double eps = 1e-5;
+    if (a->module) {
+        if (!param(a, 0, "running_mean", &mean, &nd, &dd, true) || !param(a, 0, "running_var", &var, &nd, &dd, true) ||
+            !param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false))
+            return BPCC_ERR_GRAPH;
+        eps = bpcc_mattr_float(a->module, "eps", 1e-5);
+    } else {
+        if (!param(a, 1, "running_mean", &mean, &nd, &dd, true) || !param(a, 2, "running_var", &var, &nd, &dd, true) ||
+            !param(a, 3, "weight", &w, &nd, &dd, false) || !param(a, 4, "bias", &b, &nd, &dd, false) ||
+            !bpcc_xarg_float(a, 7, "eps", 1e-5, &eps))
+            return BPCC_ERR_GRAPH;
+    }
+    if (x->ndim < 2) return bpcc_xerr(a, "batch norm needs at least 2 dims");
+    int64_t C = x->dims[1], inner = 1;
+    for (uint32_t i = 2; i < x->ndim; i++) inner *= x->dims[i];
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (int64_t n = 0; n < x->dims[0]; n++)
+        for (int64_t c = 0; c < C; c++) {
+            /* PyTorch's eval kernel: alpha = w / sqrt(var + eps), beta = b - mean * alpha */
+            float invstd = 1.0f / sqrtf(var[c] + (float)eps);
+            float alpha = (w ? w[c] : 1.0f) * invstd, beta = (b ? b[c] : 0.0f) - mean[c] * alpha;
+            const float *p = x->data + (n * C + c) * inner;
+            float *q = y->data + (n * C + c) * inner;
+            for (int64_t i = 0; i < inner; i++) q[i] = p[i] * alpha + beta;
+        }
+    return put(a, y, out);
+}
+
+enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t shape[BPCC_MAX_DIMS];
+    uint32_t ns = 0;
+    double eps = 1e-5;
+    const float *w, *b;
+    uint32_t nd;
+    const int64_t *dd;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "normalized_shape");
+        if (!v || (v->kind != BPCC_VAL_TUPLE && v->kind != BPCC_VAL_LIST) || v->n > BPCC_MAX_DIMS)
+            return bpcc_xerr(a, "LayerNorm needs normalized_shape");
+        for (uint32_t i = 0; i < v->n; i++) shape[ns++] = v->u.seq.items[i].kind == BPCC_VAL_INT ? v->u.seq.items[i].u.i : 0;
+        eps = bpcc_mattr_float(a->module, "eps", 1e-5);
+        if (!param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false)) return BPCC_ERR_GRAPH;
+    } else {
+        if (!bpcc_xarg_ints(a, 1, "normalized_shape", 0, NULL, shape, &ns) || !param(a, 2, "weight", &w, &nd, &dd, false) ||
+            !param(a, 3, "bias", &b, &nd, &dd, false) || !bpcc_xarg_float(a, 4, "eps", 1e-5, &eps))
+            return BPCC_ERR_GRAPH;
+    }
+    if (ns > x->ndim) return bpcc_xerr(a, "normalized_shape is longer than the input's shape");
+    int64_t inner = 1;
+    for (uint32_t i = 0; i < ns; i++) {
+        if (x->dims[x->ndim - ns + i] != shape[i]) return bpcc_xerr(a, "normalized_shape does not match the input");
+        inner *= shape[i];
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer = x->numel / (uint64_t)(inner ? inner : 1);
+    for (uint64_t o = 0; o < outer; o++) {
+        const float *p = x->data + o * inner;
+        float *q = y->data + o * inner;
+        double s = 0, ss = 0;
+        for (int64_t i = 0; i < inner; i++) s += p[i];
+        double m = s / (double)inner;
+        for (int64_t i = 0; i < inner; i++) ss += (p[i] - m) * (p[i] - m);
+        float rstd = (float)(1.0 / sqrt(ss / (double)inner + eps));
+        for (int64_t i = 0; i < inner; i++) q[i] = ((p[i] - (float)m) * rstd) * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
+    }
+    return put(a, y, out);
+}
+
+/* }================================================ */
+
+/* {==================== pooling ==================== */
+
+static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode)
+{
+    int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
+    int64_t o = num / s + 1;
+    if (ceil_mode && (o - 1) * s >= in + p) o--; /* the last window must start inside the input or left padding */
+    return o;
+}
+
+struct pool2d {
+    int64_t k[2], s[2], p[2], d[2];
+    bool ceil_mode, count_include_pad;
+    int64_t divisor;
+};
+
+static bool pool_params(const struct xargs *a, struct pool2d *pp, bool avg)
+{
+    int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    pp->divisor = 0;
+    pp->count_include_pad = true;
+    pp->ceil_mode = false;
+    if (a->module) {
+        if (!bpcc_mattr_ints(a, "kernel_size", 2, NULL, pp->k)) return false;
+        const struct bpcc_value *sv = bpcc_module_attr(a->module, "stride");
+        if (!sv || sv->kind == BPCC_VAL_NONE || ((sv->kind == BPCC_VAL_TUPLE || sv->kind == BPCC_VAL_LIST) && !sv->n))
+            pp->s[0] = pp->k[0], pp->s[1] = pp->k[1];
+        else if (!bpcc_mattr_ints(a, "stride", 2, NULL, pp->s)) return false;
+        if (!bpcc_mattr_ints(a, "padding", 2, zero, pp->p)) return false;
+        if (!avg && !bpcc_mattr_ints(a, "dilation", 2, one, pp->d)) return false;
+        if (avg) pp->d[0] = pp->d[1] = 1;
+        pp->ceil_mode = bpcc_mattr_bool(a->module, "ceil_mode", false);
+        pp->count_include_pad = bpcc_mattr_bool(a->module, "count_include_pad", true);
+        const struct bpcc_value *dv = bpcc_module_attr(a->module, "divisor_override");
+        if (dv && dv->kind == BPCC_VAL_INT) pp->divisor = dv->u.i;
+    } else {
+        if (!bpcc_xarg_ints(a, 1, "kernel_size", 2, NULL, pp->k, NULL)) return false;
+        const struct xval *sv = bpcc_xarg(a, 2, "stride");
+        if (!sv || sv->k == XV_NONE || (sv->k == XV_SEQ && !sv->u.seq.n)) pp->s[0] = pp->k[0], pp->s[1] = pp->k[1];
+        else if (!bpcc_xarg_ints(a, 2, "stride", 2, NULL, pp->s, NULL)) return false;
+        if (!bpcc_xarg_ints(a, 3, "padding", 2, zero, pp->p, NULL)) return false;
+        if (avg) {
+            pp->d[0] = pp->d[1] = 1;
+            if (!bpcc_xarg_bool(a, 4, "ceil_mode", false, &pp->ceil_mode) ||
+                !bpcc_xarg_bool(a, 5, "count_include_pad", true, &pp->count_include_pad) ||
+                !bpcc_xarg_int(a, 6, "divisor_override", 0, &pp->divisor))
+                return false;
+        } else if (!bpcc_xarg_ints(a, 4, "dilation", 2, one, pp->d, NULL) ||
+                   !bpcc_xarg_bool(a, 5, "ceil_mode", false, &pp->ceil_mode)) {
+            return false;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (pp->k[i] < 1 || pp->s[i] < 1 || pp->p[i] < 0 || pp->d[i] < 1 || pp->p[i] * 2 > pp->k[i]) {
+            bpcc_xerr(a, "invalid pooling kernel, stride, padding or dilation");
+            return false;
+        }
+    return true;
+}
+
+static enum bpcc_status pool(const struct xargs *a, bool avg, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "2-d pooling needs a 3-d or 4-d input");
+    struct pool2d pp;
+    if (!pool_params(a, &pp, avg)) return BPCC_ERR_GRAPH;
+    int64_t H = x->dims[x->ndim - 2], W = x->dims[x->ndim - 1];
+    int64_t OH = pool_out(H, pp.k[0], pp.s[0], pp.p[0], pp.d[0], pp.ceil_mode);
+    int64_t OW = pool_out(W, pp.k[1], pp.s[1], pp.p[1], pp.d[1], pp.ceil_mode);
+    if (OH < 1 || OW < 1) return bpcc_xerr(a, "the output would be empty");
+    int64_t dims[4];
+    for (uint32_t i = 0; i + 2 < x->ndim; i++) dims[i] = x->dims[i];
+    dims[x->ndim - 2] = OH;
+    dims[x->ndim - 1] = OW;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t planes = x->numel / nz((uint64_t)(H * W));
+    for (uint64_t c = 0; c < planes; c++) {
+        const float *img = x->data + c * H * W;
+        float *o = y->data + c * OH * OW;
+        for (int64_t oy = 0; oy < OH; oy++)
+            for (int64_t ox = 0; ox < OW; ox++) {
+                int64_t y0 = oy * pp.s[0] - pp.p[0], x0 = ox * pp.s[1] - pp.p[1];
+                if (avg) {
+                    int64_t y1 = y0 + pp.k[0], x1 = x0 + pp.k[1];
+                    int64_t ye = y1 < H + pp.p[0] ? y1 : H + pp.p[0], xe = x1 < W + pp.p[1] ? x1 : W + pp.p[1];
+                    int64_t pool_size = (ye - y0) * (xe - x0);
+                    int64_t ys = y0 > 0 ? y0 : 0, xs = x0 > 0 ? x0 : 0;
+                    ye = ye < H ? ye : H;
+                    xe = xe < W ? xe : W;
+                    float s = 0;
+                    for (int64_t iy = ys; iy < ye; iy++)
+                        for (int64_t ix = xs; ix < xe; ix++) s += img[iy * W + ix];
+                    int64_t div = pp.divisor ? pp.divisor : pp.count_include_pad ? pool_size : (ye - ys) * (xe - xs);
+                    o[oy * OW + ox] = div ? s / (float)div : 0.0f;
+                } else {
+                    float m = -INFINITY;
+                    for (int64_t ky = 0; ky < pp.k[0]; ky++) {
+                        int64_t iy = y0 + ky * pp.d[0];
+                        if (iy < 0 || iy >= H) continue;
+                        for (int64_t kx = 0; kx < pp.k[1]; kx++) {
+                            int64_t ix = x0 + kx * pp.d[1];
+                            if (ix < 0 || ix >= W) continue;
+                            float v = img[iy * W + ix];
+                            if (v > m || isnan(v)) m = v;
+                        }
+                    }
+                    o[oy * OW + ox] = m;
+                }
+            }
+    }
+    return put(a, y, out);
+}
+
+enum bpcc_status bpcc_k_max_pool(const struct xargs *a, struct xval *out) { return pool(a, false, out); }
+enum bpcc_status bpcc_k_avg_pool(const struct xargs *a, struct xval *out) { return pool(a, true, out); }
+
+static enum bpcc_status adaptive(const struct xargs *a, bool avg, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "2-d adaptive pooling needs a 3-d or 4-d input");
+    int64_t H = x->dims[x->ndim - 2], W = x->dims[x->ndim - 1], os[2];
+    const struct xval *ov = a->module ? NULL : bpcc_xarg(a, 1, "output_size");
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "output_size");
+        int64_t dflt[2] = {H, W};
+        if (v && (v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_LIST) && v->n == 2) {
+            for (int i = 0; i < 2; i++)
+                os[i] = v->u.seq.items[i].kind == BPCC_VAL_INT ? v->u.seq.items[i].u.i : dflt[i]; /* None keeps */
+        } else if (!bpcc_mattr_ints(a, "output_size", 2, NULL, os)) {
+            return BPCC_ERR_GRAPH;
+        }
+    } else if (ov && ov->k == XV_SEQ && ov->u.seq.n == 2) {
+        os[0] = ov->u.seq.items[0].k == XV_INT ? ov->u.seq.items[0].u.i : H;
+        os[1] = ov->u.seq.items[1].k == XV_INT ? ov->u.seq.items[1].u.i : W;
+    } else if (!bpcc_xarg_ints(a, 1, "output_size", 2, NULL, os, NULL)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (os[0] < 1 || os[1] < 1) return bpcc_xerr(a, "output_size must be positive");
+    int64_t dims[4];
+    for (uint32_t i = 0; i + 2 < x->ndim; i++) dims[i] = x->dims[i];
+    dims[x->ndim - 2] = os[0];
+    dims[x->ndim - 1] = os[1];
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t planes = x->numel / nz((uint64_t)(H * W));
+    for (uint64_t c = 0; c < planes; c++) {
+        const float *img = x->data + c * H * W;
+        float *o = y->data + c * os[0] * os[1];
+        for (int64_t oy = 0; oy < os[0]; oy++) {
+            int64_t ys = oy * H / os[0], ye = ((oy + 1) * H + os[0] - 1) / os[0];
+            for (int64_t ox = 0; ox < os[1]; ox++) {
+                int64_t xs = ox * W / os[1], xe = ((ox + 1) * W + os[1] - 1) / os[1];
+                float s = 0, m = -INFINITY;
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++) {
+                        float v = img[iy * W + ix];
+                        s += v;
+                        if (v > m || isnan(v)) m = v;
+                    }
+                o[oy * os[1] + ox] = avg ? s / (float)((ye - ys) * (xe - xs)) : m;
+            }
+        }
+    }
+    return put(a, y, out);
+}
+
+enum bpcc_status bpcc_k_adaptive_avg_pool(const struct xargs *a, struct xval *out) { return adaptive(a, true, out); }
+enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *out) { return adaptive(a, false, out); }
+
+/* }================================================ */
