@@ -563,7 +563,8 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
             if (out) {
                 struct xval v;
                 s = arg_value(e, n->args.n ? &n->args.u.seq.items[0] : &(struct bpcc_value){0}, &v);
-                if (!s) {
+                if (s) s = bpcc_diag_nomem(d);
+                else {
                     s = bpcc_xval_copy(&v, out);
                     if (s) s = bpcc_diag_nomem(d);
                 }

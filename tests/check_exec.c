@@ -1,0 +1,321 @@
+/*
+** check_exec.c — the reference interpreter's kernels against direct formulas on hand-written
+** graphs, its error messages, and every allocation failure (the conformance suite compares whole
+** models with PyTorch eager).
+*/
+#include "testutil.h"
+
+#include "exec/exec.h"
+
+#include <math.h>
+
+struct model {
+    struct bpcc_graph *g;
+};
+
+static struct bpcc_graph *parse(const char *text)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g;
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return g;
+}
+
+/* give module `m` a float32 tensor `name` with values f(i) */
+static void set_tensor(struct bpcc_graph *g, const char *m, const char *name, uint32_t ndim, const int64_t *dims,
+                       float (*f)(uint64_t))
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, ndim, dims, &t, &d), BPCC_OK);
+    float *p = bpcc_tensor_data(t);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) p[i] = f(i);
+    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, BPCC_TENSOR_PARAM, t, &d), BPCC_OK);
+}
+
+static float ramp(uint64_t i) { return (float)((int64_t)(i * 7919 % 23) - 11) / 8.0f; }
+static float ramp2(uint64_t i) { return (float)((int64_t)(i * 104729 % 17) - 8) / 4.0f; }
+
+static struct xtensor *input(uint32_t ndim, const int64_t *dims, float (*f)(uint64_t))
+{
+    struct xtensor *t = bpcc_xtensor_new(ndim, dims);
+    for (uint64_t i = 0; i < t->numel; i++) t->data[i] = f(i);
+    return t;
+}
+
+/* run g on one input; the output value */
+static enum bpcc_status run1(struct bpcc_graph *g, struct xtensor *x, struct xval *out, struct bpcc_diag *d)
+{
+    struct bpcc_exec *e;
+    enum bpcc_status s = bpcc_exec_new(g, 1, &e, d);
+    if (s) return s;
+    struct xval in = {.k = XV_TENSOR, .u.t = x};
+    s = bpcc_exec_run(e, &in, 1, out, d);
+    bpcc_exec_free(e);
+    return s;
+}
+
+#define RUN(g, x, out)                                                          \
+    do {                                                                        \
+        struct bpcc_diag d_;                                                    \
+        bpcc_diag_init(&d_);                                                    \
+        ck_assert_msg(run1(g, x, out, &d_) == BPCC_OK, "%s", tu_msg(&d_));      \
+    } while (0)
+
+START_TEST(conv2d_with_stride_padding_dilation_and_groups_matches_the_formula)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 4, out_channels: 6, kernel_size: (3, 2), "
+                                 "stride: (2, 1), padding: (1, 1), dilation: (1, 2), groups: 2}\n"
+                                 "  param weight : f32[6, 2, 3, 2]\n  param bias : f32[6]\n\ngraph\n"
+                                 "  %x = placeholder x ()\n  %c = call_module c (%x,)\n  %output = output output (%c,)\n");
+    set_tensor(g, "c", "weight", 4, (int64_t[]){6, 2, 3, 2}, ramp);
+    set_tensor(g, "c", "bias", 1, (int64_t[]){6}, ramp2);
+    struct xtensor *x = input(4, (int64_t[]){2, 4, 7, 6}, ramp2);
+    struct xval out;
+    RUN(g, x, &out);
+    ck_assert_int_eq(out.k, XV_TENSOR);
+    const struct xtensor *y = out.u.t;
+    /* OH = (7 + 2 - 1*(3-1) - 1)/2 + 1 = 4, OW = (6 + 2 - 2*(2-1) - 1)/1 + 1 = 6 */
+    ck_assert_int_eq(y->dims[2], 4);
+    ck_assert_int_eq(y->dims[3], 6);
+    const float *w = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "weight")->data;
+    const float *b = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "bias")->data;
+    for (int n = 0; n < 2; n++)
+        for (int co = 0; co < 6; co++)
+            for (int oy = 0; oy < 4; oy++)
+                for (int ox = 0; ox < 6; ox++) {
+                    double s = b[co];
+                    int gidx = co / 3;
+                    for (int ci = 0; ci < 2; ci++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 2; kx++) {
+                                int iy = oy * 2 - 1 + ky, ix = ox - 1 + kx * 2;
+                                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+                                s += (double)w[((co * 2 + ci) * 3 + ky) * 2 + kx] *
+                                     x->data[((n * 4 + gidx * 2 + ci) * 7 + iy) * 6 + ix];
+                            }
+                    float got = y->data[((n * 6 + co) * 4 + oy) * 6 + ox];
+                    ck_assert_msg(fabs(got - s) < 1e-5, "conv at %d %d %d %d: %g vs %g", n, co, oy, ox, got, s);
+                }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(linear_batch_norm_and_activations_match_the_formulas)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule bn : torch.nn.BatchNorm1d {num_features: 3, eps: 0.001}\n"
+                                 "  param weight : f32[3]\n  param bias : f32[3]\n  buffer running_mean : f32[3]\n"
+                                 "  buffer running_var : f32[3]\nmodule fc : torch.nn.Linear {in_features: 3, out_features: 2}\n"
+                                 "  param weight : f32[2, 3]\n  param bias : f32[2]\n\ngraph\n"
+                                 "  %x = placeholder x ()\n  %bn = call_module bn (%x,)\n  %fc = call_module fc (%bn,)\n"
+                                 "  %h = call_function torch.nn.functional.hardswish (%fc,)\n  %output = output output (%h,)\n");
+    set_tensor(g, "bn", "weight", 1, (int64_t[]){3}, ramp);
+    set_tensor(g, "bn", "bias", 1, (int64_t[]){3}, ramp2);
+    set_tensor(g, "bn", "running_mean", 1, (int64_t[]){3}, ramp2);
+    set_tensor(g, "bn", "running_var", 1, (int64_t[]){3}, ramp2);
+    float *rv = bpcc_module_tensor(bpcc_graph_find_module(g, "bn"), "running_var")->data;
+    for (int i = 0; i < 3; i++) rv[i] = fabsf(rv[i]) + 0.5f;
+    set_tensor(g, "fc", "weight", 2, (int64_t[]){2, 3}, ramp);
+    set_tensor(g, "fc", "bias", 1, (int64_t[]){2}, ramp);
+    struct xtensor *x = input(2, (int64_t[]){4, 3}, ramp2);
+    struct xval out;
+    RUN(g, x, &out);
+    const struct bpcc_module *bn = bpcc_graph_find_module(g, "bn"), *fc = bpcc_graph_find_module(g, "fc");
+    const float *gw = bpcc_module_tensor(bn, "weight")->data, *gb = bpcc_module_tensor(bn, "bias")->data;
+    const float *rm = bpcc_module_tensor(bn, "running_mean")->data;
+    const float *w = bpcc_module_tensor(fc, "weight")->data, *b = bpcc_module_tensor(fc, "bias")->data;
+    for (int n = 0; n < 4; n++)
+        for (int j = 0; j < 2; j++) {
+            double s = b[j];
+            for (int c = 0; c < 3; c++) {
+                double v = (x->data[n * 3 + c] - rm[c]) / sqrt(rv[c] + 0.001) * gw[c] + gb[c];
+                s += w[j * 3 + c] * v;
+            }
+            double h = s * fmin(fmax(s + 3, 0), 6) / 6;
+            ck_assert_msg(fabs(out.u.t->data[n * 2 + j] - h) < 1e-5, "%g vs %g", out.u.t->data[n * 2 + j], h);
+        }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(pooling_follows_pytorchs_window_rules)
+{
+    /* 5x5 input, 2x2 windows, stride 2: ceil_mode adds a partial last window; avg pooling with
+    ** padding divides by the padded window unless count_include_pad is false */
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule mp : torch.nn.MaxPool2d {kernel_size: 2, stride: 2, ceil_mode: True}\n"
+                                 "module ap : torch.nn.AvgPool2d {kernel_size: 3, stride: 2, padding: 1, count_include_pad: False}\n\n"
+                                 "graph\n  %x = placeholder x ()\n  %mp = call_module mp (%x,)\n  %ap = call_module ap (%x,)\n"
+                                 "  %aap = call_function torch.nn.functional.adaptive_avg_pool2d (%x, (2, 3))\n"
+                                 "  %output = output output ((%mp, %ap, %aap),)\n");
+    struct xtensor *x = input(4, (int64_t[]){1, 1, 5, 5}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    ck_assert_int_eq(out.k, XV_SEQ);
+    const struct xtensor *mp = out.u.seq.items[0].u.t, *ap = out.u.seq.items[1].u.t, *aap = out.u.seq.items[2].u.t;
+    ck_assert_int_eq(mp->dims[2], 3);
+    ck_assert_int_eq(mp->dims[3], 3);
+    ck_assert(mp->data[8] == x->data[24]); /* the last window holds only the corner */
+    ck_assert_int_eq(ap->dims[2], 3);
+    /* top-left: window rows -1..1, cols -1..1 -> 4 real elements */
+    float s = x->data[0] + x->data[1] + x->data[5] + x->data[6];
+    ck_assert(fabsf(ap->data[0] - s / 4) < 1e-6);
+    /* adaptive 5 -> 2 rows: [0, 3) and [2, 5); 5 -> 3 cols: [0, 2), [1, 4), [3, 5) */
+    double t = 0;
+    for (int yy = 2; yy < 5; yy++)
+        for (int xx = 1; xx < 4; xx++) t += x->data[yy * 5 + xx];
+    ck_assert(fabs(aap->data[1 * 3 + 1] - t / 9) < 1e-6);
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(shapes_broadcasting_indexing_and_reductions)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                                 "  %size = call_method size (%x, 0)\n"
+                                 "  %p = call_method permute (%x, 0, 2, 1)\n"
+                                 "  %m = call_method mean (%p, (1,)) {keepdim: True}\n"
+                                 "  %add = call_function operator.add (%p, %m)\n"
+                                 "  %v = call_method view (%add, %size, -1)\n"
+                                 "  %g = call_function operator.getitem (%v, (slice(None, None, None), slice(1, None, 2)))\n"
+                                 "  %c = call_function torch.cat ([%g, %g], 1)\n"
+                                 "  %s = call_function torch.nn.functional.softmax (%c,) {dim: -1}\n"
+                                 "  %output = output output (%s,)\n");
+    struct xtensor *x = input(3, (int64_t[]){2, 3, 4}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    const struct xtensor *y = out.u.t;
+    ck_assert_int_eq(y->ndim, 2);
+    ck_assert_int_eq(y->dims[0], 2);
+    ck_assert_int_eq(y->dims[1], 12);
+    /* recompute: p[n][j][i] = x[n][i][j]; m[n][0][i] = mean_j p; add = p + m; v = [2, 12]; g = odd columns */
+    for (int n = 0; n < 2; n++) {
+        double gv[6], mx = -1e30, sum = 0;
+        for (int k = 0; k < 6; k++) {
+            int col = 1 + 2 * k, j = col / 3, i = col % 3;
+            double mean = 0;
+            for (int jj = 0; jj < 4; jj++) mean += x->data[(n * 3 + i) * 4 + jj];
+            gv[k] = x->data[(n * 3 + i) * 4 + j] + mean / 4;
+            mx = fmax(mx, gv[k]);
+        }
+        for (int k = 0; k < 6; k++) sum += 2 * exp(gv[k] - mx);
+        for (int k = 0; k < 12; k++)
+            ck_assert_msg(fabs(y->data[n * 12 + k] - exp(gv[k % 6] - mx) / sum) < 1e-6, "n %d k %d", n, k);
+    }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(an_op_it_cannot_run_is_named)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                                 "  %f = call_function torch.fft.fft (%x,)\n  %output = output output (%f,)\n");
+    struct xtensor *x = input(1, (int64_t[]){4}, ramp);
+    struct xval out;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    TU_ASSERT_DIAG(&d, 5, 3, "node 'f' (torch.fft.fft): the interpreter cannot run call_function torch.fft.fft");
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+    g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+              "  %a = call_function operator.add (%x, %x)\n  %v = call_method view (%a, 3, -1)\n  %output = output output (%v,)\n");
+    x = input(1, (int64_t[]){4}, ramp);
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "node 'v' (view): shape is invalid for input of size 4"));
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(observers_see_what_passes_and_shared_ones_see_every_use)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule o : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, qscheme: torch.per_tensor_affine, "
+        "quant_min: 0, quant_max: 255, has_customized_qrange: False, reduce_range: False, eps: 1.1920928955078125e-07}\n\n"
+        "graph\n  %x = placeholder x ()\n  %o1 = call_module o (%x,)\n  %n = call_function operator.mul (%o1, -3.0)\n"
+        "  %o2 = call_module o (%n,)\n  %output = output output (%o2,)\n");
+    struct xtensor *x = input(1, (int64_t[]){5}, ramp);
+    struct bpcc_exec *e;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    struct xval in = {.k = XV_TENSOR, .u.t = x};
+    ck_assert_int_eq(bpcc_exec_run(e, &in, 1, NULL, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_exec_n_observers(e), 1);
+    const struct obs_state *st;
+    bpcc_exec_observer_at(e, 0, &st);
+    float lo = 1e9f, hi = -1e9f;
+    for (int i = 0; i < 5; i++) {
+        float v[2] = {x->data[i], x->data[i] * -3.0f};
+        for (int k = 0; k < 2; k++) lo = fminf(lo, v[k]), hi = fmaxf(hi, v[k]);
+    }
+    ck_assert(st->min[0] == lo && st->max[0] == hi);
+    float *sc;
+    double *zp;
+    uint32_t n;
+    ck_assert_int_eq(bpcc_obs_qparams(st, &sc, &zp, &n), BPCC_OK);
+    float want = (hi - lo) / 255.0f;
+    ck_assert(sc[0] == want);
+    ck_assert(zp[0] == (double)(0 - (int64_t)nearbyintf(lo / want)));
+    bpcc_xfree(sc);
+    bpcc_xfree(zp);
+    bpcc_exec_free(e);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g = ctx;
+    struct xtensor *x = bpcc_xtensor_new(4, (int64_t[]){1, 2, 4, 4});
+    if (!x) return bpcc_diag_nomem(d);
+    for (uint64_t i = 0; i < x->numel; i++) x->data[i] = ramp(i);
+    struct xval out = {0};
+    enum bpcc_status s = run1(g, x, &out, d);
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    return s;
+}
+
+START_TEST(the_interpreter_survives_every_allocation_failure)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 3, padding: 1}\n"
+        "  param weight : f32[2, 2, 3, 3]\nmodule o : torch.ao.quantization.PerChannelMinMaxObserver {dtype: torch.quint8, "
+        "qscheme: torch.per_channel_affine, quant_min: 0, quant_max: 255, ch_axis: 1}\n\ngraph\n  %x = placeholder x ()\n"
+        "  %c = call_module c (%x,)\n  %o = call_module o (%c,)\n  %s = call_method size (%o,)\n"
+        "  %p = call_function torch.nn.functional.max_pool2d (%o, 2)\n  %f = call_function torch.flatten (%p, 1)\n"
+        "  %cat = call_function torch.cat ([%f, %f], 1)\n  %output = output output ((%cat, %s),)\n");
+    set_tensor(g, "c", "weight", 4, (int64_t[]){2, 2, 3, 3}, ramp);
+    ck_assert_int_gt(tu_oom_loop("exec", run_small, g), 10);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("exec");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
+    tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
+    tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
+    tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
+    tcase_add_test(tc, an_op_it_cannot_run_is_named);
+    tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
+    tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}

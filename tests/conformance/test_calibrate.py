@@ -1,0 +1,278 @@
+#!/usr/bin/env python3
+"""Conformance: `bpcc run` and `bpcc calibrate` against PyTorch 1.13.
+
+- run: the reference interpreter's outputs equal PyTorch eager float32 to 1e-5 relative on the
+  bridge's torchvision models.
+- calibrate: after prepare (bpcc prepare / prepare_fx) and the same calibration batches, every
+  observer's qparams (scale, zero point) equal those of prepare_fx's observer at the same place
+  (observed value and consumers), for MinMax, MovingAverageMinMax and per-channel observers.
+
+usage: test_calibrate.py BPCC      (exit 77 when torch is not installed)
+"""
+import collections
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision  # noqa: F401
+    from torch.ao.quantization import QConfig, QConfigMapping
+    from torch.ao.quantization import observer as ob
+    from torch.ao.quantization.quantize_fx import prepare_fx
+    from torch.ao.quantization.quantize import is_activation_post_process
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+except ImportError:
+    print("torch / torchvision not installed: skipping")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+import bpcc_torch  # noqa: E402
+from bpcc_torch import _safetensors as st  # noqa: E402
+from bpcc_torch import backend_config as bcfg  # noqa: E402
+from bpcc_torch import qconfig as bq  # noqa: E402
+from bpcc_torch.__main__ import torchvision_model  # noqa: E402
+
+warnings.simplefilter("ignore")
+torch.set_num_threads(2)
+BPCC = None
+
+
+def mapping(act, weight):
+    m = QConfigMapping().set_global(QConfig(activation=act, weight=weight))
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        m.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+    return m
+
+
+MAPPINGS = {
+    "minmax": mapping(ob.MinMaxObserver.with_args(dtype=torch.quint8),
+                      ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)),
+    "moving": mapping(ob.MovingAverageMinMaxObserver.with_args(dtype=torch.quint8, averaging_constant=0.25, reduce_range=True),
+                      ob.MinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric)),
+    # qint8 activations: qnnpack's symmetric configs (scale >= 2**-12, weights in [-127, 127])
+    "symmetric": mapping(ob.MinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric, eps=2 ** -12),
+                         ob.MovingAveragePerChannelMinMaxObserver.with_args(
+                             dtype=torch.qint8, qscheme=torch.per_channel_symmetric, quant_min=-127, quant_max=127,
+                             eps=2 ** -12)),
+}
+
+
+class Head(nn.Module):
+    """functional linear (get_attr weights get per-channel weight observers), cat, sigmoid"""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.w = nn.Parameter(torch.randn(6, 16))
+        self.b = nn.Parameter(torch.randn(6))
+
+    def forward(self, x):
+        y = F.relu(self.conv(x))
+        z = torch.cat([y, torch.sigmoid(y)], 1)
+        z = F.adaptive_avg_pool2d(z, 1).flatten(1)
+        return F.linear(z, self.w, self.b)
+
+
+def observers(gm):
+    """{(observed node, depth, sorted consumers): module} of a prepared GraphModule"""
+    mods = dict(gm.named_modules(remove_duplicate=False))
+    is_obs = {n.name: n.op == "call_module" and is_activation_post_process(mods[n.target]) for n in gm.graph.nodes}
+    out = {}
+    for n in gm.graph.nodes:
+        if not is_obs[n.name]:
+            continue
+        a, depth = n.args[0], 1
+        while is_obs.get(a.name):
+            a, depth = a.args[0], depth + 1
+        out[(a.name, depth, tuple(sorted(u.name for u in n.users if not is_obs[u.name])))] = n.target
+    return out, mods
+
+
+class Calibrate(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def bpcc(self, *args):
+        r = subprocess.run([BPCC, *args], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, "bpcc %s: %s" % (" ".join(args), r.stderr))
+        return r
+
+    def check_run(self, model, x, name):
+        src = self.path(name + ".bpcc")
+        bpcc_torch.export(model, (x,), src)
+        st.write(self.path("in.safetensors"), [("x", x)])
+        self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+        got = st.read(self.path("out.safetensors"))["output"]
+        want = model(x).detach()
+        err = ((got - want).abs().max() / want.abs().max().clamp(min=1e-30)).item()
+        self.assertLess(err, 1e-5, "%s: interpreter output differs from eager by %g (relative)" % (name, err))
+
+    def check_calibrate(self, model, shape, name, mname, backend="fbgemm", n_batches=3):
+        torch.manual_seed(1)
+        batches = [torch.randn(*shape) * (i + 1) for i in range(n_batches)]
+        src = self.path(name + ".bpcc")
+        bpcc_torch.export(model, (batches[0],), src)
+        spec = self.path(mname + ".yaml")
+        with open(spec, "w") as f:
+            f.write(bq.mapping_yaml(MAPPINGS[mname], mname))
+        prep, plan, cal = self.path("prep.bpcc"), self.path("plan.json"), self.path("cal.bpcc")
+        self.bpcc("prepare", src, "-b", backend, "-q", spec, "-o", prep, "--plan", plan)
+        files = []
+        for i, b in enumerate(batches):
+            files.append(self.path("batch%d.safetensors" % i))
+            st.write(files[-1], [("x", b)])
+        self.bpcc("calibrate", prep, "--data", *files, "-o", cal)
+        tensors = st.read(self.path("cal.safetensors"))
+        import json
+        with open(plan) as f:
+            p = json.load(f)
+        names = {o["name"]: o for o in p["observers"]}
+        got = {}
+        for o in p["observers"]:
+            a, depth = o["observes"], 1
+            while a in names:
+                a, depth = names[a]["observes"], depth + 1
+            got[(a, depth, tuple(sorted(u for u in o["users"] if u not in names)))] = o["module"]
+        gm = prepare_fx(copy.deepcopy(model), MAPPINGS[mname], (batches[0],), backend_config=bcfg.get_backend_config(backend))
+        for b in batches:
+            gm(b)
+        want, mods = observers(gm)
+        self.assertEqual(sorted(got), sorted(want), "%s/%s: observer placement differs" % (name, mname))
+        checked = 0
+        for key, tname in want.items():
+            m = mods[tname]
+            if isinstance(m, ob.FixedQParamsObserver) or not hasattr(m, "calculate_qparams"):
+                continue
+            scale, zp = m.calculate_qparams()
+            bs = tensors[got[key] + ".scale"]
+            bz = tensors[got[key] + ".zero_point"]
+            ts = scale.to(torch.float32).reshape(bs.shape)
+            # the interpreter's activations equal eager's to ~1e-7 relative, not bit for bit (other
+            # summation orders), so qparams downstream of a conv may differ in the last bits
+            rel = ((bs - ts).abs() / ts.abs()).max().item()
+            self.assertLess(rel, 1e-5, "%s/%s %s: scale %s vs torch %s" % (name, mname, key, bs[:4].tolist(), ts[:4].tolist()))
+            dz = (bz - zp.to(torch.int64).reshape(bz.shape)).abs().max().item()
+            self.assertLessEqual(dz, 1, "%s/%s %s: zero point %s vs torch %s" % (name, mname, key, bz[:4].tolist(), zp[:4].tolist()))
+            if key[0] == "x":  # the observed value is the data itself: bit-equal
+                self.assertTrue(torch.equal(bs, ts) and dz == 0, "%s/%s %s: not bit-equal" % (name, mname, key))
+            checked += 1
+        self.assertGreater(checked, 0)
+
+    def test_observer_math_is_bit_exact(self):
+        """Each observer class on the same data as torch: min/max and qparams bit for bit."""
+        torch.manual_seed(3)
+        batches = [torch.randn(4, 6, 5) * 3 + 1, torch.randn(4, 6, 5) - 2, torch.rand(4, 6, 5) * 7]
+        files = []
+        for i, b in enumerate(batches):
+            files.append(self.path("b%d.safetensors" % i))
+            st.write(files[-1], [("x", b)])
+        cases = [
+            ob.MinMaxObserver(), ob.MinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric),
+            ob.MinMaxObserver(reduce_range=True), ob.MinMaxObserver(quant_min=0, quant_max=100),
+            ob.MinMaxObserver(dtype=torch.quint8, qscheme=torch.per_tensor_symmetric),
+            ob.MinMaxObserver(dtype=torch.quint8, qscheme=torch.per_tensor_symmetric, quant_min=0, quant_max=200),
+            ob.MinMaxObserver(dtype=torch.qint8, quant_min=-20, quant_max=50, eps=1e-3),
+            ob.MovingAverageMinMaxObserver(averaging_constant=0.3),
+            ob.MovingAverageMinMaxObserver(dtype=torch.qint8, qscheme=torch.per_tensor_symmetric, averaging_constant=0.9),
+            ob.PerChannelMinMaxObserver(ch_axis=0), ob.PerChannelMinMaxObserver(ch_axis=1, dtype=torch.qint8,
+                                                                                  qscheme=torch.per_channel_symmetric),
+            ob.PerChannelMinMaxObserver(ch_axis=-1, reduce_range=True),
+            ob.PerChannelMinMaxObserver(ch_axis=1, qscheme=torch.per_channel_affine_float_qparams),
+            ob.MovingAveragePerChannelMinMaxObserver(ch_axis=1, averaging_constant=0.5),
+        ]
+        for k, m in enumerate(cases):
+            attrs = ["dtype: torch.%s" % str(m.dtype)[6:], "qscheme: torch.%s" % str(m.qscheme)[6:],
+                     "quant_min: %d" % m.quant_min, "quant_max: %d" % m.quant_max,
+                     "has_customized_qrange: %s" % m.has_customized_qrange, "reduce_range: %s" % m.reduce_range,
+                     "eps: %r" % float(m.eps)]
+            if hasattr(m, "averaging_constant"):
+                attrs.append("averaging_constant: %r" % float(m.averaging_constant))
+            if hasattr(m, "ch_axis"):
+                attrs.append("ch_axis: %d" % m.ch_axis)
+            text = ("bpcc-model 1\n\nmodule activation_post_process_0 : torch.ao.quantization.%s {%s}\n\ngraph\n"
+                    "  %%x = placeholder x ()\n  %%obs = call_module activation_post_process_0 (%%x,)\n"
+                    "  %%output = output output (%%obs,)\n") % (type(m).__name__, ", ".join(attrs))
+            src = self.path("obs%d.bpcc" % k)
+            with open(src, "w") as f:
+                f.write(text)
+            out = self.path("obs%d_cal.bpcc" % k)
+            self.bpcc("calibrate", src, "--data", *files, "-o", out)
+            t = st.read(self.path("obs%d_cal.safetensors" % k))
+            for b in batches:
+                m(b)
+            scale, zp = m.calculate_qparams()
+            what = "%s %s" % (type(m).__name__, attrs)
+            self.assertTrue(torch.equal(t["activation_post_process_0.min_val"], m.min_val), what)
+            self.assertTrue(torch.equal(t["activation_post_process_0.max_val"], m.max_val), what)
+            self.assertTrue(torch.equal(t["activation_post_process_0.scale"], scale.to(torch.float32).reshape(-1)),
+                            "%s: scale %s vs %s" % (what, t["activation_post_process_0.scale"], scale))
+            self.assertTrue(torch.equal(t["activation_post_process_0.zero_point"].to(zp.dtype), zp.reshape(-1)),
+                            "%s: zero point %s vs %s" % (what, t["activation_post_process_0.zero_point"], zp))
+
+    def test_head_every_mapping(self):
+        torch.manual_seed(0)
+        model = Head().eval()
+        for mname in MAPPINGS:
+            self.check_calibrate(model, (2, 3, 8, 8), "head", mname, backend="qnnpack" if mname == "symmetric" else "fbgemm")
+        self.check_run(model, torch.randn(2, 3, 8, 8), "head")
+
+    def test_bad_data_is_refused_before_anything_runs(self):
+        model = Head().eval()
+        x = torch.randn(2, 3, 8, 8)
+        src = self.path("h.bpcc")
+        bpcc_torch.export(model, (x,), src)
+        st.write(self.path("ok.safetensors"), [("x", x)])
+        st.write(self.path("shape.safetensors"), [("x", torch.randn(2, 4, 8, 8))])
+        st.write(self.path("name.safetensors"), [("y", x)])
+        st.write(self.path("dtype.safetensors"), [("x", x.double())])
+        for bad, words in (("shape", "traced as [2, 3, 8, 8]"), ("name", "no tensor 'x'"), ("dtype", "float64")):
+            r = subprocess.run([BPCC, "calibrate", src, "--data", self.path("ok.safetensors"), self.path(bad + ".safetensors"),
+                                "-o", self.path("out.bpcc")], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, bad)
+            self.assertIn(words, r.stderr, bad)
+            self.assertFalse(os.path.exists(self.path("out.bpcc")), bad)
+
+
+def make_run_test(name):
+    def test(self):
+        torch.manual_seed(0)
+        self.check_run(torchvision_model(name, 0), torch.randn(2, 3, 64, 64), name)
+    return test
+
+
+def make_calibrate_test(name):
+    def test(self):
+        model = torchvision_model(name, 0)
+        for mname in ("minmax", "moving"):
+            self.check_calibrate(model, (2, 3, 64, 64), name, mname)
+    return test
+
+
+for _n in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "densenet121",
+           "squeezenet1_1", "mnasnet0_5"):
+    setattr(Calibrate, "test_run_" + _n, make_run_test(_n))
+for _n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", "squeezenet1_1", "mnasnet0_5"):
+    setattr(Calibrate, "test_calibrate_" + _n, make_calibrate_test(_n))
+
+
+if __name__ == "__main__":
+    BPCC = sys.argv[1]
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Calibrate)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    bad = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - bad, bad))
+    sys.exit(0 if bad == 0 else 1)
