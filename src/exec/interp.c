@@ -312,11 +312,11 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
     e->n_ids = g->next_id;
     e->uses = bpcc_malloc((e->n_ids + 1) * sizeof *e->uses);
     e->slot = bpcc_malloc((e->n_ids + 1) * sizeof *e->slot);
+    if (e->slot) memset(e->slot, 0, (e->n_ids + 1) * sizeof *e->slot);
     if (!e->uses || !e->slot) {
         bpcc_exec_free(e);
         return bpcc_diag_nomem(d);
     }
-    memset(e->slot, 0, (e->n_ids + 1) * sizeof *e->slot);
     /* one state per observer module (a shared observer is one state) */
     uint32_t n_obs = 0;
     for (uint32_t i = 0; i < g->n_modules; i++)
