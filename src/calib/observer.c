@@ -6,6 +6,8 @@
 */
 #include "observer.h"
 
+#include "../exec/exec.h"
+
 #include <math.h>
 #include <stdio.h>
 
@@ -47,25 +49,39 @@ static bool moving(const struct obs_state *o)
     return o->spec.cls == OC_MOVING_AVERAGE_MINMAX || o->spec.cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX;
 }
 
-enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim, const int64_t *dims, char *why,
+BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim, const int64_t *dims, char *why,
                                   size_t n_why)
 {
     if (!bpcc_obs_has_stats(o->spec.cls) || o->spec.cls == OC_HISTOGRAM) return BPCC_OK; /* histogram: later */
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     if (!numel) return BPCC_OK; /* forward() returns early on an empty tensor */
-    for (uint64_t i = 0; i < numel; i++)
-        if (isnan(x[i])) {
-            snprintf(why, n_why, "the observed tensor holds NaN (element %llu)", (unsigned long long)i);
-            return BPCC_ERR_GRAPH;
+    /* one branch-free pass: min, max, and whether any element is NaN */
+    bool nan = false;
+    {
+        float lo0 = x[0], hi0 = x[0];
+        int bad = 0;
+        for (uint64_t i = 0; i < numel; i++) {
+            float v = x[i];
+            bad |= v != v;
+            lo0 = v < lo0 ? v : lo0;
+            hi0 = v > hi0 ? v : hi0;
         }
+        nan = bad != 0;
+        if (!o->per_channel && !nan) {
+            o->lo_scratch = lo0;
+            o->hi_scratch = hi0;
+        }
+    }
+    if (nan) {
+        uint64_t i = 0;
+        while (i < numel && !isnan(x[i])) i++;
+        snprintf(why, n_why, "the observed tensor holds NaN (element %llu)", (unsigned long long)i);
+        return BPCC_ERR_GRAPH;
+    }
     float c = (float)o->spec.averaging_constant;
     if (!o->per_channel) {
-        float lo = x[0], hi = x[0];
-        for (uint64_t i = 1; i < numel; i++) {
-            if (x[i] < lo) lo = x[i];
-            if (x[i] > hi) hi = x[i];
-        }
+        float lo = o->lo_scratch, hi = o->hi_scratch;
         if (moving(o) && !(o->min[0] == INFINITY && o->max[0] == -INFINITY)) {
             o->min[0] = o->min[0] + c * (lo - o->min[0]);
             o->max[0] = o->max[0] + c * (hi - o->max[0]);
@@ -105,8 +121,9 @@ enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t 
         for (uint64_t p = 0; p < outer; p++) {
             const float *row = x + (p * C + ch) * inner;
             for (uint64_t i = 0; i < inner; i++) {
-                if (row[i] < a) a = row[i];
-                if (row[i] > b) b = row[i];
+                float v = row[i];
+                a = v < a ? v : a;
+                b = v > b ? v : b;
             }
         }
         lo[ch] = a;

@@ -14,6 +14,7 @@ struct obs_state {
     uint32_t n;          /* values in min/max: 1 per tensor; per channel 0 until the first batch */
     float *min, *max;    /* per tensor start at +inf / -inf, as PyTorch's buffers */
     uint64_t batches;
+    float lo_scratch, hi_scratch;
 };
 
 BPCC_INTERNAL bool bpcc_obs_has_stats(enum obs_class c);

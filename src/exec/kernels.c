@@ -73,13 +73,42 @@ static float apply(enum unop op, float x, float p0, float p1)
     return x;
 }
 
+/* the clamping ops as branch-free loops the compiler vectorizes (NaN passes through, as in torch) */
+BPCC_HOT static void clamp_loop(const float *restrict x, float *restrict y, uint64_t n, float lo, float hi)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v = x[i];
+        v = v < lo ? lo : v;
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+BPCC_HOT static void hardswish_loop(const float *restrict x, float *restrict y, uint64_t n, bool sigmoid)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v = x[i], r = v + 3.0f;
+        r = r < 0.0f ? 0.0f : r;
+        r = r > 6.0f ? 6.0f : r;
+        y[i] = sigmoid ? r / 6.0f : v * r / 6.0f;
+    }
+}
+
 static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, float p1, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
     struct xtensor *y = like(x);
     if (!y) return bpcc_diag_nomem(a->d);
-    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = apply(op, x->data[i], p0, p1);
+    switch (op) {
+    case U_RELU: clamp_loop(x->data, y->data, x->numel, 0.0f, INFINITY); break;
+    case U_RELU6: clamp_loop(x->data, y->data, x->numel, 0.0f, 6.0f); break;
+    case U_HARDTANH: clamp_loop(x->data, y->data, x->numel, p0, p1); break;
+    case U_HARDSWISH: hardswish_loop(x->data, y->data, x->numel, false); break;
+    case U_HARDSIGMOID: hardswish_loop(x->data, y->data, x->numel, true); break;
+    case U_IDENTITY: memcpy(y->data, x->data, x->numel * sizeof(float)); break;
+    default:
+        for (uint64_t i = 0; i < x->numel; i++) y->data[i] = apply(op, x->data[i], p0, p1);
+    }
     return put_tensor(a, y, out);
 }
 
@@ -165,7 +194,7 @@ static float bin(enum binop op, float x, float y)
 }
 
 /* x op y where either may be a tensor or a number (alpha scales y for add/sub) */
-static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
+BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
 {
     const struct xval *xa = bpcc_xarg(a, 0, "input"), *xb = bpcc_xarg(a, 1, "other");
     if (!xa || !xb) return bpcc_xerr(a, "needs two operands");

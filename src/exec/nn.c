@@ -75,7 +75,7 @@ static float pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x
     return img[y * W + x];
 }
 
-enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
+BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -143,6 +143,36 @@ enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
         return bpcc_diag_nomem(a->d);
     }
     set_threads(a);
+    if (Cg == 1 && Cog == 1 && mode == 0) {
+        /* depthwise: a direct loop per channel (a GEMM per channel would be all call overhead) */
+        bpcc_xfree(col);
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t c = 0; c < C; c++) {
+                const float *img = x->data + (n * C + c) * H * W, *k = w + c * KH * KW;
+                float *dst = y->data + (n * Cout + c) * P;
+                float bv = b ? b[c] : 0.0f;
+                for (int64_t p = 0; p < P; p++) dst[p] = 0.0f;
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        float kv = k[ky * KW + kx];
+                        int64_t x0 = kx * dw - pw, lo = 0, hi = OW;
+                        while (lo < OW && x0 + lo * sw < 0) lo++;
+                        while (hi > lo && x0 + (hi - 1) * sw >= W) hi--;
+                        for (int64_t oy = 0; oy < OH; oy++) {
+                            int64_t iy = oy * sh - ph + ky * dh;
+                            if (iy < 0 || iy >= H) continue;
+                            const float *line = img + iy * W + x0;
+                            float *r = dst + oy * OW;
+                            if (sw == 1)
+                                for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox];
+                            else
+                                for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox * sw];
+                        }
+                    }
+                for (int64_t p = 0; p < P; p++) dst[p] += bv;
+            }
+        return put(a, y, out);
+    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < groups; g++) {
             const float *in = x->data + (n * C + g * Cg) * H * W;
@@ -155,10 +185,25 @@ enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                             const float *img = in + c * H * W;
                             for (int64_t oy = 0; oy < OH; oy++) {
                                 int64_t iy = oy * sh - ph + ky * dh;
-                                for (int64_t ox = 0; ox < OW; ox++) {
-                                    int64_t ix = ox * sw - pw + kx * dw;
-                                    row[oy * OW + ox] = pad_at(img, H, W, iy, ix, mode);
+                                float *r = row + oy * OW;
+                                if (mode) {
+                                    for (int64_t ox = 0; ox < OW; ox++) r[ox] = pad_at(img, H, W, iy, ox * sw - pw + kx * dw, mode);
+                                    continue;
                                 }
+                                if (iy < 0 || iy >= H) {
+                                    memset(r, 0, (size_t)OW * sizeof *r);
+                                    continue;
+                                }
+                                const float *line = img + iy * W;
+                                /* the output columns whose input column lies inside [0, W) */
+                                int64_t x0 = kx * dw - pw, lo = 0, hi = OW;
+                                while (lo < OW && x0 + lo * sw < 0) lo++;
+                                while (hi > lo && x0 + (hi - 1) * sw >= W) hi--;
+                                for (int64_t ox = 0; ox < lo; ox++) r[ox] = 0.0f;
+                                if (sw == 1) memcpy(r + lo, line + x0 + lo, (size_t)(hi - lo) * sizeof *r);
+                                else
+                                    for (int64_t ox = lo; ox < hi; ox++) r[ox] = line[x0 + ox * sw];
+                                for (int64_t ox = hi; ox < OW; ox++) r[ox] = 0.0f;
                             }
                         }
                 src = col;
@@ -242,7 +287,7 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
 
 /* {==================== normalization ==================== */
 
-enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out)
+BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Calibration throughput, bpcc against PyTorch in one run: the same torchvision model, prepared
+for fbgemm with a MinMax mapping (MinMax activations, per-channel MinMax weights, the
+fixed-qparams entries), fed the same batches. PyTorch: the prepare_fx model's forward (eager, its
+observers in place); bpcc: `bpcc calibrate` (the reference interpreter, OpenBLAS). One thread each.
+usage: calibrate_bench.py BPCC NAME [BATCHES] [BATCH_SIZE] [SIZE]"""
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
+import torch  # noqa: E402
+from torch.ao.quantization import QConfig, QConfigMapping  # noqa: E402
+from torch.ao.quantization import observer as ob  # noqa: E402
+from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER  # noqa: E402
+from torch.ao.quantization.quantize_fx import prepare_fx  # noqa: E402
+
+import bpcc_torch  # noqa: E402
+from bpcc_torch import _safetensors as st  # noqa: E402
+from bpcc_torch import backend_config as bcfg  # noqa: E402
+from bpcc_torch import qconfig as bq  # noqa: E402
+from bpcc_torch.__main__ import torchvision_model  # noqa: E402
+
+warnings.simplefilter("ignore")
+torch.set_num_threads(1)
+bpcc, name = sys.argv[1], sys.argv[2]
+n = int(sys.argv[3]) if len(sys.argv) > 3 else 5
+bs = int(sys.argv[4]) if len(sys.argv) > 4 else 1
+size = int(sys.argv[5]) if len(sys.argv) > 5 else 224
+mapping = QConfigMapping().set_global(QConfig(
+    activation=ob.MinMaxObserver.with_args(dtype=torch.quint8),
+    weight=ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)))
+for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+    mapping.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+model = torchvision_model(name, 0)
+torch.manual_seed(0)
+batches = [torch.randn(bs, 3, size, size) for _ in range(n)]
+with tempfile.TemporaryDirectory() as tmp:
+    src = os.path.join(tmp, "m.bpcc")
+    bpcc_torch.export(model, (batches[0],), src)
+    spec = os.path.join(tmp, "q.yaml")
+    with open(spec, "w") as f:
+        f.write(bq.mapping_yaml(mapping, "minmax"))
+    subprocess.run([bpcc, "prepare", src, "-b", "fbgemm", "-q", spec, "-o", os.path.join(tmp, "p.bpcc")], check=True)
+    files = []
+    for i, b in enumerate(batches):
+        files.append(os.path.join(tmp, "b%d.safetensors" % i))
+        st.write(files[-1], [("x", b)])
+    t0 = time.perf_counter()
+    subprocess.run([bpcc, "calibrate", os.path.join(tmp, "p.bpcc"), "--data", *files, "-o", os.path.join(tmp, "c.bpcc")],
+                   check=True)
+    tb = time.perf_counter() - t0
+gm = prepare_fx(copy.deepcopy(model), mapping, (batches[0],), backend_config=bcfg.get_backend_config("fbgemm"))
+with torch.no_grad():
+    gm(batches[0])  # warm-up (not counted)
+    t0 = time.perf_counter()
+    for b in batches:
+        gm(b)
+    tt = time.perf_counter() - t0
+print("calibrate %-13s %d x [%d, 3, %d, %d]: bpcc %6.2f batches/s (incl. load and save), torch %6.2f batches/s, "
+      "ratio %.2f" % (name, n, bs, size, size, n / tb, n / tt, tt / tb))
