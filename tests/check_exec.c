@@ -276,6 +276,35 @@ START_TEST(observers_see_what_passes_and_shared_ones_see_every_use)
 }
 END_TEST
 
+START_TEST(histogram_observer_bins_as_pytorch_1_13_does)
+{
+    /* 1.13 passes int(min_val), int(max_val) to histc: [0.25, 1.5] is binned over [0, 1], and
+    ** 1.5 falls outside */
+    struct observer_spec spec = {.cls = OC_HISTOGRAM, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
+                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f, .bins = 4,
+                                 .upsample_rate = 128};
+    struct obs_state o;
+    ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+    float x[4] = {0.25f, 0.5f, 0.75f, 1.5f};
+    int64_t dims[1] = {4};
+    char why[128];
+    ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_OK);
+    ck_assert(o.min[0] == 0.25f && o.max[0] == 1.5f);
+    ck_assert(o.hist[0] == 0 && o.hist[1] == 1 && o.hist[2] == 1 && o.hist[3] == 1);
+    /* a second batch inside the range adds its counts; the range is kept */
+    float y[2] = {0.3f, 1.2f};
+    dims[0] = 2;
+    ck_assert_int_eq(bpcc_obs_observe(&o, y, 1, dims, why, sizeof why), BPCC_OK);
+    ck_assert(o.min[0] == 0.25f && o.max[0] == 1.5f);
+    ck_assert(o.hist[1] == 2); /* 0.3 in [0.25, 0.5) of [0, 1]; 1.2 outside again */
+    float nanv[1] = {NAN};
+    dims[0] = 1;
+    ck_assert_int_eq(bpcc_obs_observe(&o, nanv, 1, dims, why, sizeof why), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(why, "NaN"));
+    bpcc_obs_release(&o);
+}
+END_TEST
+
 static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
 {
     struct bpcc_graph *g = ctx;
@@ -315,6 +344,7 @@ int main(void)
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, an_op_it_cannot_run_is_named);
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
+    tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -117,6 +117,15 @@ static enum bpcc_status store_observer(struct bpcc_graph *g, struct bpcc_module 
         if (!s) s = bpcc_module_set_tensor(m, "max_val", BPCC_TENSOR_BUFFER, tmax, d);
         if (s) return s;
     }
+    if (o->hist) {
+        struct bpcc_tensor *th;
+        int64_t dims[1] = {o->bins};
+        s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, dims, &th, d);
+        if (s) return s;
+        memcpy(th->data, o->hist, o->bins * sizeof(float));
+        s = bpcc_module_set_tensor(m, "histogram", BPCC_TENSOR_BUFFER, th, d);
+        if (s) return s;
+    }
     float *sc;
     double *zp;
     uint32_t n;

@@ -22,6 +22,13 @@ enum bpcc_status bpcc_obs_init(struct obs_state *o, const struct observer_spec *
     memset(o, 0, sizeof *o);
     o->spec = *spec;
     o->per_channel = spec->cls == OC_PER_CHANNEL_MINMAX || spec->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX;
+    if (spec->cls == OC_HISTOGRAM) {
+        if (spec->bins < 1 || spec->bins > (1 << 20)) return BPCC_ERR_INVALID;
+        o->bins = (uint32_t)spec->bins;
+        o->hist = bpcc_malloc(o->bins * sizeof *o->hist);
+        if (!o->hist) return BPCC_ERR_NOMEM;
+        memset(o->hist, 0, o->bins * sizeof *o->hist);
+    }
     if (!o->per_channel && bpcc_obs_has_stats(spec->cls)) {
         o->min = bpcc_malloc(sizeof *o->min);
         o->max = bpcc_malloc(sizeof *o->max);
@@ -38,6 +45,8 @@ enum bpcc_status bpcc_obs_init(struct obs_state *o, const struct observer_spec *
 
 void bpcc_obs_release(struct obs_state *o)
 {
+    bpcc_xfree(o->hist);
+    o->hist = NULL;
     bpcc_xfree(o->min);
     bpcc_xfree(o->max);
     o->min = o->max = NULL;
@@ -49,10 +58,220 @@ static bool moving(const struct obs_state *o)
     return o->spec.cls == OC_MOVING_AVERAGE_MINMAX || o->spec.cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX;
 }
 
+/* {==================== HistogramObserver ==================== */
+
+/* torch.histc(x, bins, min=lo, max=hi) on float32 (ATen's LINEAR_INTERPOLATION kernel): equal
+** bounds take the data's range, then widen by one; elements outside [lo, hi] and NaN are skipped;
+** the last bin holds its right edge. Counts are added to h. */
+BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double lo_d, double hi_d, float *h)
+{
+    float lo = (float)lo_d, hi = (float)hi_d;
+    if (lo == hi && n) {
+        float a = x[0], b = x[0];
+        for (uint64_t i = 1; i < n; i++) {
+            a = x[i] < a ? x[i] : a;
+            b = x[i] > b ? x[i] : b;
+        }
+        lo = a;
+        hi = b;
+    }
+    if (lo == hi) {
+        lo -= 1.0f;
+        hi += 1.0f;
+    }
+    float width = hi - lo, fb = (float)bins;
+    for (uint64_t i = 0; i < n; i++) {
+        float v = x[i];
+        if (!(v >= lo && v <= hi)) continue;
+        int64_t pos = (int64_t)((v - lo) * fb / width);
+        if (pos >= (int64_t)bins) pos = bins - 1;
+        h[pos] += 1.0f;
+    }
+}
+
+/* Python's int() of a float: truncation (the observer passes int(min_val) to histc) */
+static bool py_int(float v, double *out)
+{
+    if (!isfinite(v)) return false;
+    *out = trunc((double)v);
+    return true;
+}
+
+static enum bpcc_status histogram_observe(struct obs_state *o, const float *x, uint64_t numel, char *why, size_t n_why)
+{
+    uint32_t bins = o->bins;
+    float lo = o->lo_scratch, hi = o->hi_scratch;
+    float *mn = &o->min[0], *mx = &o->max[0];
+    bool uninit = *mn == INFINITY && *mx == -INFINITY, same = *mn == *mx;
+    double ilo, ihi;
+    if (uninit || same) {
+        *mn = lo;
+        *mx = hi;
+        if (!py_int(lo, &ilo) || !py_int(hi, &ihi)) {
+            snprintf(why, n_why, "HistogramObserver cannot bin a tensor holding infinity");
+            return BPCC_ERR_GRAPH;
+        }
+        memset(o->hist, 0, bins * sizeof *o->hist);
+        histc_add(x, numel, bins, ilo, ihi, o->hist);
+        o->batches++;
+        return BPCC_OK;
+    }
+    float cmin = lo < *mn ? lo : *mn, cmax = hi > *mx ? hi : *mx;
+    /* _adjust_min_max, float32 as the tensors are */
+    int64_t up = o->spec.upsample_rate;
+    float hbw = (*mx - *mn) / (float)((int64_t)bins * up);
+    float span = (float)bins * hbw;
+    float q = ceilf((cmax - cmin) / span);
+    if (!isfinite(q) || q < 1 || q > 1e9) {
+        snprintf(why, n_why, "HistogramObserver: the range cannot be combined (downsample rate %g)", (double)q);
+        return BPCC_ERR_GRAPH;
+    }
+    int64_t down = (int64_t)q;
+    float e = (float)down * span - (cmax - cmin);
+    cmax = cmax + e;
+    int64_t start = (int64_t)nearbyintf((*mn - cmin) / hbw);
+    if (!py_int(cmin, &ilo) || !py_int(cmax, &ihi)) {
+        snprintf(why, n_why, "HistogramObserver cannot bin a tensor holding infinity");
+        return BPCC_ERR_GRAPH;
+    }
+    float *comb = bpcc_malloc(bins * sizeof *comb);
+    if (!comb) return BPCC_ERR_NOMEM;
+    memset(comb, 0, bins * sizeof *comb);
+    histc_add(x, numel, bins, ilo, ihi, comb);
+    if (cmin == *mn && cmax == *mx) {
+        for (uint32_t i = 0; i < bins; i++) comb[i] += o->hist[i];
+    } else {
+        /* _combine_histograms: upsample the old histogram, place it at start, integrate in
+        ** double, sample every `down`-th partial sum, difference, divide by the upsample rate */
+        int64_t len = (int64_t)bins * down, ulen = (int64_t)bins * up;
+        if (start < 0 || start + ulen > len) {
+            bpcc_xfree(comb);
+            snprintf(why, n_why, "HistogramObserver: the old histogram does not fit the combined range");
+            return BPCC_ERR_GRAPH;
+        }
+        double acc = 0;
+        float prev = 0.0f; /* the shifted integral, stored as float32 as PyTorch's zeros() is */
+        int64_t k = 0;
+        for (uint32_t b = 0; b < bins; b++) {
+            for (int64_t j = 0; j < down; j++, k++) {
+                int64_t src = k - start;
+                if (src >= 0 && src < ulen) acc += (double)o->hist[src / up];
+            }
+            double integ = acc;
+            double interp = (integ - (double)prev) / (double)up;
+            comb[b] = comb[b] + (float)interp;
+            prev = (float)integ;
+        }
+    }
+    memcpy(o->hist, comb, bins * sizeof *comb);
+    bpcc_xfree(comb);
+    *mn = cmin;
+    *mx = cmax;
+    o->batches++;
+    return BPCC_OK;
+}
+
+/* Python-style floor division of float32 values (c10's div_floor_floating) */
+static float div_floor(float a, float b)
+{
+    if (b == 0.0f) return a / b;
+    float mod = fmodf(a, b);
+    float div = (a - mod) / b;
+    if (mod != 0.0f && ((b < 0) != (mod < 0))) div -= 1.0f;
+    float fl;
+    if (div != 0.0f) {
+        fl = floorf(div);
+        if (div - fl > 0.5f) fl += 1.0f;
+    } else {
+        fl = copysignf(0.0f, a / b);
+    }
+    return fl;
+}
+
+static float get_norm(float db, float de, float density) { return density * ((de * de * de - db * db * db) / 3.0f); }
+
+/* _compute_quantization_error (bin_width as a Python double of the float32 range, the vectors in
+** float32; the final sum in double, where PyTorch sums float32 in its own order) */
+static double quant_error(const struct obs_state *o, int64_t s, int64_t e)
+{
+    uint32_t bins = o->bins;
+    double bin_width = ((double)o->max[0] - (double)o->min[0]) / (double)bins;
+    double dst_nbins = ldexp(1.0, 8 * (int)(o->spec.dtype == BPCC_DTYPE_QINT32 ? 4 : 1));
+    double dbw = bin_width * (double)(e - s + 1) / dst_nbins;
+    if (dbw == 0.0) return 0.0;
+    float bw = (float)bin_width, fdbw = (float)dbw, half = (float)(dbw / 2), nhalf = (float)(-dbw / 2);
+    float top = (float)(dst_nbins - 1);
+    float mid = get_norm(nhalf, half, 1.0f); /* times density below, elementwise */
+    double sum = 0;
+    for (uint32_t i = 0; i < bins; i++) {
+        float begin = (float)((int64_t)i - s) * bw;
+        float end = begin + bw;
+        float db = div_floor(begin, fdbw), de = div_floor(end, fdbw);
+        db = db < 0 ? 0 : db > top ? top : db;
+        de = de < 0 ? 0 : de > top ? top : de;
+        float bcenter = (db + 0.5f) * fdbw;
+        float density = o->hist[i] / bw;
+        float norm = 0.0f;
+        norm += get_norm(begin - bcenter, half, density);
+        norm += (de - db - 1.0f) * (density * mid);
+        float ecenter = de * fdbw + half;
+        norm += get_norm(nhalf, end - ecenter, density);
+        sum += norm;
+    }
+    return (double)(float)sum;
+}
+
+/* _non_linear_param_search: the [min, max] that minimizes the L2 quantization error */
+static void histogram_range(const struct obs_state *o, float *new_min, float *new_max)
+{
+    uint32_t bins = o->bins;
+    float bin_width = (o->max[0] - o->min[0]) / (float)bins;
+    double total = 0;
+    for (uint32_t i = 0; i < bins; i++) total += o->hist[i];
+    total = (double)(float)total;
+    float *csum = bpcc_malloc(bins * sizeof *csum);
+    if (!csum) { /* cannot search: keep the observed range */
+        *new_min = o->min[0];
+        *new_max = o->max[0];
+        return;
+    }
+    double acc = 0;
+    for (uint32_t i = 0; i < bins; i++) csum[i] = (float)(acc += o->hist[i]);
+    const double step = 1e-5;
+    double alpha = 0.0, beta = 1.0, norm_min = INFINITY;
+    int64_t start = 0, end = bins - 1;
+    while (alpha < beta) {
+        double na = alpha + step, nb = beta - step;
+        int64_t l = start, r = end;
+        float ta = (float)(na * total), tb = (float)(nb * total);
+        while (l < end && csum[l] < ta) l++;
+        while (r > start && csum[r] > tb) r--;
+        int64_t ns = start, ne = end;
+        if (l - start > end - r) {
+            ns = l;
+            alpha = na;
+        } else {
+            ne = r;
+            beta = nb;
+        }
+        if (ns == start && ne == end) continue;
+        double norm = quant_error(o, ns, ne);
+        if (norm > norm_min) break;
+        norm_min = norm;
+        start = ns;
+        end = ne;
+    }
+    bpcc_xfree(csum);
+    *new_min = o->min[0] + bin_width * (float)start;
+    *new_max = o->min[0] + bin_width * (float)(end + 1);
+}
+
+/* }================================================ */
+
 BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim, const int64_t *dims, char *why,
                                   size_t n_why)
 {
-    if (!bpcc_obs_has_stats(o->spec.cls) || o->spec.cls == OC_HISTOGRAM) return BPCC_OK; /* histogram: later */
+    if (!bpcc_obs_has_stats(o->spec.cls)) return BPCC_OK;
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     if (!numel) return BPCC_OK; /* forward() returns early on an empty tensor */
@@ -79,6 +298,7 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
         snprintf(why, n_why, "the observed tensor holds NaN (element %llu)", (unsigned long long)i);
         return BPCC_ERR_GRAPH;
     }
+    if (o->spec.cls == OC_HISTOGRAM) return histogram_observe(o, x, numel, why, n_why);
     float c = (float)o->spec.averaging_constant;
     if (!o->per_channel) {
         float lo = o->lo_scratch, hi = o->hi_scratch;
@@ -204,6 +424,10 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
     } else if (!o->n || (o->n == 1 && !o->per_channel && o->min[0] == INFINITY && o->max[0] == -INFINITY)) {
         sc[0] = 1.0f; /* check_min_max_valid: never observed -> PyTorch's defaults */
         zp[0] = 0;
+    } else if (s->cls == OC_HISTOGRAM) {
+        float lo, hi;
+        histogram_range(o, &lo, &hi);
+        qparams_one(s, lo, hi, &sc[0], &zp[0]);
     } else {
         for (uint32_t i = 0; i < k; i++) qparams_one(s, o->min[i], o->max[i], &sc[i], &zp[i]);
     }

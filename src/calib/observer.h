@@ -15,6 +15,8 @@ struct obs_state {
     float *min, *max;    /* per tensor start at +inf / -inf, as PyTorch's buffers */
     uint64_t batches;
     float lo_scratch, hi_scratch;
+    float *hist;         /* HistogramObserver: `bins` counts over [min, max] */
+    uint32_t bins;
 };
 
 BPCC_INTERNAL bool bpcc_obs_has_stats(enum obs_class c);
