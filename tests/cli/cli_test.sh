@@ -180,6 +180,40 @@ run "prepare quantized io" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fb
 run "prepare bad index list" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized 0,x &&
     has "bad index list" "$ERR" "wants input positions"
 
+# calibrate and run
+mkbatch() { # mkbatch FILE NAME D0 D1 ... : a float32 safetensors batch of a ramp
+    python3 - "$@" <<'PY'
+import json, struct, sys
+path, name, dims = sys.argv[1], sys.argv[2], [int(d) for d in sys.argv[3:]]
+n = 1
+for d in dims:
+    n *= d
+data = struct.pack("<%df" % n, *[((i * 7919) % 23 - 11) / 8.0 for i in range(n)])
+h = json.dumps({name: {"dtype": "F32", "shape": dims, "data_offsets": [0, len(data)]}}).encode()
+h += b" " * (-len(h) % 8)
+open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+PY
+}
+mkdir -p "$WORK/batches"
+mkbatch "$WORK/batches/b0.safetensors" x 1 3 8 8
+mkbatch "$WORK/batches/b1.safetensors" x 2 3 8 8
+mkbatch "$WORK/wrong.safetensors" x 1 4 8 8
+mkbatch "$WORK/noname.safetensors" y 1 3 8 8
+run "prepare for calibrate" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/cal_in.bpcc" &&
+    run "calibrate" 0 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches" -o "$WORK/cal.bpcc" &&
+    run "calibrated model loads" 0 "$BPCC" show "$WORK/cal.bpcc" &&
+    has "observer statistics" "$OUT" "histogram f32[2048]" &&
+    has "observer qparams" "$OUT" "scale f32[1], zero_point i64[1]"
+run "calibrate wrong shape" 1 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches/b0.safetensors" "$WORK/wrong.safetensors" -o "$WORK/cal2.bpcc" &&
+    has "calibrate wrong shape" "$ERR" "wrong.safetensors: error: tensor 'x' has shape [1, 4, 8, 8]; the model input 'x' was traced as [1, 3, 8, 8]" &&
+    { [ ! -e "$WORK/cal2.bpcc" ] && ok || bad "calibrate left output after bad data"; }
+run "calibrate missing input" 1 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/noname.safetensors" -o "$WORK/cal3.bpcc" &&
+    has "calibrate missing input" "$ERR" "no tensor 'x' for the model input 'x'"
+run "calibrate needs data" 2 "$BPCC" calibrate "$WORK/cal_in.bpcc" -o "$WORK/cal4.bpcc" && has "calibrate needs data" "$ERR" "missing --data"
+run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/out.safetensors" &&
+    python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); assert h["output"]["shape"]==[2,5], h' "$WORK/out.safetensors" 2>/dev/null &&
+    ok || bad "run: unexpected output file"
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 
