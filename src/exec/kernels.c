@@ -752,6 +752,7 @@ static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
 
 /* nn.c */
 BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
@@ -787,6 +788,9 @@ static const struct kentry table[] = {
     {'m', "torch.nn.Dropout", k_identity}, {'m', "torch.nn.Dropout2d", k_identity}, {'m', "torch.nn.Identity", k_identity},
     {'m', "torch.nn.Flatten", k_flatten},
     {'m', "torch.nn.Conv1d", bpcc_k_conv}, {'m', "torch.nn.Conv2d", bpcc_k_conv}, {'m', "torch.nn.Conv3d", bpcc_k_conv},
+    {'m', "torch.nn.ConvTranspose1d", bpcc_k_conv_transpose}, {'m', "torch.nn.ConvTranspose2d", bpcc_k_conv_transpose},
+    {'f', "torch.nn.functional.conv3d", bpcc_k_conv}, {'f', "torch.nn.functional.conv_transpose1d", bpcc_k_conv_transpose},
+    {'f', "torch.nn.functional.conv_transpose2d", bpcc_k_conv_transpose},
     {'m', "torch.nn.Linear", bpcc_k_linear}, {'m', "torch.nn.BatchNorm1d", bpcc_k_batch_norm},
     {'m', "torch.nn.BatchNorm2d", bpcc_k_batch_norm}, {'m', "torch.nn.BatchNorm3d", bpcc_k_batch_norm},
     {'m', "torch.nn.LayerNorm", bpcc_k_layer_norm}, {'m', "torch.nn.MaxPool1d", bpcc_k_max_pool},

@@ -75,6 +75,9 @@ static float pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x
     return img[y * W + x];
 }
 
+static enum bpcc_status conv3d(const struct xargs *a, const struct xtensor *x, const float *w, const int64_t *wd,
+                               const float *b, struct xval *out);
+
 BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
@@ -84,7 +87,8 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     const int64_t *wd, *bd;
     if (!param(a, 1, "weight", &w, &wnd, &wd, true) || !param(a, 2, "bias", &b, &bnd, &bd, false)) return BPCC_ERR_GRAPH;
     uint32_t sd = wnd - 2; /* spatial dims of the kernel */
-    if (wnd < 3 || wnd > 4) return bpcc_xerr(a, "only 1-d and 2-d convolutions are supported (weight has %u dims)", wnd);
+    if (wnd == 5) return conv3d(a, x, w, wd, b, out);
+    if (wnd < 3 || wnd > 4) return bpcc_xerr(a, "only 1-d, 2-d and 3-d convolutions are supported (weight has %u dims)", wnd);
     if (x->ndim != wnd && x->ndim != wnd - 1) return bpcc_xerr(a, "input has %u dims for a %u-d convolution", x->ndim, sd);
     int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     int64_t stride[2], pad[2], dil[2], groups;
@@ -216,6 +220,156 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                     float bv = b[g * Cog + co];
                     for (int64_t p = 0; p < P; p++) dst[co * P + p] += bv;
                 }
+        }
+    bpcc_xfree(col);
+    return put(a, y, out);
+}
+
+/* 3-d convolution: im2col over (kd, kh, kw) + sgemm per group (zeros padding) */
+static enum bpcc_status conv3d(const struct xargs *a, const struct xtensor *x, const float *w, const int64_t *wd,
+                               const float *b, struct xval *out)
+{
+    int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0}, st[3], pd[3], dl[3], groups = 1;
+    if (a->module) {
+        if (!bpcc_mattr_ints(a, "stride", 3, one, st) || !bpcc_mattr_ints(a, "padding", 3, zero, pd) ||
+            !bpcc_mattr_ints(a, "dilation", 3, one, dl))
+            return BPCC_ERR_GRAPH;
+        const struct bpcc_value *gv = bpcc_module_attr(a->module, "groups");
+        groups = gv && gv->kind == BPCC_VAL_INT ? gv->u.i : 1;
+        const struct bpcc_value *mv = bpcc_module_attr(a->module, "padding_mode");
+        if (mv && mv->kind == BPCC_VAL_STR && strcmp(mv->u.s, "zeros"))
+            return bpcc_xerr(a, "3-d convolution supports only zeros padding");
+    } else if (!bpcc_xarg_ints(a, 3, "stride", 3, one, st, NULL) || !bpcc_xarg_ints(a, 4, "padding", 3, zero, pd, NULL) ||
+               !bpcc_xarg_ints(a, 5, "dilation", 3, one, dl, NULL) || !bpcc_xarg_int(a, 6, "groups", 1, &groups)) {
+        return BPCC_ERR_GRAPH;
+    }
+    bool batched = x->ndim == 5;
+    if (x->ndim != 5 && x->ndim != 4) return bpcc_xerr(a, "a 3-d convolution takes a 4-d or 5-d input");
+    const int64_t *xd = x->dims + (batched ? 1 : 0);
+    int64_t N = batched ? x->dims[0] : 1, C = xd[0], D = xd[1], H = xd[2], W = xd[3];
+    int64_t Cout = wd[0], Cg = wd[1], K[3] = {wd[2], wd[3], wd[4]};
+    if (groups < 1 || C != Cg * groups || Cout % groups) return bpcc_xerr(a, "channels do not match the weight and groups");
+    int64_t O[3];
+    int64_t in[3] = {D, H, W};
+    for (int i = 0; i < 3; i++) {
+        if (st[i] < 1 || dl[i] < 1 || pd[i] < 0) return bpcc_xerr(a, "invalid stride, dilation or padding");
+        O[i] = (in[i] + 2 * pd[i] - dl[i] * (K[i] - 1) - 1) / st[i] + 1;
+        if (O[i] < 1) return bpcc_xerr(a, "the input is smaller than the kernel");
+    }
+    int64_t odims[5], nd = 0;
+    if (batched) odims[nd++] = N;
+    odims[nd++] = Cout;
+    for (int i = 0; i < 3; i++) odims[nd++] = O[i];
+    struct xtensor *y = bpcc_xtensor_new((uint32_t)nd, odims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t Kn = Cg * K[0] * K[1] * K[2], P = O[0] * O[1] * O[2], Cog = Cout / groups;
+    float *col = bpcc_malloc((size_t)(Kn * P) * sizeof(float));
+    if (!col) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    set_threads(a);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < groups; g++) {
+            const float *src = x->data + (n * C + g * Cg) * D * H * W;
+            float *c = col;
+            for (int64_t ci = 0; ci < Cg; ci++)
+                for (int64_t kz = 0; kz < K[0]; kz++)
+                    for (int64_t ky = 0; ky < K[1]; ky++)
+                        for (int64_t kx = 0; kx < K[2]; kx++)
+                            for (int64_t oz = 0; oz < O[0]; oz++)
+                                for (int64_t oy = 0; oy < O[1]; oy++)
+                                    for (int64_t ox = 0; ox < O[2]; ox++) {
+                                        int64_t iz = oz * st[0] - pd[0] + kz * dl[0], iy = oy * st[1] - pd[1] + ky * dl[1];
+                                        int64_t ix = ox * st[2] - pd[2] + kx * dl[2];
+                                        *c++ = iz < 0 || iz >= D || iy < 0 || iy >= H || ix < 0 || ix >= W
+                                                   ? 0.0f
+                                                   : src[((ci * D + iz) * H + iy) * W + ix];
+                                    }
+            float *dst = y->data + (n * Cout + g * Cog) * P;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)Kn, 1.0f, w + g * Cog * Kn,
+                        (int)Kn, col, (int)P, 0.0f, dst, (int)P);
+            if (b)
+                for (int64_t co = 0; co < Cog; co++)
+                    for (int64_t p = 0; p < P; p++) dst[co * P + p] += b[g * Cog + co];
+        }
+    bpcc_xfree(col);
+    return put(a, y, out);
+}
+
+/* transposed 1-d / 2-d convolution: sgemm (W^T x) then col2im scatter-add */
+BPCC_HOT enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const float *w, *b;
+    uint32_t wnd, bnd;
+    const int64_t *wd, *bd;
+    if (!param(a, 1, "weight", &w, &wnd, &wd, true) || !param(a, 2, "bias", &b, &bnd, &bd, false)) return BPCC_ERR_GRAPH;
+    if (wnd < 3 || wnd > 4) return bpcc_xerr(a, "only 1-d and 2-d transposed convolutions are supported");
+    uint32_t sd = wnd - 2;
+    int64_t one[2] = {1, 1}, zero[2] = {0, 0}, st[2], pd[2], dl[2], op[2], groups = 1;
+    if (a->module) {
+        if (!bpcc_mattr_ints(a, "stride", sd, one, st) || !bpcc_mattr_ints(a, "padding", sd, zero, pd) ||
+            !bpcc_mattr_ints(a, "dilation", sd, one, dl) || !bpcc_mattr_ints(a, "output_padding", sd, zero, op))
+            return BPCC_ERR_GRAPH;
+        const struct bpcc_value *gv = bpcc_module_attr(a->module, "groups");
+        groups = gv && gv->kind == BPCC_VAL_INT ? gv->u.i : 1;
+    } else if (!bpcc_xarg_ints(a, 3, "stride", sd, one, st, NULL) || !bpcc_xarg_ints(a, 4, "padding", sd, zero, pd, NULL) ||
+               !bpcc_xarg_ints(a, 5, "output_padding", sd, zero, op, NULL) || !bpcc_xarg_int(a, 6, "groups", 1, &groups) ||
+               !bpcc_xarg_ints(a, 7, "dilation", sd, one, dl, NULL)) {
+        return BPCC_ERR_GRAPH;
+    }
+    bool batched = x->ndim == wnd;
+    if (x->ndim != wnd && x->ndim != wnd - 1) return bpcc_xerr(a, "input has %u dims", x->ndim);
+    int64_t N = batched ? x->dims[0] : 1, C = x->dims[batched ? 1 : 0];
+    int64_t H = sd == 2 ? x->dims[x->ndim - 2] : 1, W = x->dims[x->ndim - 1];
+    int64_t Cg = C / (groups ? groups : 1), Cog = wd[1], Cout = Cog * groups;
+    int64_t KH = sd == 2 ? wd[2] : 1, KW = wd[wnd - 1];
+    int64_t sh = sd == 2 ? st[0] : 1, sw = st[sd - 1], ph = sd == 2 ? pd[0] : 0, pw = pd[sd - 1];
+    int64_t dh = sd == 2 ? dl[0] : 1, dw = dl[sd - 1], oph = sd == 2 ? op[0] : 0, opw = op[sd - 1];
+    if (groups < 1 || C % groups || wd[0] != C) return bpcc_xerr(a, "channels do not match the weight and groups");
+    int64_t OH = (H - 1) * sh - 2 * ph + dh * (KH - 1) + oph + 1, OW = (W - 1) * sw - 2 * pw + dw * (KW - 1) + opw + 1;
+    if (OH < 1 || OW < 1) return bpcc_xerr(a, "the output would be empty");
+    int64_t odims[BPCC_MAX_DIMS];
+    uint32_t ond = 0;
+    if (batched) odims[ond++] = N;
+    odims[ond++] = Cout;
+    if (sd == 2) odims[ond++] = OH;
+    odims[ond++] = OW;
+    struct xtensor *y = bpcc_xtensor_new(ond, odims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t Kc = Cog * KH * KW, P = H * W;
+    float *col = bpcc_malloc((size_t)(Kc * P) * sizeof(float));
+    if (!col) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    memset(y->data, 0, y->numel * sizeof(float));
+    set_threads(a);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t g = 0; g < groups; g++) {
+            const float *src = x->data + (n * C + g * Cg) * P;
+            /* col[Kc, P] = W_g^T [Kc, Cg] x X_g [Cg, P]; W_g is [Cg, Kc] */
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)P, (int)Cg, 1.0f, w + g * Cg * Kc, (int)Kc,
+                        src, (int)P, 0.0f, col, (int)P);
+            float *dst = y->data + (n * Cout + g * Cog) * OH * OW;
+            for (int64_t co = 0; co < Cog; co++)
+                for (int64_t ky = 0; ky < KH; ky++)
+                    for (int64_t kx = 0; kx < KW; kx++) {
+                        const float *row = col + ((co * KH + ky) * KW + kx) * P;
+                        for (int64_t iy = 0; iy < H; iy++) {
+                            int64_t oy = iy * sh - ph + ky * dh;
+                            if (oy < 0 || oy >= OH) continue;
+                            for (int64_t ix = 0; ix < W; ix++) {
+                                int64_t ox = ix * sw - pw + kx * dw;
+                                if (ox >= 0 && ox < OW) dst[(co * OH + oy) * OW + ox] += row[iy * W + ix];
+                            }
+                        }
+                    }
+            if (b)
+                for (int64_t co = 0; co < Cog; co++)
+                    for (int64_t p = 0; p < OH * OW; p++) dst[co * OH * OW + p] += b[g * Cog + co];
         }
     bpcc_xfree(col);
     return put(a, y, out);

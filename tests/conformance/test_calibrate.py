@@ -248,6 +248,46 @@ class Calibrate(unittest.TestCase):
             self.check_calibrate(model, (2, 3, 8, 8), "head", mname, backend="qnnpack" if mname == "symmetric" else "fbgemm")
         self.check_run(model, torch.randn(2, 3, 8, 8), "head")
 
+    def test_run_other_layers(self):
+        """transposed and 3-d convolutions, padding modes, pooling options, layer norm, gelu, matmul"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.c3 = nn.Conv3d(2, 4, (2, 3, 3), stride=(1, 2, 1), padding=(1, 1, 0), dilation=(1, 1, 2))
+                self.t = nn.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1, groups=2)
+                self.t1 = nn.ConvTranspose1d(6, 3, 4, stride=3, dilation=2)
+                self.r = nn.Conv2d(6, 6, 3, padding=2, padding_mode="reflect", groups=3)
+                self.c = nn.Conv2d(6, 6, 3, padding=1, padding_mode="circular")
+                self.ap = nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True, count_include_pad=False)
+                self.ln = nn.LayerNorm(5)
+                self.mp = nn.MaxPool2d(3, stride=2, dilation=2, padding=1)
+
+            def forward(self, x):
+                y = self.c3(x)                      # [2, 4, 5, 4, 4]
+                y = y.mean(2)                       # [2, 4, 4, 4]
+                y = self.t(y)                       # [2, 6, 8, 8]
+                z = self.t1(y.flatten(2))           # [2, 3, ...]
+                y = self.c(self.r(y))
+                y = F.gelu(self.ap(y)) + self.mp(y).sum()
+                y = self.ln(y[..., :5])
+                return torch.matmul(y, y.transpose(-1, -2)), z.softmax(-1)
+
+        self.check_run_multi(M().eval(), torch.randn(2, 2, 4, 7, 8), "layers")
+
+    def check_run_multi(self, model, x, name):
+        src = self.path(name + ".bpcc")
+        bpcc_torch.export(model, (x,), src)
+        st.write(self.path("in.safetensors"), [("x", x)])
+        self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+        got = st.read(self.path("out.safetensors"))
+        want = model(x)
+        for i, w in enumerate(want):
+            g = got["output.%d" % i]
+            err = ((g - w.detach()).abs().max() / w.detach().abs().max()).item()
+            self.assertLess(err, 1e-5, "%s output %d: %g" % (name, i, err))
+
     def test_bad_data_is_refused_before_anything_runs(self):
         model = Head().eval()
         x = torch.randn(2, 3, 8, 8)
