@@ -10,6 +10,9 @@
 
 #include <math.h>
 #include <stdio.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 bool bpcc_obs_has_stats(enum obs_class c)
 {
@@ -56,6 +59,44 @@ void bpcc_obs_release(struct obs_state *o)
 static bool moving(const struct obs_state *o)
 {
     return o->spec.cls == OC_MOVING_AVERAGE_MINMAX || o->spec.cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX;
+}
+
+/* min and max of x[0..n) (n > 0); true when some element is NaN (min and max are then
+** meaningless). SSE2 where there is SSE2: minps/maxps agree with the scalar comparison for every
+** non-NaN input, and NaN is detected apart. */
+BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, float *hi_out)
+{
+    float lo = x[0], hi = x[0];
+    uint64_t i = 0;
+    int bad = 0;
+#ifdef __SSE2__
+    if (n >= 8) {
+        __m128 vlo = _mm_loadu_ps(x), vhi = vlo, vbad = _mm_setzero_ps();
+        for (; i + 4 <= n; i += 4) {
+            __m128 v = _mm_loadu_ps(x + i);
+            vbad = _mm_or_ps(vbad, _mm_cmpunord_ps(v, v));
+            vlo = _mm_min_ps(vlo, v);
+            vhi = _mm_max_ps(vhi, v);
+        }
+        float l[4], h[4];
+        _mm_storeu_ps(l, vlo);
+        _mm_storeu_ps(h, vhi);
+        bad = _mm_movemask_ps(vbad);
+        for (int k = 0; k < 4; k++) {
+            lo = l[k] < lo ? l[k] : lo;
+            hi = h[k] > hi ? h[k] : hi;
+        }
+    }
+#endif
+    for (; i < n; i++) {
+        float v = x[i];
+        bad |= v != v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+    return bad != 0;
 }
 
 /* {==================== HistogramObserver ==================== */
@@ -275,18 +316,11 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     if (!numel) return BPCC_OK; /* forward() returns early on an empty tensor */
-    /* one branch-free pass: min, max, and whether any element is NaN */
+    /* one pass: min, max, and whether any element is NaN */
     bool nan = false;
     {
-        float lo0 = x[0], hi0 = x[0];
-        int bad = 0;
-        for (uint64_t i = 0; i < numel; i++) {
-            float v = x[i];
-            bad |= v != v;
-            lo0 = v < lo0 ? v : lo0;
-            hi0 = v > hi0 ? v : hi0;
-        }
-        nan = bad != 0;
+        float lo0, hi0;
+        nan = minmax_scan(x, numel, &lo0, &hi0);
         if (!o->per_channel && !nan) {
             o->lo_scratch = lo0;
             o->hi_scratch = hi0;

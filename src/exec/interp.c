@@ -474,7 +474,16 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                         if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
                         else if (s) s = bpcc_xerr(&a, "observer: %s", why);
                     }
-                    if (!s && bpcc_xval_copy(x, &out)) s = bpcc_diag_nomem(d);
+                    /* pass the value through: moved when this is its last use, else copied */
+                    const struct bpcc_value *a0 = &n->args.u.seq.items[0];
+                    uint32_t src = a0->kind == BPCC_VAL_NODE ? a0->u.node->id : UINT32_MAX;
+                    if (!s && src < e->n_ids && e->uses[src] == 1 && e->slot[src].k == XV_TENSOR) {
+                        out = e->slot[src];
+                        out.borrowed = false;
+                        e->slot[src] = (struct xval){0};
+                    } else if (!s && bpcc_xval_copy(x, &out)) {
+                        s = bpcc_diag_nomem(d);
+                    }
                 }
             } else {
                 xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
