@@ -9,6 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifdef __linux__
+#include <malloc.h>
+#endif
 
 int main(int argc, char **argv)
 {
@@ -16,6 +19,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench_calibrate PREPARED_MODEL BATCH... [--threads N]\n");
         return 2;
     }
+#ifdef M_MMAP_THRESHOLD
+    mallopt(M_MMAP_THRESHOLD, 1 << 30); /* as the bpcc CLI does */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
     int threads = 1, n = 0;
     const char **files = calloc((size_t)argc, sizeof *files);
     for (int i = 2; i < argc; i++) {

@@ -155,25 +155,27 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                 const float *img = x->data + (n * C + c) * H * W, *k = w + c * KH * KW;
                 float *dst = y->data + (n * Cout + c) * P;
                 float bv = b ? b[c] : 0.0f;
-                for (int64_t p = 0; p < P; p++) dst[p] = 0.0f;
-                for (int64_t ky = 0; ky < KH; ky++)
-                    for (int64_t kx = 0; kx < KW; kx++) {
-                        float kv = k[ky * KW + kx];
-                        int64_t x0 = kx * dw - pw, lo = 0, hi = OW;
-                        while (lo < OW && x0 + lo * sw < 0) lo++;
-                        while (hi > lo && x0 + (hi - 1) * sw >= W) hi--;
-                        for (int64_t oy = 0; oy < OH; oy++) {
-                            int64_t iy = oy * sh - ph + ky * dh;
-                            if (iy < 0 || iy >= H) continue;
+                for (int64_t p = 0; p < P; p++) dst[p] = bv;
+                /* row by row, so that the output row stays in cache across the KH x KW taps */
+                for (int64_t oy = 0; oy < OH; oy++) {
+                    float *r = dst + oy * OW;
+                    for (int64_t ky = 0; ky < KH; ky++) {
+                        int64_t iy = oy * sh - ph + ky * dh;
+                        if (iy < 0 || iy >= H) continue;
+                        for (int64_t kx = 0; kx < KW; kx++) {
+                            float kv = k[ky * KW + kx];
+                            int64_t x0 = kx * dw - pw, lo = 0, hi = OW;
+                            if (x0 < 0) lo = (-x0 + sw - 1) / sw;
+                            if (x0 + (OW - 1) * sw >= W) hi = (W - 1 - x0) >= 0 ? (W - 1 - x0) / sw + 1 : 0;
+                            if (hi < lo) hi = lo;
                             const float *line = img + iy * W + x0;
-                            float *r = dst + oy * OW;
                             if (sw == 1)
                                 for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox];
                             else
                                 for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox * sw];
                         }
                     }
-                for (int64_t p = 0; p < P; p++) dst[p] += bv;
+                }
             }
         return put(a, y, out);
     }
