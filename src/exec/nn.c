@@ -585,7 +585,7 @@ static bool pool_params(const struct xargs *a, struct pool2d *pp, bool avg)
     return true;
 }
 
-static enum bpcc_status pool(const struct xargs *a, bool avg, struct xval *out)
+BPCC_HOT static enum bpcc_status pool(const struct xargs *a, bool avg, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -622,18 +622,23 @@ static enum bpcc_status pool(const struct xargs *a, bool avg, struct xval *out)
                     int64_t div = pp.divisor ? pp.divisor : pp.count_include_pad ? pool_size : (ye - ys) * (xe - xs);
                     o[oy * OW + ox] = div ? s / (float)div : 0.0f;
                 } else {
+                    /* the window clipped to the input, then a loop without bounds checks; NaN wins */
+                    int64_t dy = pp.d[0], dx = pp.d[1];
+                    int64_t ky0 = y0 < 0 ? (-y0 + dy - 1) / dy : 0, kx0 = x0 < 0 ? (-x0 + dx - 1) / dx : 0;
+                    int64_t ky1 = H - 1 - y0 < 0 ? 0 : (H - 1 - y0) / dy + 1, kx1 = W - 1 - x0 < 0 ? 0 : (W - 1 - x0) / dx + 1;
+                    if (ky1 > pp.k[0]) ky1 = pp.k[0];
+                    if (kx1 > pp.k[1]) kx1 = pp.k[1];
                     float m = -INFINITY;
-                    for (int64_t ky = 0; ky < pp.k[0]; ky++) {
-                        int64_t iy = y0 + ky * pp.d[0];
-                        if (iy < 0 || iy >= H) continue;
-                        for (int64_t kx = 0; kx < pp.k[1]; kx++) {
-                            int64_t ix = x0 + kx * pp.d[1];
-                            if (ix < 0 || ix >= W) continue;
-                            float v = img[iy * W + ix];
-                            if (v > m || isnan(v)) m = v;
+                    int bad = 0;
+                    for (int64_t ky = ky0; ky < ky1; ky++) {
+                        const float *row = img + (y0 + ky * dy) * W + x0;
+                        for (int64_t kx = kx0; kx < kx1; kx++) {
+                            float v = row[kx * dx];
+                            bad |= v != v;
+                            m = v > m ? v : m;
                         }
                     }
-                    o[oy * OW + ox] = m;
+                    o[oy * OW + ox] = bad ? NAN : m;
                 }
             }
     }
