@@ -22,6 +22,12 @@ struct xtensor {
     int64_t dims[BPCC_MAX_DIMS];
     uint64_t numel;
     float *data;
+    /* a quantized tensor (torch.quantize_per_tensor / _per_channel): data holds the integer
+    ** values; qdtype NONE for float tensors */
+    enum bpcc_dtype qdtype;
+    int64_t qaxis;            /* -1: per tensor */
+    float *qscale;            /* 1 or dims[qaxis] values, owned */
+    int64_t *qzp;
 };
 
 enum xkind { XV_NONE = 0, XV_BOOL, XV_INT, XV_FLOAT, XV_STR, XV_TENSOR, XV_SEQ, XV_SLICE, XV_ELLIPSIS, XV_OTHER };
@@ -57,12 +63,15 @@ struct xargs {
     const struct xval *kw;
     struct bpcc_diag *d;
     struct xctx *ctx;
+    const float *weight_override; /* a reference module's quantized-dequantized weight */
 };
 
 typedef enum bpcc_status (*xkernel)(const struct xargs *a, struct xval *out);
 
 /* kernels.c / nn.c: the kernel for a module type or a function/method target (NULL if none) */
 BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op);
+/* dequantize, size, getattr: the kernels that may see quantized tensors */
+BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
 
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);

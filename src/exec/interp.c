@@ -33,12 +33,18 @@ struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
         bpcc_xfree(t);
         return NULL;
     }
+    t->qdtype = BPCC_DTYPE_NONE;
+    t->qaxis = -1;
+    t->qscale = NULL;
+    t->qzp = NULL;
     return t;
 }
 
 void bpcc_xtensor_free(struct xtensor *t)
 {
     if (!t) return;
+    bpcc_xfree(t->qscale);
+    bpcc_xfree(t->qzp);
     bpcc_xfree(t->data);
     bpcc_xfree(t);
 }
@@ -64,6 +70,21 @@ enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst)
             return BPCC_ERR_NOMEM;
         }
         memcpy(dst->u.t->data, src->u.t->data, src->u.t->numel * sizeof(float));
+        const struct xtensor *st = src->u.t;
+        if (st->qdtype != BPCC_DTYPE_NONE) {
+            uint32_t nq = st->qaxis < 0 ? 1 : (uint32_t)st->dims[st->qaxis];
+            struct xtensor *dt = dst->u.t;
+            dt->qdtype = st->qdtype;
+            dt->qaxis = st->qaxis;
+            dt->qscale = bpcc_malloc(nq * sizeof *dt->qscale);
+            dt->qzp = bpcc_malloc(nq * sizeof *dt->qzp);
+            if (!dt->qscale || !dt->qzp) {
+                bpcc_xval_release(dst);
+                return BPCC_ERR_NOMEM;
+            }
+            memcpy(dt->qscale, st->qscale, nq * sizeof *dt->qscale);
+            memcpy(dt->qzp, st->qzp, nq * sizeof *dt->qzp);
+        }
     } else if (src->k == XV_SEQ || src->k == XV_SLICE) {
         uint32_t n = src->u.seq.n;
         dst->u.seq.items = bpcc_malloc((n ? n : 1) * sizeof *dst->u.seq.items);
@@ -440,6 +461,24 @@ enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_modul
     return bpcc_xerr(a, "the interpreter cannot run module type %s", m->type);
 }
 
+static bool value_quantized(const struct xval *v)
+{
+    if (v->k == XV_TENSOR) return v->u.t->qdtype != BPCC_DTYPE_NONE;
+    if (v->k == XV_SEQ)
+        for (uint32_t i = 0; i < v->u.seq.n; i++)
+            if (value_quantized(&v->u.seq.items[i])) return true;
+    return false;
+}
+
+static bool has_quantized(const struct xval *pos, uint32_t np, const struct xval *kw, uint32_t nk)
+{
+    for (uint32_t i = 0; i < np; i++)
+        if (value_quantized(&pos[i])) return true;
+    for (uint32_t i = 0; i < nk; i++)
+        if (value_quantized(&kw[i])) return true;
+    return false;
+}
+
 static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
 {
     const struct bpcc_graph *g = e->g;
@@ -487,13 +526,17 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                 }
             } else {
                 xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
-                if (k) s = k(&a, &out);
+                if (has_quantized(pos, np, kw, nk))
+                    s = bpcc_xerr(&a, "a quantized tensor reaches this module; the reference model dequantizes before it");
+                else if (k) s = k(&a, &out);
                 else if (np == 1 && !nk) s = bpcc_exec_module(&a, m, &pos[0], &out);
                 else s = bpcc_xerr(&a, "the interpreter cannot run module type %s", m->type);
             }
         } else {
             xkernel k = bpcc_exec_kernel(n->kind, n->target);
             if (!k) s = bpcc_xerr(&a, "the interpreter cannot run %s %s", bpcc_node_kind_name(n->kind), n->target);
+            else if (!bpcc_exec_kernel_takes_quantized(k) && has_quantized(pos, np, kw, nk))
+                s = bpcc_xerr(&a, "a quantized tensor reaches this op; the reference model dequantizes before float ops");
             else s = k(&a, &out);
         }
     }
@@ -532,12 +575,17 @@ static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_no
     }
     const struct bpcc_module *m = bpcc_graph_find_module(e->g, path);
     const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
-    if (!bt || !bt->data || bt->dtype != BPCC_DTYPE_F32)
+    bool integer = bt && (bt->dtype == BPCC_DTYPE_I64 || bt->dtype == BPCC_DTYPE_I32);
+    if (!bt || !bt->data || (bt->dtype != BPCC_DTYPE_F32 && !integer))
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, e->g->source_file, n->src_line, n->src_col,
-                               "node '%s': get_attr %s is not a float32 tensor with data", n->name, t);
+                               "node '%s': get_attr %s is not a float32 or integer tensor with data", n->name, t);
     struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
     if (!x) return bpcc_diag_nomem(d);
-    memcpy(x->data, bt->data, x->numel * sizeof(float));
+    if (bt->dtype == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
+    else if (bt->dtype == BPCC_DTYPE_I64)
+        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)((const int64_t *)bt->data)[i];
+    else
+        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)((const int32_t *)bt->data)[i];
     e->slot[n->id] = (struct xval){.k = XV_TENSOR, .u.t = x};
     return BPCC_OK;
 }

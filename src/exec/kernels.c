@@ -753,6 +753,7 @@ static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
 /* nn.c */
 BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
@@ -767,6 +768,181 @@ struct kentry {
     const char *op;
     xkernel fn;
 };
+
+/* {==================== quantize / dequantize ==================== */
+
+static bool qrange_of(enum bpcc_dtype t, int64_t *lo, int64_t *hi)
+{
+    switch (t) {
+    case BPCC_DTYPE_QUINT8: *lo = 0, *hi = 255; return true;
+    case BPCC_DTYPE_QINT8: *lo = -128, *hi = 127; return true;
+    case BPCC_DTYPE_QINT32: *lo = INT32_MIN, *hi = INT32_MAX; return true;
+    default: return false;
+    }
+}
+
+/* a number, or a one-element tensor (get_attr of a scale / zero point buffer) */
+static bool scalar_of(const struct xval *v, double *out)
+{
+    if (!v) return false;
+    if (v->k == XV_FLOAT) *out = v->u.f;
+    else if (v->k == XV_INT) *out = (double)v->u.i;
+    else if (v->k == XV_TENSOR && v->u.t->numel == 1) *out = v->u.t->data[0];
+    else return false;
+    return true;
+}
+
+static bool dtype_arg(const struct xargs *a, uint32_t i, const char *name, enum bpcc_dtype *out)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    /* dtypes reach kernels as XV_OTHER from the IR's DTYPE values: read them from the node */
+    const struct bpcc_value *iv = i < a->node->args.n ? &a->node->args.u.seq.items[i] : NULL;
+    for (uint32_t k = 0; !iv && k < a->node->kwargs.n; k++)
+        if (!strcmp(a->node->kwargs.u.seq.keys[k], name)) iv = &a->node->kwargs.u.seq.items[k];
+    (void)v;
+    if (!iv || iv->kind != BPCC_VAL_DTYPE) {
+        bpcc_xerr(a, "argument %s must be a dtype", name);
+        return false;
+    }
+    *out = iv->u.dtype;
+    return true;
+}
+
+/* ATen's quantize_val: zero_point + nearbyint(x * (1 / scale)), clamped to the dtype */
+static float quant1(float x, float inv, int64_t zp, int64_t lo, int64_t hi)
+{
+    float r = nearbyintf(x * inv);
+    double q = (double)zp + (double)r;
+    return (float)(q < (double)lo ? (double)lo : q > (double)hi ? (double)hi : q);
+}
+
+static enum bpcc_status k_quantize_per_tensor(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    double scale, zpd;
+    enum bpcc_dtype dt;
+    int64_t lo, hi;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!scalar_of(bpcc_xarg(a, 1, "scale"), &scale) || !scalar_of(bpcc_xarg(a, 2, "zero_point"), &zpd))
+        return bpcc_xerr(a, "scale and zero_point must be numbers or one-element tensors");
+    if (!dtype_arg(a, 3, "dtype", &dt)) return BPCC_ERR_GRAPH;
+    if (!qrange_of(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
+    if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "the input is quantized already");
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    y->qscale = bpcc_malloc(sizeof *y->qscale);
+    y->qzp = bpcc_malloc(sizeof *y->qzp);
+    if (!y->qscale || !y->qzp) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    y->qdtype = dt;
+    y->qscale[0] = (float)scale;
+    y->qzp[0] = (int64_t)zpd;
+    float inv = 1.0f / (float)scale;
+    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, y->qzp[0], lo, hi);
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_quantize_per_channel(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *sc, *zp;
+    int64_t axis, lo, hi;
+    enum bpcc_dtype dt;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "scales", &sc) ||
+        !bpcc_xarg_tensor(a, 2, "zero_points", &zp) || !bpcc_xarg_int(a, 3, "axis", 0, &axis) ||
+        !dtype_arg(a, 4, "dtype", &dt) || !dim_ok(a, &axis, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (!qrange_of(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
+    int64_t C = x->dims[axis];
+    if ((int64_t)sc->numel != C || (int64_t)zp->numel != C) return bpcc_xerr(a, "scales and zero_points need %lld values", (long long)C);
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    y->qscale = bpcc_malloc((size_t)C * sizeof *y->qscale);
+    y->qzp = bpcc_malloc((size_t)C * sizeof *y->qzp);
+    if (!y->qscale || !y->qzp) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    y->qdtype = dt;
+    y->qaxis = axis;
+    for (int64_t c = 0; c < C; c++) {
+        y->qscale[c] = sc->data[c];
+        y->qzp[c] = (int64_t)zp->data[c];
+    }
+    int64_t inner = 1;
+    for (uint32_t i = (uint32_t)axis + 1; i < x->ndim; i++) inner *= x->dims[i];
+    for (uint64_t i = 0; i < x->numel; i++) {
+        int64_t c = (int64_t)(i / (uint64_t)inner) % C;
+        y->data[i] = quant1(x->data[i], 1.0f / y->qscale[c], y->qzp[c], lo, hi);
+    }
+    return put_tensor(a, y, out);
+}
+
+/* (q - zero_point) * scale in float32 */
+static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    if (x->qdtype == BPCC_DTYPE_NONE) { /* dequantizing a float tensor is the identity */
+        memcpy(y->data, x->data, x->numel * sizeof(float));
+        return put_tensor(a, y, out);
+    }
+    int64_t inner = 1, C = x->qaxis < 0 ? 1 : x->dims[x->qaxis];
+    for (uint32_t i = x->qaxis < 0 ? x->ndim : (uint32_t)x->qaxis + 1; i < x->ndim; i++) inner *= x->dims[i];
+    for (uint64_t i = 0; i < x->numel; i++) {
+        int64_t c = x->qaxis < 0 ? 0 : (int64_t)(i / (uint64_t)inner) % C;
+        y->data[i] = (x->data[i] - (float)x->qzp[c]) * x->qscale[c];
+    }
+    return put_tensor(a, y, out);
+}
+
+/* }================================================ */
+
+/* x.expand(*sizes): -1 keeps a size; new leading dims allowed */
+static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    const struct xval *s1 = bpcc_xarg(a, 1, "size");
+    if (s1 && s1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "size", 0, NULL, want, &nd)) return BPCC_ERR_GRAPH;
+    } else {
+        for (uint32_t i = 1; i < a->n && nd < BPCC_MAX_DIMS; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &want[nd++])) return BPCC_ERR_GRAPH;
+    }
+    if (nd < x->ndim) return bpcc_xerr(a, "expand needs at least %u sizes", x->ndim);
+    int64_t stride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        int xi = i - (int)(nd - x->ndim);
+        int64_t xd = xi >= 0 ? x->dims[xi] : 1;
+        if (want[i] == -1) {
+            if (xi < 0) return bpcc_xerr(a, "-1 is not allowed for a new dimension");
+            want[i] = xd;
+        }
+        if (xd != want[i] && xd != 1) return bpcc_xerr(a, "cannot expand size %lld to %lld", (long long)xd, (long long)want[i]);
+        stride[i] = xd == 1 ? 0 : st;
+        st *= xd;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, want);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)nd - 1; k >= 0; k--) {
+            idx[k]++;
+            off += stride[k];
+            if (idx[k] < want[k]) break;
+            off -= stride[k] * want[k];
+            idx[k] = 0;
+        }
+    }
+    return put_tensor(a, y, out);
+}
 
 /* torchvision.ops.stochastic_depth(input, p, mode, training): the identity in eval */
 static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *out)
@@ -791,7 +967,13 @@ static const struct kentry table[] = {
     {'m', "torch.nn.ConvTranspose1d", bpcc_k_conv_transpose}, {'m', "torch.nn.ConvTranspose2d", bpcc_k_conv_transpose},
     {'f', "torch.nn.functional.conv3d", bpcc_k_conv}, {'f', "torch.nn.functional.conv_transpose1d", bpcc_k_conv_transpose},
     {'f', "torch.nn.functional.conv_transpose2d", bpcc_k_conv_transpose},
-    {'m', "torch.nn.Linear", bpcc_k_linear}, {'m', "torch.nn.BatchNorm1d", bpcc_k_batch_norm},
+    {'m', "torch.nn.Linear", bpcc_k_linear},
+    {'m', "torch.ao.nn.quantized.reference.Linear", bpcc_k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv1d", bpcc_k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv2d", bpcc_k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv3d", bpcc_k_reference},
+    {'m', "torch.ao.nn.quantized.reference.ConvTranspose1d", bpcc_k_reference},
+    {'m', "torch.ao.nn.quantized.reference.ConvTranspose2d", bpcc_k_reference}, {'m', "torch.nn.BatchNorm1d", bpcc_k_batch_norm},
     {'m', "torch.nn.BatchNorm2d", bpcc_k_batch_norm}, {'m', "torch.nn.BatchNorm3d", bpcc_k_batch_norm},
     {'m', "torch.nn.LayerNorm", bpcc_k_layer_norm}, {'m', "torch.nn.MaxPool1d", bpcc_k_max_pool},
     {'m', "torch.nn.MaxPool2d", bpcc_k_max_pool}, {'m', "torch.nn.AvgPool1d", bpcc_k_avg_pool},
@@ -821,7 +1003,9 @@ static const struct kentry table[] = {
     {'f', "torch.nn.functional.avg_pool2d", bpcc_k_avg_pool},
     {'f', "torch.nn.functional.adaptive_avg_pool2d", bpcc_k_adaptive_avg_pool},
     {'f', "torch.nn.functional.adaptive_max_pool2d", bpcc_k_adaptive_max_pool},
-    {'f', "torch.matmul", bpcc_k_matmul}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
+    {'f', "torch.matmul", bpcc_k_matmul}, {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
+    {'f', "torch.quantize_per_channel", k_quantize_per_channel}, {'f', "torch.dequantize", k_dequantize},
+    {'t', "dequantize", k_dequantize}, {'t', "expand", k_expand}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
     {'m', "torchvision.ops.StochasticDepth", k_identity},
     {'t', "relu", k_relu}, {'t', "relu_", k_relu}, {'t', "sigmoid", k_sigmoid}, {'t', "tanh", k_tanh},
     {'t', "hardsigmoid", k_hardsigmoid}, {'t', "softmax", k_softmax}, {'t', "clamp", k_clamp},
@@ -832,6 +1016,8 @@ static const struct kentry table[] = {
     {'t', "squeeze", k_squeeze}, {'t', "size", k_size}, {'t', "mean", k_mean}, {'t', "sum", k_sum},
     {'t', "matmul", bpcc_k_matmul}, {'t', "exp", k_exp}, {'t', "sqrt", k_sqrt},
 };
+
+bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }
 
 xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op)
 {

@@ -22,6 +22,13 @@ static bool param(const struct xargs *a, uint32_t i, const char *name, const flo
                   const int64_t **dims, bool required)
 {
     *data = NULL;
+    if (a->module && a->weight_override && !strcmp(name, "weight")) {
+        const struct bpcc_tensor *t = bpcc_module_tensor(a->module, name);
+        *data = a->weight_override;
+        *ndim = t->ndim;
+        *dims = t->dims;
+        return true;
+    }
     if (a->module) {
         const struct bpcc_tensor *t = bpcc_module_tensor(a->module, name);
         if (t) {
@@ -701,5 +708,74 @@ static enum bpcc_status adaptive(const struct xargs *a, bool avg, struct xval *o
 
 enum bpcc_status bpcc_k_adaptive_avg_pool(const struct xargs *a, struct xval *out) { return adaptive(a, true, out); }
 enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *out) { return adaptive(a, false, out); }
+
+/* }================================================ */
+
+/* {==================== reference quantized modules ==================== */
+
+/* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
+** the weight quantized and dequantized with the module's weight qparams (per tensor or per
+** channel along weight_axis), as _quantize_and_dequantize_weight does */
+BPCC_HOT enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    const struct bpcc_tensor *w = bpcc_mtensor(m, "weight");
+    if (!w) return bpcc_xerr(a, "%s has no float32 weight", m->name);
+    const struct bpcc_value *qs = bpcc_module_attr(m, "weight_qscheme"), *qd = bpcc_module_attr(m, "weight_dtype");
+    const char *scheme = qs && qs->kind == BPCC_VAL_SYMBOL ? qs->u.s : "torch.per_tensor_affine";
+    enum bpcc_dtype dt = qd && qd->kind == BPCC_VAL_DTYPE ? qd->u.dtype : BPCC_DTYPE_QINT8;
+    int64_t lo, hi;
+    if (dt == BPCC_DTYPE_QUINT8) lo = 0, hi = 255;
+    else if (dt == BPCC_DTYPE_QINT8) lo = -128, hi = 127;
+    else if (dt == BPCC_DTYPE_QINT32) lo = INT32_MIN, hi = INT32_MAX;
+    else if (dt == BPCC_DTYPE_F16 || dt == BPCC_DTYPE_F32) lo = hi = 0; /* float weights: no fake quant */
+    else return bpcc_xerr(a, "weight_dtype %s is not supported", bpcc_dtype_name(dt));
+    const struct bpcc_tensor *sc = bpcc_module_tensor(m, "weight_scale"), *zp = bpcc_module_tensor(m, "weight_zero_point");
+    const struct bpcc_tensor *ax = bpcc_module_tensor(m, "weight_axis");
+    bool per_channel = strstr(scheme, "per_channel") != NULL;
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < w->ndim; i++) numel *= (uint64_t)w->dims[i];
+    float *fq = bpcc_malloc((numel ? numel : 1) * sizeof *fq);
+    if (!fq) return bpcc_diag_nomem(a->d);
+    if (lo == hi) {
+        memcpy(fq, w->data, numel * sizeof *fq);
+    } else {
+        if (!sc || !zp || !sc->data || !zp->data || sc->dtype != BPCC_DTYPE_F32 ||
+            (zp->dtype != BPCC_DTYPE_I64 && zp->dtype != BPCC_DTYPE_I32)) {
+            bpcc_xfree(fq);
+            return bpcc_xerr(a, "%s needs weight_scale (f32) and weight_zero_point (i64) buffers", m->name);
+        }
+        int64_t axis = 0;
+        if (per_channel && ax && ax->data) axis = ax->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)ax->data : *(const int32_t *)ax->data;
+        if (axis < 0) axis += w->ndim;
+        uint64_t C = per_channel ? (uint64_t)w->dims[axis] : 1, inner = 1;
+        for (uint32_t i = (uint32_t)axis + 1; per_channel && i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
+        uint64_t nsc = 1, nzp = 1;
+        for (uint32_t i = 0; i < sc->ndim; i++) nsc *= (uint64_t)sc->dims[i];
+        for (uint32_t i = 0; i < zp->ndim; i++) nzp *= (uint64_t)zp->dims[i];
+        if (nsc < C || nzp < C) {
+            bpcc_xfree(fq);
+            return bpcc_xerr(a, "%s: weight_scale / weight_zero_point have fewer than %llu values", m->name, (unsigned long long)C);
+        }
+        const float *wd = w->data, *s = sc->data;
+        for (uint64_t i = 0; i < numel; i++) {
+            uint64_t c = per_channel ? (i / inner) % C : 0;
+            int64_t z = zp->dtype == BPCC_DTYPE_I64 ? ((const int64_t *)zp->data)[c] : ((const int32_t *)zp->data)[c];
+            float r = nearbyintf(wd[i] * (1.0f / s[c]));
+            double q = (double)z + (double)r;
+            q = q < (double)lo ? (double)lo : q > (double)hi ? (double)hi : q;
+            fq[i] = ((float)q - (float)z) * s[c];
+        }
+    }
+    struct xargs sub = *a;
+    sub.weight_override = fq;
+    enum bpcc_status st;
+    const char *t = m->type + strlen("torch.ao.nn.quantized.reference.");
+    if (!strcmp(t, "Linear")) st = bpcc_k_linear(&sub, out);
+    else if (!strncmp(t, "ConvTranspose", 13)) st = bpcc_k_conv_transpose(&sub, out);
+    else st = bpcc_k_conv(&sub, out);
+    bpcc_xfree(fq);
+    return st;
+}
 
 /* }================================================ */

@@ -25,7 +25,7 @@ try:
     import torchvision  # noqa: F401
     from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
     from torch.ao.quantization import observer as ob
-    from torch.ao.quantization.quantize_fx import prepare_fx
+    from torch.ao.quantization.quantize_fx import prepare_fx, convert_to_reference_fx
     from torch.ao.quantization.quantize import is_activation_post_process
     from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
 except ImportError:
@@ -287,6 +287,29 @@ class Calibrate(unittest.TestCase):
             g = got["output.%d" % i]
             err = ((g - w.detach()).abs().max() / w.detach().abs().max()).item()
             self.assertLess(err, 1e-5, "%s output %d: %g" % (name, i, err))
+
+    def test_run_reference_quantized_models(self):
+        """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
+        quantized modules (weights quantized and dequantized per channel); within two quantization
+        steps of torch's output (a rounding flip upstream moves a value by one step)"""
+        torch.manual_seed(0)
+        for name, model, shape in (("head", Head().eval(), (2, 3, 8, 8)),
+                                   ("resnet18", torchvision_model("resnet18", 0), (2, 3, 64, 64))):
+            x = torch.randn(*shape)
+            p = prepare_fx(copy.deepcopy(model), get_default_qconfig_mapping("fbgemm"), (x,))
+            for _ in range(2):
+                p(torch.randn(*shape))
+            r = convert_to_reference_fx(p)
+            src = self.path(name + "_ref.bpcc")
+            bpcc_torch.export(r, (x,), src)
+            st.write(self.path("in.safetensors"), [("x", x)])
+            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+            got = st.read(self.path("out.safetensors"))["output"]
+            want = r(x).detach()
+            step = [m for n, m in r.named_buffers() if n.endswith("_scale_0") or "scale" in n]
+            out_scale = max(float(b.max()) for b in step) if step else 1.0
+            self.assertLessEqual((got - want).abs().max().item(), 2 * out_scale + 1e-6, name)
+            self.assertGreater((got == want).float().mean().item(), 0.5, "%s: most outputs should be equal" % name)
 
     def test_bad_data_is_refused_before_anything_runs(self):
         model = Head().eval()

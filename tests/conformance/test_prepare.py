@@ -271,7 +271,7 @@ def make_test(name):
     def test(self):
         model = torchvision_model(name, 0)
         self.check(model, (torch.randn(1, 3, 64, 64),), name,
-                   [("fbgemm", "fbgemm"), ("minmax", minmax_mapping())], backends=("fbgemm", "qnnpack"))
+                   [("fbgemm", "fbgemm"), ("minmax", minmax_mapping())], backends=("fbgemm", "qnnpack", "native"))
     return test
 
 
