@@ -76,6 +76,8 @@ BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);
 BPCC_INTERNAL const struct xval *bpcc_xarg(const struct xargs *a, uint32_t i, const char *name);
+/* NULL when the tensor would have more than bpcc_exec_max_elements elements (or on OOM) */
+BPCC_INTERNAL extern uint64_t bpcc_exec_max_elements;
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims);
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
 BPCC_INTERNAL void bpcc_xval_release(struct xval *v);

@@ -9,6 +9,8 @@
 
 /* {==================== values ==================== */
 
+uint64_t bpcc_exec_max_elements = (uint64_t)1 << 30; /* 4 GiB of float32 per tensor */
+
 struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
 {
     if (ndim > BPCC_MAX_DIMS) return NULL;
@@ -24,7 +26,7 @@ struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
         t->dims[i] = dims[i];
         t->numel *= (uint64_t)dims[i];
     }
-    if (t->numel > ((uint64_t)1 << 34)) { /* 64 GiB of floats: refuse rather than thrash */
+    if (t->numel > bpcc_exec_max_elements) { /* refuse rather than thrash */
         bpcc_xfree(t);
         return NULL;
     }

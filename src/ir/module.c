@@ -271,8 +271,8 @@ enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, ui
     for (uint32_t i = 0; i < ndim; i++) t->dims[i] = dims[i];
     bool overflow;
     t->nbytes = bpcc_tensor_expected_bytes(t, &overflow);
-    if (overflow)
-        return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows");
+    if (overflow || t->nbytes > ((size_t)1 << 40))
+        return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows or exceeds 1 TiB");
     t->data = bpcc_arena_alloc(&g->arena, t->nbytes ? t->nbytes : 1, 64);
     if (!t->data) return bpcc_diag_nomem(d);
     *out = t;
