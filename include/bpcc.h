@@ -742,6 +742,26 @@ BPCC_API enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch
 
 /* }==================================================================================== */
 
+/* {====================================================================================
+** Convert (PyTorch 1.13's convert_to_reference_fx; docs/CONVERT.md)
+** ==================================================================================== */
+
+/*
+** Turn a calibrated model into the reference quantized model: each observer becomes
+** quantize_per_tensor / quantize_per_channel (scale and zero point as root buffers "_scale_<n>",
+** "_zero_point_<n>" prefixed with the module path) / quantize_per_tensor_dynamic / to(float16),
+** followed by dequantize; observers whose neighbours all have null qconfigs, and float ones, are
+** dropped. Observed weighted modules (and the root module inside fused modules) become the
+** backend's reference_quantized_module with weight_qscheme, weight_dtype, weight_scale,
+** weight_zero_point and weight_axis from the qconfig's weight observer. c and m must be those the
+** model was prepared with. Counts (may be NULL): quantize points, reference modules.
+*/
+BPCC_API enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c,
+                                       const struct bpcc_qconfig_mapping *m, uint32_t *n_quantized_out,
+                                       uint32_t *n_modules_out, struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

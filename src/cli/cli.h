@@ -27,5 +27,7 @@ int cmd_prepare(int argc, char **argv);
 int cmd_explain(int argc, char **argv);
 int cmd_calibrate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 #endif

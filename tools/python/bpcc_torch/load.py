@@ -28,7 +28,15 @@ def _build(entry, data, children):
             raise BridgeError("%s: not a torch.nn.Module class" % where)
         if issubclass(cls, torch.nn.Sequential):
             order = sorted(children, key=lambda k: (not k.isdigit(), int(k) if k.isdigit() else 0, k))
-            m = cls(*[children[k] for k in order])
+            parts = [children[k] for k in order]
+            try:
+                m = cls(*parts)
+            except AssertionError:
+                # a fused module whose root was swapped for a reference quantized module (as
+                # convert_to_reference_fx does after construction): its constructor checks the
+                # float types, so build the container as Sequential does
+                m = cls.__new__(cls)
+                torch.nn.Sequential.__init__(m, *parts)
         else:
             kwargs = {}
             sig = inspect.signature(cls.__init__)

@@ -1,0 +1,212 @@
+/*
+** cmd_convert.c — `bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT` and the one-shot
+** `bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]`.
+*/
+#include "cli.h"
+
+#include <dirent.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char convert_help[] =
+    "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT\n"
+    "\n"
+    "Turn a calibrated model (bpcc calibrate) into PyTorch's reference quantized model, as\n"
+    "convert_to_reference_fx does: observers become quantize/dequantize pairs, weighted modules the\n"
+    "backend's reference quantized modules with quantized-weight parameters (docs/CONVERT.md).\n"
+    "BACKEND and QCONFIG must be those the model was prepared with.\n";
+
+static const char quantize_help[] =
+    "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
+    "                     [--threads N]\n"
+    "\n"
+    "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
+    "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
+    "Prints a summary: nodes, fused groups, observers, quantize points, reference modules.\n";
+
+struct cargs {
+    const char *model, *out, *backend, *qconfig, *plan;
+    int threads;
+    char **data;
+    uint32_t n_data, cap_data;
+};
+
+static int add_data(struct cargs *a, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *dp = opendir(path);
+        if (!dp) {
+            fprintf(stderr, "%s: error: cannot read the directory\n", path);
+            return EXIT_INPUT;
+        }
+        struct dirent *e;
+        uint32_t first = a->n_data;
+        while ((e = readdir(dp))) {
+            size_t len = strlen(e->d_name);
+            if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+            char *full = malloc(strlen(path) + len + 2);
+            if (!full) break;
+            sprintf(full, "%s/%s", path, e->d_name);
+            if (a->n_data == a->cap_data) {
+                a->cap_data = a->cap_data ? a->cap_data * 2 : 16;
+                char **v = realloc(a->data, a->cap_data * sizeof *v);
+                if (!v) {
+                    free(full);
+                    break;
+                }
+                a->data = v;
+            }
+            a->data[a->n_data++] = full;
+        }
+        closedir(dp);
+        if (a->n_data == first) {
+            fprintf(stderr, "%s: error: no .safetensors files in the directory\n", path);
+            return EXIT_INPUT;
+        }
+        for (uint32_t i = first; i < a->n_data; i++) /* name order */
+            for (uint32_t j = i + 1; j < a->n_data; j++)
+                if (strcmp(a->data[i], a->data[j]) > 0) {
+                    char *t = a->data[i];
+                    a->data[i] = a->data[j];
+                    a->data[j] = t;
+                }
+        return EXIT_OK;
+    }
+    if (a->n_data == a->cap_data) {
+        a->cap_data = a->cap_data ? a->cap_data * 2 : 16;
+        char **v = realloc(a->data, a->cap_data * sizeof *v);
+        if (!v) return EXIT_INTERNAL;
+        a->data = v;
+    }
+    a->data[a->n_data] = strdup(path);
+    return a->data[a->n_data++] ? EXIT_OK : EXIT_INTERNAL;
+}
+
+static int parse(const char *verb, int argc, char **argv, const char *help, struct cargs *a, bool want_data)
+{
+    memset(a, 0, sizeof *a);
+    a->threads = 1;
+    bool in_data = false;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            fputs(help, stdout);
+            return -1;
+        }
+        if (want_data && !strcmp(o, "--data")) {
+            in_data = true;
+            continue;
+        }
+        if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || (want_data && !strcmp(o, "--plan")) ||
+            (want_data && !strcmp(o, "--threads"))) {
+            in_data = false;
+            if (i + 1 >= argc) return cli_usage_error(verb, "%s needs a value", o);
+            const char *v = argv[++i];
+            if (!strcmp(o, "-o")) a->out = v;
+            else if (!strcmp(o, "-b")) a->backend = v;
+            else if (!strcmp(o, "-q")) a->qconfig = v;
+            else if (!strcmp(o, "--plan")) a->plan = v;
+            else {
+                char *end;
+                long t = strtol(v, &end, 10);
+                if (*end || t < 1 || t > 256) return cli_usage_error(verb, "--threads wants 1..256, not '%s'", v);
+                a->threads = (int)t;
+            }
+            continue;
+        }
+        if (o[0] == '-' && o[1]) return cli_usage_error(verb, "unknown option '%s'", o);
+        if (in_data) {
+            int rc = add_data(a, o);
+            if (rc) return rc;
+        } else if (a->model) {
+            return cli_usage_error(verb, "more than one MODEL given ('%s')", o);
+        } else {
+            a->model = o;
+        }
+    }
+    if (!a->model) return cli_usage_error(verb, "missing MODEL");
+    if (!a->backend) return cli_usage_error(verb, "missing -b BACKEND");
+    if (!a->qconfig) return cli_usage_error(verb, "missing -q QCONFIG");
+    if (want_data && !a->n_data) return cli_usage_error(verb, "missing --data FILE");
+    if (!a->out) return cli_usage_error(verb, "missing -o OUT");
+    return 0;
+}
+
+static void free_args(struct cargs *a)
+{
+    for (uint32_t i = 0; i < a->n_data; i++) free(a->data[i]);
+    free(a->data);
+}
+
+static int run(struct cargs *a, bool one_shot)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_config *c = NULL;
+    struct bpcc_qconfig_mapping *m = NULL;
+    struct bpcc_graph *g = NULL;
+    struct bpcc_prepare_report *r = NULL;
+    char *plan = NULL;
+    uint32_t n0 = 0, n_fused = 0, n_obs = 0, nq = 0, nm = 0;
+    enum bpcc_status s = bpcc_config_load(a->backend, NULL, &c, &d);
+    if (!s) s = bpcc_qconfig_load(a->qconfig, NULL, &m, &d);
+    if (!s) s = bpcc_graph_load(a->model, &g, &d);
+    if (!s && one_shot) {
+        n0 = bpcc_graph_n_nodes(g);
+        s = bpcc_fuse(g, c, NULL, NULL, &d);
+        if (!s) n_fused = n0 - bpcc_graph_n_nodes(g);
+        if (!s) s = bpcc_prepare(g, c, m, NULL, &r, &d);
+        if (!s && a->plan) s = bpcc_prepare_plan_json(r, 2, &plan, &d);
+        for (uint32_t i = 0; !s && i < bpcc_graph_n_modules(g); i++)
+            n_obs += !strncmp(bpcc_module_type(bpcc_graph_module(g, i)), "torch.ao.quantization.", 22);
+        if (!s) {
+            struct bpcc_calibrate_options o = {.threads = a->threads};
+            s = bpcc_calibrate(g, (const char *const *)a->data, a->n_data, &o, &d);
+        }
+    }
+    if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
+    if (!s) s = bpcc_graph_save(g, a->out, &d);
+    if (!s && plan) {
+        size_t len = strlen(plan);
+        char *t = malloc(len + 2);
+        if (!t) s = BPCC_ERR_NOMEM;
+        else {
+            memcpy(t, plan, len);
+            t[len] = '\n';
+            s = bpcc_write_file(a->plan, t, len + 1, &d);
+            free(t);
+        }
+    }
+    bpcc_free(plan);
+    bpcc_prepare_report_free(r);
+    bpcc_graph_free(g);
+    bpcc_qconfig_free(m);
+    bpcc_config_free(c);
+    cli_print_diag(&d);
+    if (s) return cli_exit_code(s);
+    if (one_shot)
+        printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
+               "%u reference modules -> %s\n", a->model, n0, n_fused, n_obs, a->n_data, a->n_data == 1 ? "" : "es", nq, nm,
+               a->out);
+    return EXIT_OK;
+}
+
+int cmd_convert(int argc, char **argv)
+{
+    struct cargs a;
+    int rc = parse("convert", argc, argv, convert_help, &a, false);
+    if (!rc) rc = run(&a, false);
+    free_args(&a);
+    return rc < 0 ? EXIT_OK : rc;
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    struct cargs a;
+    int rc = parse("quantize", argc, argv, quantize_help, &a, true);
+    if (!rc) rc = run(&a, true);
+    free_args(&a);
+    return rc < 0 ? EXIT_OK : rc;
+}

@@ -1,0 +1,359 @@
+/*
+** convert.c — convert_to_reference_fx on a calibrated model: every observer becomes
+** quantize_per_tensor / quantize_per_channel (scale and zero point as root buffers named as
+** PyTorch names them) / quantize_per_tensor_dynamic / to(float16), then dequantize; observers
+** PyTorch drops are dropped; weighted modules (and the root inside fused modules) become the
+** config's reference_quantized_module with the weight qparams their weight observer computes.
+*/
+#include "../calib/observer.h"
+#include "pass.h"
+
+#include <stdio.h>
+
+struct conv {
+    struct bpcc_graph *g;
+    const struct bpcc_config *c;
+    struct bpcc_qconfig_assignment *qa;
+    const struct qconfig **qc; /* node id -> qconfig (ids of the nodes before conversion) */
+    uint8_t *in_map;           /* node id -> had an entry in the qconfig map */
+    uint32_t n_ids;
+    struct bpcc_diag *d;
+    uint32_t n_quantized, n_dropped, n_modules;
+};
+
+static const struct qconfig *qc_of(const struct conv *cv, const struct bpcc_node *n)
+{
+    return n->id < cv->n_ids ? cv->qc[n->id] : NULL;
+}
+
+/* has_none_qconfig: in the map and None there */
+static bool none_qconfig(const struct conv *cv, const struct bpcc_node *n)
+{
+    return n->id < cv->n_ids && cv->in_map[n->id] && !cv->qc[n->id];
+}
+
+static bool is_obs_node(const struct bpcc_graph *g, const struct bpcc_node *n)
+{
+    if (n->kind != BPCC_NODE_CALL_MODULE) return false;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    return m && bpcc_obs_module_class(m) >= 0;
+}
+
+static struct bpcc_module *root_module(struct conv *cv)
+{
+    struct bpcc_module *r = bpcc_graph_find_module(cv->g, "");
+    if (!r && bpcc_graph_add_module(cv->g, "", "torch.fx.GraphModule", &r, cv->d)) return NULL;
+    return r;
+}
+
+/* create_getattr_from_value: a root buffer <prefix><n> (dots as underscores, the first free n) and
+** a get_attr node for it, before `before` */
+static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct bpcc_tensor *t, struct bpcc_node *before,
+                                     struct bpcc_node **out)
+{
+    struct bpcc_module *root = root_module(cv);
+    if (!root) return BPCC_ERR_NOMEM;
+    char base[256], name[300];
+    snprintf(base, sizeof base, "%s", prefix);
+    for (char *p = base; *p; p++)
+        if (*p == '.') *p = '_';
+    for (uint32_t i = 0;; i++) {
+        snprintf(name, sizeof name, "%s%u", base, i);
+        if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) break;
+    }
+    enum bpcc_status s = bpcc_module_set_tensor(root, name, BPCC_TENSOR_BUFFER, t, cv->d);
+    if (!s) s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, name, name, NULL, NULL, out, cv->d);
+    if (!s) bpcc_node_move_before(*out, before);
+    return s;
+}
+
+/* get_module_path_and_prefix */
+static const char *module_path(struct conv *cv, const struct bpcc_node *obs, const char **prefix)
+{
+    const struct bpcc_node *observed = obs->args.u.seq.items[0].u.node;
+    bool input_only = observed->id < cv->n_ids && cv->in_map[observed->id] && !cv->qc[observed->id];
+    const struct bpcc_node *at = observed;
+    *prefix = "";
+    if (input_only) {
+        at = obs->n_users ? obs->users[0].node : NULL;
+        for (uint32_t i = 0; i < obs->n_users; i++)
+            if (obs->users[i].node->kind == BPCC_NODE_CALL_FUNCTION &&
+                !strcmp(obs->users[i].node->target, "torch.nn.functional.linear")) {
+                at = obs->users[i].node;
+                break;
+            }
+        *prefix = "_input";
+    }
+    if (!at) return "";
+    if (at->kind == BPCC_NODE_CALL_MODULE) return at->target; /* a module call's scope is the module */
+    const char *type;
+    const char *p = bpcc_node_scope(at, &type);
+    return p ? p : "";
+}
+
+static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
+{
+    struct bpcc_graph *g = cv->g;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, obs->target);
+    struct observer_spec spec;
+    bpcc_obs_spec_of_module(m, &spec);
+    struct bpcc_node *in = obs->args.n && obs->args.u.seq.items[0].kind == BPCC_VAL_NODE ? obs->args.u.seq.items[0].u.node : NULL;
+    if (!in) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, obs->src_line, obs->src_col,
+                                    "observer '%s' has no input", obs->name);
+    bool skip = none_qconfig(cv, in);
+    for (uint32_t i = 0; skip && i < obs->n_users; i++) skip = none_qconfig(cv, obs->users[i].node);
+    bool stat = (spec.dtype == BPCC_DTYPE_QUINT8 || spec.dtype == BPCC_DTYPE_QINT8) && spec.cls != OC_PLACEHOLDER &&
+                spec.cls != OC_NOOP && spec.cls != OC_REUSE_INPUT;
+    bool dyn = spec.cls == OC_PLACEHOLDER && (spec.compute_dtype == BPCC_DTYPE_QUINT8 || spec.compute_dtype == BPCC_DTYPE_QINT8 ||
+                                               spec.compute_dtype == BPCC_DTYPE_F16);
+    bool fp16 = !stat && !dyn && spec.dtype == BPCC_DTYPE_F16;
+    enum bpcc_status s = BPCC_OK;
+    struct bpcc_node *last = NULL;
+    if (!skip && stat) {
+        const struct bpcc_tensor *sc = bpcc_module_tensor(m, "scale"), *zp = bpcc_module_tensor(m, "zero_point");
+        if (!sc || !zp || !sc->data || !zp->data)
+            return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, obs->src_line, obs->src_col,
+                                   "observer '%s' has no qparams: calibrate the model first (bpcc calibrate)", obs->name);
+        bool per_channel = spec.qscheme == QS_PER_CHANNEL_AFFINE || spec.qscheme == QS_PER_CHANNEL_SYMMETRIC ||
+                           spec.qscheme == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
+        const char *prefix;
+        const char *path = module_path(cv, obs, &prefix);
+        char p1[300], p2[300];
+        snprintf(p1, sizeof p1, "%s%s_scale_", path, prefix);
+        snprintf(p2, sizeof p2, "%s%s_zero_point_", path, prefix);
+        struct bpcc_tensor *ts, *tz;
+        int64_t C = sc->ndim ? sc->dims[0] : 1;
+        if (per_channel) {
+            /* the observer's tensors: affine zero points are int32, symmetric ones int64 */
+            enum bpcc_dtype zdt = spec.qscheme == QS_PER_CHANNEL_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
+            s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, &C, &ts, cv->d);
+            if (!s) s = bpcc_tensor_new(g, zdt, 1, &C, &tz, cv->d);
+            if (s) return s;
+            memcpy(ts->data, sc->data, (size_t)C * sizeof(float));
+            for (int64_t i = 0; i < C; i++) {
+                int64_t z = zp->dtype == BPCC_DTYPE_I64 ? ((const int64_t *)zp->data)[i] : (int64_t)((const float *)zp->data)[i];
+                if (zdt == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)z;
+                else ((int64_t *)tz->data)[i] = z;
+            }
+        } else {
+            s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &ts, cv->d);
+            if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I64, 0, NULL, &tz, cv->d);
+            if (s) return s;
+            *(float *)ts->data = *(const float *)sc->data;
+            *(int64_t *)tz->data = zp->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)zp->data : (int64_t) * (const float *)zp->data;
+        }
+        struct bpcc_node *ns, *nz, *q, *dq;
+        s = getattr_node(cv, p1, ts, obs, &ns);
+        if (!s) s = getattr_node(cv, p2, tz, obs, &nz);
+        if (s) return s;
+        struct bpcc_value args;
+        uint32_t na = per_channel ? 5 : 4;
+        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, na, &args)) return bpcc_diag_nomem(cv->d);
+        args.u.seq.items[0] = bpcc_value_node(in);
+        args.u.seq.items[1] = bpcc_value_node(ns);
+        args.u.seq.items[2] = bpcc_value_node(nz);
+        if (per_channel) args.u.seq.items[3] = bpcc_value_int(spec.ch_axis);
+        args.u.seq.items[na - 1] = bpcc_value_dtype(spec.dtype);
+        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, per_channel ? "quantize_per_channel" : "quantize_per_tensor",
+                                   per_channel ? "torch.quantize_per_channel" : "torch.quantize_per_tensor", &args, NULL, &q,
+                                   cv->d);
+        if (s) return s;
+        bpcc_node_move_before(q, obs);
+        struct bpcc_value a1;
+        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
+        a1.u.seq.items[0] = bpcc_value_node(q);
+        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, &dq, cv->d);
+        if (s) return s;
+        bpcc_node_move_before(dq, obs);
+        last = dq;
+    } else if (!skip && (dyn || fp16)) {
+        struct bpcc_value args;
+        struct bpcc_node *q, *dq;
+        if (dyn) {
+            /* reduce_range: torch.backends.quantized.engine in (fbgemm, x86), the x86 default */
+            if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 3, &args)) return bpcc_diag_nomem(cv->d);
+            args.u.seq.items[0] = bpcc_value_node(in);
+            args.u.seq.items[1] = bpcc_value_dtype(spec.compute_dtype);
+            args.u.seq.items[2] = bpcc_value_bool(true);
+            s = bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, "quantize_per_tensor_dynamic",
+                                       "torch.quantize_per_tensor_dynamic", &args, NULL, &q, cv->d);
+        } else {
+            if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 2, &args)) return bpcc_diag_nomem(cv->d);
+            args.u.seq.items[0] = bpcc_value_node(in);
+            args.u.seq.items[1] = bpcc_value_dtype(BPCC_DTYPE_F16);
+            s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "to", "to", &args, NULL, &q, cv->d);
+        }
+        if (s) return s;
+        bpcc_node_move_before(q, obs);
+        struct bpcc_value a1;
+        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
+        a1.u.seq.items[0] = bpcc_value_node(q);
+        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, &dq, cv->d);
+        if (s) return s;
+        bpcc_node_move_before(dq, obs);
+        last = dq;
+    }
+    s = bpcc_node_replace_all_uses(obs, last ? last : in, NULL, cv->d);
+    if (!s) s = bpcc_node_erase(obs, cv->d);
+    if (!s) {
+        if (last) cv->n_quantized++;
+        else cv->n_dropped++;
+    }
+    return s;
+}
+
+/* the simple single-op entry for a module type */
+static const struct pattern_entry *entry_for(const struct bpcc_config *c, const char *type)
+{
+    uint32_t n;
+    const uint32_t *cand = bpcc_registry_candidates(c, type, &n);
+    for (uint32_t k = 0; k < n; k++) {
+        const struct pattern_entry *e = c->entries[cand[k]];
+        if (!e->pattern->n_args && !strcmp(e->pattern->op, type)) return e;
+    }
+    return NULL;
+}
+
+/* is_qconfig_supported_by_dtype_configs */
+static bool qconfig_supported(const struct qconfig *qc, const struct pattern_entry *e)
+{
+    enum bpcc_dtype act = qc->activation.dtype, w = qc->weight.dtype;
+    enum bpcc_dtype comp = qc->activation.cls == OC_PLACEHOLDER ? qc->activation.compute_dtype : BPCC_DTYPE_NONE;
+    for (uint32_t i = 0; e && i < e->n_dtype_configs; i++) {
+        const struct dtype_config *dc = &e->dtype_configs[i];
+        enum bpcc_dtype in = dc->input.dtype ? dc->input.dtype : BPCC_DTYPE_F32, wd = dc->weight.dtype ? dc->weight.dtype : BPCC_DTYPE_F32;
+        enum bpcc_dtype bd = dc->bias ? dc->bias : BPCC_DTYPE_F32, out = dc->output.dtype ? dc->output.dtype : BPCC_DTYPE_F32;
+        enum bpcc_dtype qb = act == BPCC_DTYPE_F16 && w == BPCC_DTYPE_F16 && !dc->is_dynamic ? BPCC_DTYPE_F16 : BPCC_DTYPE_F32;
+        bool ok = dc->is_dynamic ? in == comp && out == BPCC_DTYPE_F32 && wd == w
+                                 : in == act && out == act && wd == w && bd == qb;
+        if (ok) return true;
+    }
+    return false;
+}
+
+static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, bool observed)
+{
+    struct bpcc_graph *g = cv->g;
+    struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    if (!m) return BPCC_OK;
+    struct bpcc_module *root = m;
+    const struct pattern_entry *e = entry_for(cv->c, m->type);
+    if (m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22)) {
+        root = m->first_child;
+        if (!entry_for(cv->c, root->type)) return BPCC_OK;
+    }
+    const struct pattern_entry *re = entry_for(cv->c, root->type);
+    if (!re || !re->reference_module) return BPCC_OK;
+    const struct qconfig *qc = qc_of(cv, n);
+    if (!qc || !observed) return BPCC_OK;
+    if (!qconfig_supported(qc, e ? e : re)) return BPCC_OK;
+    enum bpcc_dtype wd = qc->weight.dtype;
+    if (wd != BPCC_DTYPE_QINT8 && wd != BPCC_DTYPE_QUINT8 && wd != BPCC_DTYPE_QUINT4X2 && wd != BPCC_DTYPE_F16) return BPCC_OK;
+    const struct bpcc_tensor *w = bpcc_module_tensor(root, "weight");
+    if (!w || !w->data || w->dtype != BPCC_DTYPE_F32)
+        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
+                               "'%s' has no float32 weight to quantize", root->name);
+    /* run the weight observer on the weight */
+    struct obs_state st;
+    if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
+    char why[200];
+    enum bpcc_status s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
+    float *sc = NULL;
+    double *zp = NULL;
+    uint32_t nq = 0;
+    if (!s) s = bpcc_obs_qparams(&st, &sc, &zp, &nq);
+    bpcc_obs_release(&st);
+    if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
+    if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "weight of '%s': %s",
+                                  root->name, why);
+    enum qscheme q = qc->weight.qscheme;
+    bool per_channel = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_CHANNEL_SYMMETRIC || q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
+    const char *qs = q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS ? "torch.per_channel_affine_float_qparams"
+                     : per_channel                           ? "torch.per_channel_affine"
+                                                             : "torch.per_tensor_affine";
+    struct bpcc_value v;
+    if (bpcc_value_str_new(g, BPCC_VAL_SYMBOL, qs, &v)) s = bpcc_diag_nomem(cv->d);
+    if (!s) s = bpcc_module_set_attr(root, "weight_qscheme", &v, cv->d);
+    v = bpcc_value_dtype(wd);
+    if (!s) s = bpcc_module_set_attr(root, "weight_dtype", &v, cv->d);
+    struct bpcc_tensor *ts = NULL, *tz = NULL, *ta = NULL;
+    if (!s && nq) {
+        int64_t C = nq;
+        /* affine zero points come out of the observer as int32, symmetric ones as int64 */
+        enum bpcc_dtype zdt = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_TENSOR_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
+        if (q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) zdt = BPCC_DTYPE_F32;
+        s = bpcc_tensor_new(g, BPCC_DTYPE_F32, per_channel ? 1 : 0, &C, &ts, cv->d);
+        if (!s) s = bpcc_tensor_new(g, per_channel ? zdt : BPCC_DTYPE_I64, per_channel ? 1 : 0, &C, &tz, cv->d);
+        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I32, 0, NULL, &ta, cv->d);
+        if (!s) {
+            for (uint32_t i = 0; i < nq && i < (per_channel ? nq : 1); i++) {
+                ((float *)ts->data)[i] = sc[i];
+                if (tz->dtype == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)zp[i];
+                else if (tz->dtype == BPCC_DTYPE_I64) ((int64_t *)tz->data)[i] = (int64_t)zp[i];
+                else ((float *)tz->data)[i] = (float)zp[i];
+            }
+            *(int32_t *)ta->data = per_channel ? (int32_t)qc->weight.ch_axis : 0;
+            s = bpcc_module_set_tensor(root, "weight_scale", BPCC_TENSOR_BUFFER, ts, cv->d);
+            if (!s) s = bpcc_module_set_tensor(root, "weight_zero_point", BPCC_TENSOR_BUFFER, tz, cv->d);
+            if (!s) s = bpcc_module_set_tensor(root, "weight_axis", BPCC_TENSOR_BUFFER, ta, cv->d);
+        }
+    }
+    bpcc_xfree(sc);
+    bpcc_xfree(zp);
+    if (s) return s;
+    root->type = bpcc_graph_intern(g, re->reference_module);
+    if (!root->type) return bpcc_diag_nomem(cv->d);
+    cv->n_modules++;
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
+                              uint32_t *n_quantized_out, uint32_t *n_modules_out, struct bpcc_diag *d)
+{
+    struct conv cv = {.g = g, .c = c, .d = d, .n_ids = g->next_id};
+    enum bpcc_status s = bpcc_qconfig_assign(g, m, &cv.qa, d);
+    if (s) return s;
+    cv.qc = bpcc_malloc((cv.n_ids + 1) * sizeof *cv.qc);
+    cv.in_map = bpcc_malloc(cv.n_ids + 1);
+    if (!cv.qc || !cv.in_map) s = bpcc_diag_nomem(d);
+    if (!s) {
+        memset(cv.qc, 0, (cv.n_ids + 1) * sizeof *cv.qc);
+        memset(cv.in_map, 0, cv.n_ids + 1);
+        uint32_t na = bpcc_qconfig_assignment_count(cv.qa);
+        for (uint32_t i = 0; i < na; i++) {
+            const struct bpcc_node_qconfig *nq = bpcc_qconfig_assignment_at(cv.qa, i);
+            if (is_obs_node(g, nq->node)) continue; /* PyTorch's map predates the observers */
+            cv.qc[nq->node->id] = nq->qconfig;
+            cv.in_map[nq->node->id] = 1;
+        }
+        /* weighted modules first (observed: an observer on an input or the output) */
+        for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
+            if (n->kind != BPCC_NODE_CALL_MODULE || is_obs_node(g, n)) continue;
+            bool observed = false;
+            for (uint32_t i = 0; i < n->args.n && !observed; i++)
+                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(g, n->args.u.seq.items[i].u.node);
+            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(g, n->users[i].node);
+            s = convert_module(&cv, n, observed);
+        }
+        for (struct bpcc_node *n = g->first; n && !s;) {
+            struct bpcc_node *next = n->next;
+            if (is_obs_node(g, n)) s = convert_observer(&cv, n);
+            n = next;
+        }
+        /* the observer modules go */
+        for (uint32_t i = 0; !s && i < g->n_modules;) {
+            struct bpcc_module *mod = g->modules[i];
+            if (!mod->dead && bpcc_obs_module_class(mod) >= 0) {
+                s = bpcc_graph_remove_module(g, mod->name, d);
+                continue;
+            }
+            i++;
+        }
+    }
+    if (!s && n_quantized_out) *n_quantized_out = cv.n_quantized;
+    if (!s && n_modules_out) *n_modules_out = cv.n_modules;
+    bpcc_xfree(cv.qc);
+    bpcc_xfree(cv.in_map);
+    bpcc_qconfig_assignment_free(cv.qa);
+    return s;
+}

@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+"""Conformance: `bpcc quantize` (fuse -> prepare -> calibrate -> convert) against PyTorch 1.13's
+prepare_fx + the same batches + convert_to_reference_fx. Per original node: every quantize point
+(the value it quantizes and the nodes that consume its dequantize) with its dtype and qparams;
+every reference module's weight qparams by module name; bpcc's model loaded through the bridge
+runs in PyTorch; and the outputs agree within a quantization step of the output.
+
+usage: test_convert.py BPCC      (exit 77 when torch is not installed)
+"""
+import copy
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+import warnings
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+    import torchvision  # noqa: F401
+    from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
+    from torch.ao.quantization import observer as ob
+    from torch.ao.quantization.quantize_fx import prepare_fx, convert_to_reference_fx
+    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+except ImportError:
+    print("torch / torchvision not installed: skipping")
+    sys.exit(77)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+import bpcc_torch  # noqa: E402
+from bpcc_torch import _safetensors as st  # noqa: E402
+from bpcc_torch import backend_config as bcfg  # noqa: E402
+from bpcc_torch import qconfig as bq  # noqa: E402
+from bpcc_torch.__main__ import torchvision_model  # noqa: E402
+
+warnings.simplefilter("ignore")
+torch.set_num_threads(2)
+BPCC = None
+
+
+def minmax_mapping():
+    m = QConfigMapping().set_global(QConfig(
+        activation=ob.MinMaxObserver.with_args(dtype=torch.quint8),
+        weight=ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)))
+    for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
+        m.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+    return m
+
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+        self.conv2 = nn.Conv2d(8, 8, 1)
+        self.fc = nn.Linear(16, 5)
+
+    def forward(self, x):
+        y = self.conv(x)
+        z = torch.cat([y, torch.sigmoid(self.conv2(y))], 1)
+        z = F.adaptive_avg_pool2d(z, 1).flatten(1)
+        return self.fc(z)
+
+
+def value(gm, v):
+    if isinstance(v, torch.fx.Node) and v.op == "get_attr":
+        t = gm
+        for part in v.target.split("."):
+            t = getattr(t, part)
+        return t.detach().clone()
+    return v
+
+
+def quantize_points(gm):
+    """{(quantized node, consumers of its dequantize): (dtype, scale, zero point)}"""
+    out = {}
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in (torch.quantize_per_tensor, torch.quantize_per_channel):
+            consumers = []
+            for u in n.users:
+                consumers += [w.name for w in u.users] if u.op == "call_method" and u.target == "dequantize" else [u.name]
+            key = (n.args[0].name, tuple(sorted(consumers)))
+            out[key] = (n.args[-1], torch.as_tensor(value(gm, n.args[1])).float().reshape(-1),
+                        torch.as_tensor(value(gm, n.args[2])).long().reshape(-1))
+    return out
+
+
+def reference_modules(gm):
+    out = {}
+    for name, m in gm.named_modules():
+        if type(m).__module__.startswith("torch.ao.nn.quantized.reference"):
+            out[name] = (type(m).__name__, m.weight_qscheme, m.weight_dtype, m.weight_scale.reshape(-1),
+                         m.weight_zero_point.long().reshape(-1), int(m.weight_axis))
+    return out
+
+
+class Convert(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, n):
+        return os.path.join(self.tmp.name, n)
+
+    def check(self, model, shape, name, mname, mapping, backend):
+        what = "%s / %s / %s" % (name, mname, backend)
+        torch.manual_seed(1)
+        batches = [torch.randn(*shape) * (i + 1) for i in range(2)]
+        src = self.path(name + ".bpcc")
+        bpcc_torch.export(model, (batches[0],), src)
+        spec = mapping if isinstance(mapping, str) else self.path(mname + ".yaml")
+        if not isinstance(mapping, str):
+            with open(spec, "w") as f:
+                f.write(bq.mapping_yaml(mapping, mname))
+        files = []
+        for i, b in enumerate(batches):
+            files.append(self.path("b%d.safetensors" % i))
+            st.write(files[-1], [("x", b)])
+        out = self.path("q.bpcc")
+        r = subprocess.run([BPCC, "quantize", src, "-b", backend, "-q", spec, "--data", *files, "-o", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, "%s: %s" % (what, r.stderr))
+        tmap = get_default_qconfig_mapping(mapping) if isinstance(mapping, str) else mapping
+        p = prepare_fx(copy.deepcopy(model), tmap, (batches[0],), backend_config=bcfg.get_backend_config(backend))
+        for b in batches:
+            p(b)
+        want = convert_to_reference_fx(p, backend_config=bcfg.get_backend_config(backend))
+        got = bpcc_torch.load(out)
+        wq, gq = quantize_points(want), quantize_points(got)
+        self.assertEqual(sorted(gq), sorted(wq), "%s: quantize points differ" % what)
+        hist = mname == "fbgemm"
+        for k in wq:
+            (wd, ws, wz), (gd, gs, gz) = wq[k], gq[k]
+            self.assertEqual(gd, wd, "%s %s: dtype" % (what, k))
+            rel = ((gs - ws).abs() / ws.abs()).max().item()
+            self.assertLess(rel, 5e-2 if hist else 1e-5, "%s %s: scale %s vs %s" % (what, k, gs[:4], ws[:4]))
+            self.assertLessEqual((gz - wz).abs().max().item(), 3 if hist else 1, "%s %s: zero point" % (what, k))
+            if k[0] == "x" and not hist:
+                self.assertTrue(torch.equal(gs, ws) and torch.equal(gz, wz), "%s %s: not bit-equal" % (what, k))
+        names = lambda gm: sorted(n.target for n in gm.graph.nodes if n.op == "get_attr" and "_scale_" in n.target
+                                  or n.op == "get_attr" and "_zero_point_" in n.target)
+        self.assertEqual(names(got), names(want), "%s: qparam buffer names differ" % what)
+        wr, gr = reference_modules(want), reference_modules(got)
+        self.assertEqual(sorted(gr), sorted(wr), "%s: reference modules differ" % what)
+        for k in wr:
+            w, g = wr[k], gr[k]
+            self.assertEqual(g[:3], w[:3], "%s %s" % (what, k))
+            self.assertTrue(torch.equal(g[3], w[3]) and torch.equal(g[4], w[4]) and g[5] == w[5],
+                            "%s %s: weight qparams %s vs %s" % (what, k, g[3][:4], w[3][:4]))
+        # outputs: bpcc run, torch's reference model, bpcc's model in torch
+        st.write(self.path("in.safetensors"), [("x", batches[0])])
+        subprocess.run([BPCC, "run", out, "--data", self.path("in.safetensors"), "-o", self.path("o.safetensors")], check=True)
+        mine = st.read(self.path("o.safetensors"))["output"]
+        theirs = want(batches[0]).detach()
+        in_torch = got(batches[0]).detach()
+        last = [n for n in want.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor]
+        step = float(value(want, last[-1].args[1])) if last else 1e-3
+        self.assertLessEqual((in_torch - mine).abs().max().item(), 1e-5 + step, "%s: bpcc's model in torch" % what)
+        self.assertLessEqual((mine - theirs).abs().max().item(), (1 if not hist else 4) * step + 1e-6,
+                             "%s: outputs differ by more than a step (%g)" % (what, step))
+
+    def test_head(self):
+        torch.manual_seed(0)
+        model = Head().eval()
+        for backend in ("fbgemm", "qnnpack", "native"):
+            self.check(model, (2, 3, 8, 8), "head", "minmax", minmax_mapping(), backend)
+            self.check(model, (2, 3, 8, 8), "head", "fbgemm", "fbgemm", backend)
+
+
+def make_test(name):
+    def test(self):
+        model = torchvision_model(name, 0)
+        self.check(model, (1, 3, 64, 64), name, "minmax", minmax_mapping(), "fbgemm")
+    return test
+
+
+for _n in ("resnet18", "mobilenet_v2", "squeezenet1_1"):
+    setattr(Convert, "test_torchvision_" + _n, make_test(_n))
+
+
+if __name__ == "__main__":
+    BPCC = sys.argv[1]
+    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Convert)
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    bad = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - bad, bad))
+    sys.exit(0 if bad == 0 else 1)
