@@ -735,6 +735,11 @@ struct bpcc_calibrate_options {
 */
 BPCC_API enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches, uint32_t n_batches,
                                          const struct bpcc_calibrate_options *opts, struct bpcc_diag *d);
+/* Signal-to-quantization-noise ratio in dB of g's outputs against reference's on the batches:
+** 10 log10(sum ref^2 / sum (ref - g)^2) over every output element (+inf when equal). */
+BPCC_API enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc_graph *g,
+                                    const char *const *batches, uint32_t n_batches, int threads,
+                                    double *db_out, struct bpcc_diag *d);
 /* Run a model on one batch and write its outputs ("output", or "output.0", "output.1" ... for a
 ** tuple) to a safetensors file, atomically. */
 BPCC_API enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,

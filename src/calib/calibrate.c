@@ -6,6 +6,7 @@
 */
 #include "../exec/exec.h"
 
+#include <math.h>
 #include <stdio.h>
 
 struct batch {
@@ -251,4 +252,58 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     bpcc_xfree(ts);
     if (scratch) bpcc_graph_free(scratch);
     return s;
+}
+
+/* the output tensors of a value, flattened in order */
+static void sq_accumulate(const struct xval *f, const struct xval *q, double *sig, double *noise, bool *shape_ok)
+{
+    if (f->k == XV_SEQ && q->k == XV_SEQ && f->u.seq.n == q->u.seq.n) {
+        for (uint32_t i = 0; i < f->u.seq.n; i++) sq_accumulate(&f->u.seq.items[i], &q->u.seq.items[i], sig, noise, shape_ok);
+        return;
+    }
+    if (f->k != XV_TENSOR || q->k != XV_TENSOR) return;
+    if (f->u.t->numel != q->u.t->numel) {
+        *shape_ok = false;
+        return;
+    }
+    for (uint64_t i = 0; i < f->u.t->numel; i++) {
+        double a = f->u.t->data[i], e = a - q->u.t->data[i];
+        *sig += a * a;
+        *noise += e * e;
+    }
+}
+
+enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc_graph *g, const char *const *batches,
+                           uint32_t n_batches, int threads, double *db_out, struct bpcc_diag *d)
+{
+    *db_out = 0;
+    struct bpcc_exec *ef = NULL, *eq = NULL;
+    enum bpcc_status s = bpcc_exec_new(reference, threads, &ef, d);
+    if (!s) s = bpcc_exec_new(g, threads, &eq, d);
+    double sig = 0, noise = 0;
+    bool shape_ok = true;
+    for (uint32_t i = 0; !s && i < n_batches; i++) {
+        struct batch bf, bq;
+        s = batch_open(reference, batches[i], true, &bf, d);
+        if (s) break;
+        s = batch_open(g, batches[i], true, &bq, d);
+        if (s) {
+            batch_release(&bf);
+            break;
+        }
+        struct xval of = {0}, oq = {0};
+        s = bpcc_exec_run(ef, bf.inputs, bf.n, &of, d);
+        if (!s) s = bpcc_exec_run(eq, bq.inputs, bq.n, &oq, d);
+        if (!s) sq_accumulate(&of, &oq, &sig, &noise, &shape_ok);
+        bpcc_xval_release(&of);
+        bpcc_xval_release(&oq);
+        batch_release(&bf);
+        batch_release(&bq);
+    }
+    bpcc_exec_free(ef);
+    bpcc_exec_free(eq);
+    if (s) return s;
+    if (!shape_ok) return bpcc_diag_error(d, BPCC_ERR_GRAPH, NULL, 0, 0, "the two models' outputs have different shapes");
+    *db_out = noise > 0 ? 10.0 * log10(sig / noise) : INFINITY;
+    return BPCC_OK;
 }

@@ -167,6 +167,15 @@ static int run(struct cargs *a, bool one_shot)
         }
     }
     if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
+    double db = 0;
+    if (!s && one_shot) { /* the float model, reloaded, against the quantized one on the batches */
+        struct bpcc_graph *f;
+        s = bpcc_graph_load(a->model, &f, &d);
+        if (!s) {
+            s = bpcc_sqnr(f, g, (const char *const *)a->data, a->n_data, a->threads, &db, &d);
+            bpcc_graph_free(f);
+        }
+    }
     if (!s) s = bpcc_graph_save(g, a->out, &d);
     if (!s && plan) {
         size_t len = strlen(plan);
@@ -188,8 +197,8 @@ static int run(struct cargs *a, bool one_shot)
     if (s) return cli_exit_code(s);
     if (one_shot)
         printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
-               "%u reference modules -> %s\n", a->model, n0, n_fused, n_obs, a->n_data, a->n_data == 1 ? "" : "es", nq, nm,
-               a->out);
+               "%u reference modules, output SQNR %.1f dB vs float on the calibration data -> %s\n", a->model, n0,
+               n_fused, n_obs, a->n_data, a->n_data == 1 ? "" : "es", nq, nm, db, a->out);
     return EXIT_OK;
 }
 

@@ -214,6 +214,20 @@ run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.s
     python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); assert h["output"]["shape"]==[2,5], h' "$WORK/out.safetensors" 2>/dev/null &&
     ok || bad "run: unexpected output file"
 
+# convert and quantize
+run "convert" 0 "$BPCC" convert "$WORK/cal.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv.bpcc" &&
+    run "converted model loads" 0 "$BPCC" show "$WORK/conv.bpcc" &&
+    has "quantize points" "$OUT" "torch.quantize_per_tensor" &&
+    has "reference modules" "$OUT" "torch.ao.nn.quantized.reference.Conv2d"
+run "convert before calibrate" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv2.bpcc" &&
+    has "convert before calibrate" "$ERR" "calibrate the model first" &&
+    { [ ! -e "$WORK/conv2.bpcc" ] && ok || bad "convert left output after an error"; }
+run "quantize" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant.bpcc" &&
+    has "quantize summary" "$OUT" "reference modules, output SQNR" &&
+    run "quantized model runs" 0 "$BPCC" run "$WORK/quant.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout.safetensors"
+run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
+    has "quantize needs data" "$ERR" "missing --data"
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 
