@@ -4,6 +4,7 @@
 */
 #include "testutil.h"
 
+#include "exec/exec.h"
 #include "pass/prepare.h"
 
 #define QC_A "{activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
@@ -452,6 +453,131 @@ START_TEST(a_bad_stub_spec_is_reported_at_its_module)
 }
 END_TEST
 
+/* prepare + run the observers on one ramp batch + convert */
+static enum bpcc_status quantize_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
+                                      bool calibrate)
+{
+    enum bpcc_status s = prepare_text(model, "fbgemm", qyaml, false, p, d);
+    if (s) return s;
+    /* tensors: parse leaves them unbound; give them values */
+    for (uint32_t i = 0; i < bpcc_graph_n_modules(p->g); i++) {
+        struct bpcc_module *m = bpcc_graph_module(p->g, i);
+        for (uint32_t k = 0; k < bpcc_module_n_tensors(m); k++) {
+            const char *name;
+            enum bpcc_tensor_role role;
+            struct bpcc_tensor *t = bpcc_module_tensor_at(m, k, &name, &role);
+            if (bpcc_tensor_data(t)) continue;
+            struct bpcc_tensor *nt;
+            s = bpcc_tensor_new(p->g, bpcc_tensor_dtype(t), bpcc_tensor_ndim(t), bpcc_tensor_dims(t), &nt, d);
+            if (s) return s;
+            for (uint64_t j = 0; j < bpcc_tensor_numel(nt); j++) ((float *)bpcc_tensor_data(nt))[j] = (float)((int)(j * 7 % 11) - 5) / 8.0f;
+            s = bpcc_module_set_tensor(m, name, role, nt, d);
+            if (s) return s;
+        }
+    }
+    if (calibrate) {
+        struct bpcc_exec *e;
+        s = bpcc_exec_new(p->g, 1, &e, d);
+        if (s) return s;
+        struct xtensor *x = bpcc_xtensor_new(4, (int64_t[]){1, 3, 4, 4});
+        if (!x) {
+            bpcc_exec_free(e);
+            return bpcc_diag_nomem(d);
+        }
+        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)i / 8.0f - 2.0f;
+        struct xval in = {.k = XV_TENSOR, .u.t = x};
+        s = bpcc_exec_run(e, &in, 1, NULL, d);
+        /* store qparams as bpcc_calibrate does */
+        for (uint32_t i = 0; !s && i < bpcc_exec_n_observers(e); i++) {
+            const struct obs_state *st;
+            struct bpcc_module *m = (struct bpcc_module *)bpcc_exec_observer_at(e, i, &st);
+            float *sc;
+            double *zp;
+            uint32_t n;
+            if (bpcc_obs_qparams(st, &sc, &zp, &n)) return bpcc_diag_nomem(d);
+            struct bpcc_tensor *ts, *tz;
+            int64_t dn = n;
+            s = bpcc_tensor_new(p->g, BPCC_DTYPE_F32, 1, &dn, &ts, d);
+            if (!s) s = bpcc_tensor_new(p->g, BPCC_DTYPE_I64, 1, &dn, &tz, d);
+            for (uint32_t k = 0; !s && k < n; k++) {
+                ((float *)bpcc_tensor_data(ts))[k] = sc[k];
+                ((int64_t *)bpcc_tensor_data(tz))[k] = (int64_t)zp[k];
+            }
+            if (!s) s = bpcc_module_set_tensor(m, "scale", BPCC_TENSOR_CONSTANT, ts, d);
+            if (!s) s = bpcc_module_set_tensor(m, "zero_point", BPCC_TENSOR_CONSTANT, tz, d);
+            bpcc_xfree(sc);
+            bpcc_xfree(zp);
+        }
+        bpcc_exec_free(e);
+        bpcc_xtensor_free(x);
+        if (s) return s;
+    }
+    uint32_t nq, nm;
+    return bpcc_convert(p->g, p->c, p->m, &nq, &nm, d);
+}
+
+static const struct bpcc_node *find_target(const struct bpcc_graph *g, const char *target, uint32_t nth)
+{
+    for (const struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n))
+        if (!strcmp(bpcc_node_target(n), target) && nth-- == 0) return n;
+    return NULL;
+}
+
+START_TEST(convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_msg(quantize_text(model_conv_relu, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(bpcc_graph_verify(p.g, &d), BPCC_OK);
+    ck_assert_uint_eq(n_observers(p.g), 0);
+    const struct bpcc_node *q0 = find_target(p.g, "torch.quantize_per_tensor", 0), *q1 = find_target(p.g, "torch.quantize_per_tensor", 1);
+    ck_assert_ptr_nonnull(q0);
+    ck_assert_ptr_nonnull(q1);
+    ck_assert_ptr_null(find_target(p.g, "torch.quantize_per_tensor", 2));
+    /* the input's quantize point is named after its consumer's module (conv), with _input */
+    ck_assert_str_eq(bpcc_node_target(bpcc_node_args(q0)->u.seq.items[1].u.node), "conv_input_scale_0");
+    ck_assert_str_eq(bpcc_node_target(bpcc_node_args(q1)->u.seq.items[1].u.node), "_scale_0"); /* relu: root scope */
+    ck_assert_str_eq(bpcc_node_target(bpcc_node_user(q0, 0)), "dequantize");
+    const struct bpcc_module *conv = bpcc_graph_find_module(p.g, "conv");
+    ck_assert_str_eq(bpcc_module_type(conv), "torch.ao.nn.quantized.reference.Conv2d");
+    const struct bpcc_tensor *ws = bpcc_module_tensor(conv, "weight_scale");
+    ck_assert_ptr_nonnull(ws);
+    /* QC_A's weight: MinMax qint8 per-tensor symmetric over the weight values [-5/8, 5/8] */
+    ck_assert(*(const float *)bpcc_tensor_data((struct bpcc_tensor *)ws) == 0.625f / 127.5f);
+    ck_assert_int_eq(bpcc_module_attr(conv, "weight_dtype")->u.dtype, BPCC_DTYPE_QINT8);
+    ck_assert_str_eq(bpcc_module_attr(conv, "weight_qscheme")->u.s, "torch.per_tensor_affine");
+    ck_assert_ptr_null(bpcc_graph_find_module(p.g, "activation_post_process_0"));
+    prepared_free(&p);
+}
+END_TEST
+
+START_TEST(convert_refuses_an_uncalibrated_model)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(quantize_text(model_conv_relu, "global: " QC_A "\n", &p, &d, false), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "calibrate the model first"));
+    prepared_free(&p);
+}
+END_TEST
+
+static enum bpcc_status quantize_oom(void *ctx, struct bpcc_diag *d)
+{
+    (void)ctx;
+    struct prepared p;
+    enum bpcc_status s = quantize_text(model_conv_relu, "global: " QC_A "\n", &p, d, true);
+    prepared_free(&p);
+    return s;
+}
+
+START_TEST(convert_survives_every_allocation_failure)
+{
+    ck_assert_int_gt(tu_oom_loop("quantize", quantize_oom, NULL), 50);
+}
+END_TEST
+
 static enum bpcc_status prepare_and_report(void *ctx, struct bpcc_diag *d)
 {
     (void)ctx;
@@ -504,6 +630,9 @@ int main(void)
     tcase_add_test(tc, a_stub_becomes_an_observer_with_its_own_spec_or_the_qconfigs);
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
+    tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
+    tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
+    tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);
