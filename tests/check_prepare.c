@@ -494,7 +494,10 @@ static enum bpcc_status quantize_text(const char *model, const char *qyaml, stru
             float *sc;
             double *zp;
             uint32_t n;
-            if (bpcc_obs_qparams(st, &sc, &zp, &n)) return bpcc_diag_nomem(d);
+            if (bpcc_obs_qparams(st, &sc, &zp, &n)) {
+                s = bpcc_diag_nomem(d);
+                break;
+            }
             struct bpcc_tensor *ts, *tz;
             int64_t dn = n;
             s = bpcc_tensor_new(p->g, BPCC_DTYPE_F32, 1, &dn, &ts, d);
