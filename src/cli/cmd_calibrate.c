@@ -21,7 +21,7 @@ static const char calibrate_help[] =
     "name order. Every batch is checked before any runs. --threads: OpenBLAS threads (default 1).\n";
 
 static const char run_help[] =
-    "usage: bpcc run MODEL --data FILE -o OUT.safetensors [--threads N]\n"
+    "usage: bpcc run MODEL --data FILE -o OUT.safetensors [--threads N]   (--input is --data)\n"
     "\n"
     "Run a model on one batch with the reference interpreter and write its outputs (\"output\", or\n"
     "\"output.0\", \"output.1\" ... for tuples) to a safetensors file.\n";
@@ -114,7 +114,7 @@ static int parse(const char *verb, int argc, char **argv, const char *help, cons
             fputs(help, stdout);
             return -1;
         }
-        if (!strcmp(o, "--data")) {
+        if (!strcmp(o, "--data") || !strcmp(o, "--input")) {
             in_data = true;
             continue;
         }

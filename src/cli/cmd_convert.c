@@ -19,15 +19,18 @@ static const char convert_help[] =
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
-    "                     [--threads N]\n"
+    "                     [--explain] [--threads N]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
-    "Prints a summary: nodes, fused groups, observers, quantize points, reference modules.\n";
+    "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
+    "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
+    "per-node report, --plan writes prepare's plan.\n";
 
 struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
+    bool explain;
     char **data;
     uint32_t n_data, cap_data;
 };
@@ -99,6 +102,11 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             in_data = true;
             continue;
         }
+        if (want_data && !strcmp(o, "--explain")) {
+            a->explain = true;
+            in_data = false;
+            continue;
+        }
         if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || (want_data && !strcmp(o, "--plan")) ||
             (want_data && !strcmp(o, "--threads"))) {
             in_data = false;
@@ -159,6 +167,12 @@ static int run(struct cargs *a, bool one_shot)
         if (!s) n_fused = n0 - bpcc_graph_n_nodes(g);
         if (!s) s = bpcc_prepare(g, c, m, NULL, &r, &d);
         if (!s && a->plan) s = bpcc_prepare_plan_json(r, 2, &plan, &d);
+        if (!s && a->explain) {
+            char *text;
+            s = bpcc_prepare_explain(r, false, &text, &d);
+            if (!s) fputs(text, stdout);
+            bpcc_free(text);
+        }
         for (uint32_t i = 0; !s && i < bpcc_graph_n_modules(g); i++)
             n_obs += !strncmp(bpcc_module_type(bpcc_graph_module(g, i)), "torch.ao.quantization.", 22);
         if (!s) {
