@@ -18,6 +18,17 @@ int cli_exit_code(enum bpcc_status s);
 /* "bpcc VERB: msg" + a hint to --help, exit code 2. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Batch files named on the command line: a file, or a directory's *.safetensors in name order. */
+struct cli_files {
+    char **v;
+    uint32_t n, cap;
+};
+/* EXIT_OK, EXIT_INPUT (message printed) or EXIT_INTERNAL */
+int cli_add_data(struct cli_files *f, const char *path);
+void cli_free_files(struct cli_files *f);
+/* Write text plus a trailing newline to path atomically (the JSON writers' convention). */
+enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d);
+
 int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);
 int cmd_config(int argc, char **argv);

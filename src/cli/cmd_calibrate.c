@@ -4,10 +4,8 @@
 */
 #include "cli.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,65 +24,6 @@ static const char run_help[] =
     "Run a model on one batch with the reference interpreter and write its outputs (\"output\", or\n"
     "\"output.0\", \"output.1\" ... for tuples) to a safetensors file.\n";
 
-struct files {
-    char **v;
-    uint32_t n, cap;
-};
-
-static int add_file(struct files *f, const char *path)
-{
-    if (f->n == f->cap) {
-        uint32_t c = f->cap ? f->cap * 2 : 16;
-        char **v = realloc(f->v, c * sizeof *v);
-        if (!v) return -1;
-        f->v = v;
-        f->cap = c;
-    }
-    f->v[f->n] = strdup(path);
-    return f->v[f->n++] ? 0 : -1;
-}
-
-static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
-
-/* a file, or a directory's *.safetensors in name order */
-static int add_data(const char *verb, struct files *f, const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        DIR *dp = opendir(path);
-        if (!dp) {
-            fprintf(stderr, "%s: error: cannot read the directory\n", path);
-            return EXIT_INPUT;
-        }
-        uint32_t first = f->n;
-        struct dirent *e;
-        while ((e = readdir(dp))) {
-            size_t len = strlen(e->d_name);
-            if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
-            char *full = malloc(strlen(path) + len + 2);
-            if (!full) break;
-            sprintf(full, "%s/%s", path, e->d_name);
-            int rc = add_file(f, full);
-            free(full);
-            if (rc) break;
-        }
-        closedir(dp);
-        if (f->n == first) {
-            fprintf(stderr, "%s: error: no .safetensors files in the directory\n", path);
-            return EXIT_INPUT;
-        }
-        qsort(f->v + first, f->n - first, sizeof *f->v, cmp_str);
-        return EXIT_OK;
-    }
-    (void)verb;
-    return add_file(f, path) ? EXIT_INTERNAL : EXIT_OK;
-}
-
-static void free_files(struct files *f)
-{
-    for (uint32_t i = 0; i < f->n; i++) free(f->v[i]);
-    free(f->v);
-}
 
 struct progress {
     struct timespec t0;
@@ -103,7 +42,7 @@ static void on_progress(uint32_t done, uint32_t total, void *ud)
 }
 
 static int parse(const char *verb, int argc, char **argv, const char *help, const char **model, const char **out,
-                 int *threads, struct files *data)
+                 int *threads, struct cli_files *data)
 {
     *model = *out = NULL;
     *threads = 1;
@@ -132,7 +71,7 @@ static int parse(const char *verb, int argc, char **argv, const char *help, cons
         }
         if (o[0] == '-' && o[1]) return cli_usage_error(verb, "unknown option '%s'", o);
         if (in_data) {
-            int rc = add_data(verb, data, o);
+            int rc = cli_add_data(data, o);
             if (rc) return rc;
         } else if (*model) {
             return cli_usage_error(verb, "more than one MODEL given ('%s'); data files follow --data", o);
@@ -150,10 +89,10 @@ int cmd_calibrate(int argc, char **argv)
 {
     const char *model, *out;
     int threads;
-    struct files data = {0};
+    struct cli_files data = {0};
     int rc = parse("calibrate", argc, argv, calibrate_help, &model, &out, &threads, &data);
     if (rc) {
-        free_files(&data);
+        cli_free_files(&data);
         return rc < 0 ? EXIT_OK : rc;
     }
     struct bpcc_diag d;
@@ -168,7 +107,7 @@ int cmd_calibrate(int argc, char **argv)
         if (!s) s = bpcc_graph_save(g, out, &d);
         bpcc_graph_free(g);
     }
-    free_files(&data);
+    cli_free_files(&data);
     cli_print_diag(&d);
     return s ? cli_exit_code(s) : EXIT_OK;
 }
@@ -177,11 +116,11 @@ int cmd_run(int argc, char **argv)
 {
     const char *model, *out;
     int threads;
-    struct files data = {0};
+    struct cli_files data = {0};
     int rc = parse("run", argc, argv, run_help, &model, &out, &threads, &data);
     if (!rc && data.n != 1) rc = cli_usage_error("run", "run takes one --data FILE");
     if (rc) {
-        free_files(&data);
+        cli_free_files(&data);
         return rc < 0 ? EXIT_OK : rc;
     }
     struct bpcc_diag d;
@@ -192,7 +131,7 @@ int cmd_run(int argc, char **argv)
         s = bpcc_run(g, data.v[0], out, threads, &d);
         bpcc_graph_free(g);
     }
-    free_files(&data);
+    cli_free_files(&data);
     cli_print_diag(&d);
     return s ? cli_exit_code(s) : EXIT_OK;
 }

@@ -4,10 +4,8 @@
 */
 #include "cli.h"
 
-#include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static const char convert_help[] =
     "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT\n"
@@ -31,61 +29,8 @@ struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
     bool explain;
-    char **data;
-    uint32_t n_data, cap_data;
+    struct cli_files data;
 };
-
-static int add_data(struct cargs *a, const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        DIR *dp = opendir(path);
-        if (!dp) {
-            fprintf(stderr, "%s: error: cannot read the directory\n", path);
-            return EXIT_INPUT;
-        }
-        struct dirent *e;
-        uint32_t first = a->n_data;
-        while ((e = readdir(dp))) {
-            size_t len = strlen(e->d_name);
-            if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
-            char *full = malloc(strlen(path) + len + 2);
-            if (!full) break;
-            sprintf(full, "%s/%s", path, e->d_name);
-            if (a->n_data == a->cap_data) {
-                a->cap_data = a->cap_data ? a->cap_data * 2 : 16;
-                char **v = realloc(a->data, a->cap_data * sizeof *v);
-                if (!v) {
-                    free(full);
-                    break;
-                }
-                a->data = v;
-            }
-            a->data[a->n_data++] = full;
-        }
-        closedir(dp);
-        if (a->n_data == first) {
-            fprintf(stderr, "%s: error: no .safetensors files in the directory\n", path);
-            return EXIT_INPUT;
-        }
-        for (uint32_t i = first; i < a->n_data; i++) /* name order */
-            for (uint32_t j = i + 1; j < a->n_data; j++)
-                if (strcmp(a->data[i], a->data[j]) > 0) {
-                    char *t = a->data[i];
-                    a->data[i] = a->data[j];
-                    a->data[j] = t;
-                }
-        return EXIT_OK;
-    }
-    if (a->n_data == a->cap_data) {
-        a->cap_data = a->cap_data ? a->cap_data * 2 : 16;
-        char **v = realloc(a->data, a->cap_data * sizeof *v);
-        if (!v) return EXIT_INTERNAL;
-        a->data = v;
-    }
-    a->data[a->n_data] = strdup(path);
-    return a->data[a->n_data++] ? EXIT_OK : EXIT_INTERNAL;
-}
 
 static int parse(const char *verb, int argc, char **argv, const char *help, struct cargs *a, bool want_data)
 {
@@ -126,7 +71,7 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
         }
         if (o[0] == '-' && o[1]) return cli_usage_error(verb, "unknown option '%s'", o);
         if (in_data) {
-            int rc = add_data(a, o);
+            int rc = cli_add_data(&a->data, o);
             if (rc) return rc;
         } else if (a->model) {
             return cli_usage_error(verb, "more than one MODEL given ('%s')", o);
@@ -137,16 +82,12 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
     if (!a->model) return cli_usage_error(verb, "missing MODEL");
     if (!a->backend) return cli_usage_error(verb, "missing -b BACKEND");
     if (!a->qconfig) return cli_usage_error(verb, "missing -q QCONFIG");
-    if (want_data && !a->n_data) return cli_usage_error(verb, "missing --data FILE");
+    if (want_data && !a->data.n) return cli_usage_error(verb, "missing --data FILE");
     if (!a->out) return cli_usage_error(verb, "missing -o OUT");
     return 0;
 }
 
-static void free_args(struct cargs *a)
-{
-    for (uint32_t i = 0; i < a->n_data; i++) free(a->data[i]);
-    free(a->data);
-}
+static void free_args(struct cargs *a) { cli_free_files(&a->data); }
 
 static int run(struct cargs *a, bool one_shot)
 {
@@ -177,7 +118,7 @@ static int run(struct cargs *a, bool one_shot)
             n_obs += !strncmp(bpcc_module_type(bpcc_graph_module(g, i)), "torch.ao.quantization.", 22);
         if (!s) {
             struct bpcc_calibrate_options o = {.threads = a->threads};
-            s = bpcc_calibrate(g, (const char *const *)a->data, a->n_data, &o, &d);
+            s = bpcc_calibrate(g, (const char *const *)a->data.v, a->data.n, &o, &d);
         }
     }
     if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
@@ -186,22 +127,12 @@ static int run(struct cargs *a, bool one_shot)
         struct bpcc_graph *f;
         s = bpcc_graph_load(a->model, &f, &d);
         if (!s) {
-            s = bpcc_sqnr(f, g, (const char *const *)a->data, a->n_data, a->threads, &db, &d);
+            s = bpcc_sqnr(f, g, (const char *const *)a->data.v, a->data.n, a->threads, &db, &d);
             bpcc_graph_free(f);
         }
     }
     if (!s) s = bpcc_graph_save(g, a->out, &d);
-    if (!s && plan) {
-        size_t len = strlen(plan);
-        char *t = malloc(len + 2);
-        if (!t) s = BPCC_ERR_NOMEM;
-        else {
-            memcpy(t, plan, len);
-            t[len] = '\n';
-            s = bpcc_write_file(a->plan, t, len + 1, &d);
-            free(t);
-        }
-    }
+    if (!s && plan) s = cli_write_text(a->plan, plan, &d);
     bpcc_free(plan);
     bpcc_prepare_report_free(r);
     bpcc_graph_free(g);
@@ -212,7 +143,7 @@ static int run(struct cargs *a, bool one_shot)
     if (one_shot)
         printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
                "%u reference modules, output SQNR %.1f dB vs float on the calibration data -> %s\n", a->model, n0,
-               n_fused, n_obs, a->n_data, a->n_data == 1 ? "" : "es", nq, nm, db, a->out);
+               n_fused, n_obs, a->data.n, a->data.n == 1 ? "" : "es", nq, nm, db, a->out);
     return EXIT_OK;
 }
 

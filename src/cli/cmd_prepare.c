@@ -110,20 +110,7 @@ static int run(const struct prep_args *a, bool explain)
     if (!s && !explain) {
         if (a->plan) s = bpcc_prepare_plan_json(r, 2, &text, &d);
         if (!s) s = bpcc_graph_save(g, a->out, &d);
-        if (!s && a->plan) {
-            /* with a trailing newline, as the JSON written to standard output has */
-            size_t len = strlen(text);
-            char *t = malloc(len + 2);
-            if (!t) {
-                fprintf(stderr, "bpcc: out of memory\n");
-                s = BPCC_ERR_NOMEM;
-            } else {
-                memcpy(t, text, len);
-                t[len] = '\n';
-                s = bpcc_write_file(a->plan, t, len + 1, &d);
-                free(t);
-            }
-        }
+        if (!s && a->plan) s = cli_write_text(a->plan, text, &d);
     }
     bpcc_prepare_report_free(r);
     bpcc_graph_free(g);

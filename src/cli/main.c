@@ -3,6 +3,10 @@
 */
 #include "cli.h"
 
+#include <sys/stat.h>
+
+#include <dirent.h>
+
 #include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -36,6 +40,77 @@ static const char usage_text[] =
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
+
+static int add_file(struct cli_files *f, const char *path)
+{
+    if (f->n == f->cap) {
+        uint32_t c = f->cap ? f->cap * 2 : 16;
+        char **v = realloc(f->v, c * sizeof *v);
+        if (!v) return -1;
+        f->v = v;
+        f->cap = c;
+    }
+    f->v[f->n] = strdup(path);
+    return f->v[f->n++] ? 0 : -1;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* a file, or a directory's *.safetensors in name order */
+int cli_add_data(struct cli_files *f, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        DIR *dp = opendir(path);
+        if (!dp) {
+            fprintf(stderr, "%s: error: cannot read the directory\n", path);
+            return EXIT_INPUT;
+        }
+        uint32_t first = f->n;
+        struct dirent *e;
+        while ((e = readdir(dp))) {
+            size_t len = strlen(e->d_name);
+            if (len < 12 || strcmp(e->d_name + len - 12, ".safetensors")) continue;
+            char *full = malloc(strlen(path) + len + 2);
+            if (!full) break;
+            sprintf(full, "%s/%s", path, e->d_name);
+            int rc = add_file(f, full);
+            free(full);
+            if (rc) break;
+        }
+        closedir(dp);
+        if (f->n == first) {
+            fprintf(stderr, "%s: error: no .safetensors files in the directory\n", path);
+            return EXIT_INPUT;
+        }
+        qsort(f->v + first, f->n - first, sizeof *f->v, cmp_str);
+        return EXIT_OK;
+    }
+    return add_file(f, path) ? EXIT_INTERNAL : EXIT_OK;
+}
+
+void cli_free_files(struct cli_files *f)
+{
+    for (uint32_t i = 0; i < f->n; i++) free(f->v[i]);
+    free(f->v);
+    f->v = NULL;
+    f->n = f->cap = 0;
+}
+
+enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d)
+{
+    size_t len = strlen(text);
+    char *t = malloc(len + 2);
+    if (!t) {
+        fprintf(stderr, "bpcc: out of memory\n");
+        return BPCC_ERR_NOMEM;
+    }
+    memcpy(t, text, len);
+    t[len] = '\n';
+    enum bpcc_status s = bpcc_write_file(path, t, len + 1, d);
+    free(t);
+    return s;
+}
 
 void cli_print_diag(const struct bpcc_diag *d)
 {

@@ -91,6 +91,19 @@ static const char *module_path(struct conv *cv, const struct bpcc_node *obs, con
     return p ? p : "";
 }
 
+/* q.dequantize(), placed before `before` */
+static enum bpcc_status dequantize_before(struct conv *cv, struct bpcc_node *q, struct bpcc_node *before,
+                                          struct bpcc_node **out)
+{
+    struct bpcc_value a1;
+    if (bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
+    a1.u.seq.items[0] = bpcc_value_node(q);
+    enum bpcc_status s = bpcc_graph_create_node(cv->g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, out,
+                                                cv->d);
+    if (!s) bpcc_node_move_before(*out, before);
+    return s;
+}
+
 static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
 {
     struct bpcc_graph *g = cv->g;
@@ -142,7 +155,7 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
             *(float *)ts->data = *(const float *)sc->data;
             *(int64_t *)tz->data = zp->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)zp->data : (int64_t) * (const float *)zp->data;
         }
-        struct bpcc_node *ns, *nz, *q, *dq;
+        struct bpcc_node *ns, *nz, *q;
         s = getattr_node(cv, p1, ts, obs, &ns);
         if (!s) s = getattr_node(cv, p2, tz, obs, &nz);
         if (s) return s;
@@ -159,16 +172,11 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
                                    cv->d);
         if (s) return s;
         bpcc_node_move_before(q, obs);
-        struct bpcc_value a1;
-        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
-        a1.u.seq.items[0] = bpcc_value_node(q);
-        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, &dq, cv->d);
+        s = dequantize_before(cv, q, obs, &last);
         if (s) return s;
-        bpcc_node_move_before(dq, obs);
-        last = dq;
     } else if (!skip && (dyn || fp16)) {
         struct bpcc_value args;
-        struct bpcc_node *q, *dq;
+        struct bpcc_node *q;
         if (dyn) {
             /* reduce_range: torch.backends.quantized.engine in (fbgemm, x86), the x86 default */
             if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 3, &args)) return bpcc_diag_nomem(cv->d);
@@ -185,13 +193,8 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         }
         if (s) return s;
         bpcc_node_move_before(q, obs);
-        struct bpcc_value a1;
-        if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
-        a1.u.seq.items[0] = bpcc_value_node(q);
-        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, &dq, cv->d);
+        s = dequantize_before(cv, q, obs, &last);
         if (s) return s;
-        bpcc_node_move_before(dq, obs);
-        last = dq;
     }
     s = bpcc_node_replace_all_uses(obs, last ? last : in, NULL, cv->d);
     if (!s) s = bpcc_node_erase(obs, cv->d);

@@ -9,6 +9,8 @@
 */
 #include "prepare.h"
 
+#include "../calib/observer.h"
+
 #include "../io/json.h"
 
 #include <stdio.h>
@@ -65,12 +67,7 @@ static int observer_class(const struct bpcc_graph *g, const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return -1;
     const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
-    if (!m) return -1;
-    size_t k = strlen(obs_type_prefix);
-    if (strncmp(m->type, obs_type_prefix, k) != 0) return -1;
-    for (int c = 0; c < OC_COUNT; c++)
-        if (!strcmp(m->type + k, bpcc_obs_class_name((enum obs_class)c))) return c;
-    return -1;
+    return m ? bpcc_obs_module_class(m) : -1;
 }
 
 static enum bpcc_dtype observer_dtype(const struct bpcc_graph *g, const struct bpcc_node *n)
