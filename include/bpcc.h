@@ -457,6 +457,46 @@ BPCC_API size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t);
 /* Element data, little-endian, row-major, aligned to the element size. NULL if unbound. */
 BPCC_API void *bpcc_tensor_data(struct bpcc_tensor *t);
 
+/*
+** Quantization parameters as a model carries them (docs/SHOW.md): read, never copied; the
+** tensors belong to the graph.
+*/
+enum bpcc_qparams_kind {
+    BPCC_QPARAMS_NONE = 0,
+    BPCC_QPARAMS_PER_TENSOR,  /* one scale and zero point                          */
+    BPCC_QPARAMS_PER_CHANNEL, /* n of each, along `axis`                           */
+    BPCC_QPARAMS_DYNAMIC,     /* quantize_per_tensor_dynamic: computed at run time  */
+    BPCC_QPARAMS_FLOAT16      /* a cast to float16 (activations or weights)         */
+};
+struct bpcc_qparams {
+    enum bpcc_qparams_kind kind;
+    enum bpcc_dtype dtype;      /* quint8, qint8, qint32, quint4x2; float16           */
+    int64_t axis;               /* the channel dimension when per channel, else -1   */
+    uint64_t n;                 /* scale / zero point pairs: 1 per tensor, 0 if none */
+    const struct bpcc_tensor *scale, *zero_point; /* NULL when given as literals     */
+    double scale_value;         /* the literal values (quantize_per_tensor(x, 0.1, 3, ...)) */
+    int64_t zero_point_value;
+};
+/* The i-th scale and zero point (zero points are integers except for float-qparams weights). */
+BPCC_API double bpcc_qparams_scale(const struct bpcc_qparams *q, uint64_t i);
+BPCC_API double bpcc_qparams_zero_point(const struct bpcc_qparams *q, uint64_t i);
+BPCC_API const char *bpcc_qparams_kind_name(enum bpcc_qparams_kind k); /* "per_tensor" ... */
+/* One line for people: "quint8 scale=0.0236 zp=3", "qint8 axis=0 x64 scale=0.0011..0.0052 zp=0",
+** "dynamic quint8", "float16"; empty for BPCC_QPARAMS_NONE. Truncated to size. */
+BPCC_API void bpcc_qparams_format(const struct bpcc_qparams *q, char *buf, size_t size);
+/*
+** The activation qparams a node applies: quantize_per_tensor / quantize_per_channel (scale and
+** zero point from get_attr tensors or literals), quantize_per_tensor_dynamic, .to(float16), or
+** a call of a calibrated observer module (its scale and zero_point tensors). false otherwise.
+*/
+BPCC_API bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, struct bpcc_qparams *out);
+/* A reference quantized module's weight qparams (weight_qscheme, weight_dtype, weight_scale,
+** weight_zero_point, weight_axis); false when m has none. */
+BPCC_API bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *out);
+/* The module whose weight a call_module node quantizes: the called module, or the reference
+** module inside a fused container; NULL when there is none. */
+BPCC_API const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n);
+
 /* }==================================================================================== */
 
 /* {====================================================================================

@@ -318,6 +318,106 @@ static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
     return s;
 }
 
+/* a tensor of any dtype from doubles, attached as a buffer */
+static void set_values(struct bpcc_graph *g, const char *m, const char *name, enum bpcc_dtype dt, uint32_t ndim,
+                       const int64_t *dims, const double *v)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, dt, ndim, dims, &t, &d), BPCC_OK);
+    void *p = bpcc_tensor_data(t);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) {
+        if (dt == BPCC_DTYPE_F32) ((float *)p)[i] = (float)v[i];
+        else if (dt == BPCC_DTYPE_I64) ((int64_t *)p)[i] = (int64_t)v[i];
+        else if (dt == BPCC_DTYPE_I32) ((int32_t *)p)[i] = (int32_t)v[i];
+    }
+    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, BPCC_TENSOR_BUFFER, t, &d), BPCC_OK);
+}
+
+START_TEST(qparams_are_read_from_quantize_nodes_observers_and_reference_modules)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule {}\n"
+        "module obs : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, qscheme: torch.per_tensor_affine}\n"
+        "module raw : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, qscheme: torch.per_tensor_affine}\n"
+        "module fused : torch.ao.nn.intrinsic.LinearReLU {}\n"
+        "module fused.0 : torch.ao.nn.quantized.reference.Linear {in_features: 2, out_features: 3, "
+        "weight_qscheme: torch.per_channel_affine, weight_dtype: torch.qint8}\n"
+        "module fused.1 : torch.nn.ReLU {}\n\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %s = get_attr s ()\n  %z = get_attr z ()\n  %cs = get_attr cs ()\n  %cz = get_attr cz ()\n"
+        "  %q0 = call_function torch.quantize_per_tensor (%x, %s, %z, torch.quint8)\n"
+        "  %q1 = call_function torch.quantize_per_tensor (%x, 0.25, 3, torch.qint8)\n"
+        "  %q2 = call_function torch.quantize_per_channel (%x, %cs, %cz, 1, torch.qint8)\n"
+        "  %q3 = call_function torch.quantize_per_tensor_dynamic (%x, torch.quint8, True)\n"
+        "  %q4 = call_method to (%x, torch.float16)\n"
+        "  %q5 = call_function torch.quantize_per_channel (%x, %cs, %z, 1, torch.qint8)\n"
+        "  %o = call_module obs (%x,)\n  %r = call_module raw (%x,)\n  %f = call_module fused (%x,)\n"
+        "  %output = output output ((%q0, %q1, %q2, %q3, %q4, %q5, %o, %r, %f),)\n");
+    set_values(g, "", "s", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+    set_values(g, "", "z", BPCC_DTYPE_I64, 0, NULL, (double[]){7});
+    set_values(g, "", "cs", BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.125, 0.25, 0.0625});
+    set_values(g, "", "cz", BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, -1, 2});
+    set_values(g, "obs", "scale", BPCC_DTYPE_F32, 1, (int64_t[]){1}, (double[]){0.03125});
+    set_values(g, "obs", "zero_point", BPCC_DTYPE_I64, 1, (int64_t[]){1}, (double[]){128});
+    set_values(g, "fused.0", "weight_scale", BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.5, 0.25, 1});
+    set_values(g, "fused.0", "weight_zero_point", BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, 1, -1});
+    set_values(g, "fused.0", "weight_axis", BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+    struct bpcc_qparams q;
+    char text[256];
+    const struct bpcc_node *n = bpcc_graph_find_node(g, "q0");
+    ck_assert(bpcc_node_qparams(g, n, &q));
+    ck_assert_int_eq(q.kind, BPCC_QPARAMS_PER_TENSOR);
+    ck_assert_int_eq(q.dtype, BPCC_DTYPE_QUINT8);
+    ck_assert(bpcc_qparams_scale(&q, 0) == 0.5 && bpcc_qparams_zero_point(&q, 0) == 7);
+    bpcc_qparams_format(&q, text, sizeof text);
+    ck_assert_str_eq(text, "quint8 scale=0.5 zp=7");
+    ck_assert(bpcc_node_qparams(g, bpcc_graph_find_node(g, "q1"), &q));
+    ck_assert(q.kind == BPCC_QPARAMS_PER_TENSOR && q.dtype == BPCC_DTYPE_QINT8 && !q.scale);
+    ck_assert(bpcc_qparams_scale(&q, 0) == 0.25 && bpcc_qparams_zero_point(&q, 0) == 3);
+    ck_assert(bpcc_node_qparams(g, bpcc_graph_find_node(g, "q2"), &q));
+    ck_assert(q.kind == BPCC_QPARAMS_PER_CHANNEL && q.axis == 1 && q.n == 3);
+    ck_assert(bpcc_qparams_scale(&q, 2) == 0.0625 && bpcc_qparams_zero_point(&q, 1) == -1);
+    ck_assert(bpcc_qparams_scale(&q, 3) == 0); /* out of range */
+    bpcc_qparams_format(&q, text, sizeof text);
+    ck_assert_str_eq(text, "qint8 axis=1 x3 scale=0.0625..0.25 zp=-1..2");
+    ck_assert(bpcc_node_qparams(g, bpcc_graph_find_node(g, "q3"), &q));
+    ck_assert(q.kind == BPCC_QPARAMS_DYNAMIC && q.dtype == BPCC_DTYPE_QUINT8 && q.n == 0);
+    ck_assert(bpcc_node_qparams(g, bpcc_graph_find_node(g, "q4"), &q));
+    ck_assert_int_eq(q.kind, BPCC_QPARAMS_FLOAT16);
+    /* three scales but one zero point: not a valid set */
+    ck_assert(!bpcc_node_qparams(g, bpcc_graph_find_node(g, "q5"), &q));
+    ck_assert_int_eq(q.kind, BPCC_QPARAMS_NONE);
+    ck_assert(bpcc_node_qparams(g, bpcc_graph_find_node(g, "o"), &q));
+    ck_assert(q.kind == BPCC_QPARAMS_PER_TENSOR && bpcc_qparams_scale(&q, 0) == 0.03125 && bpcc_qparams_zero_point(&q, 0) == 128);
+    ck_assert(!bpcc_node_qparams(g, bpcc_graph_find_node(g, "r"), &q)); /* not calibrated */
+    ck_assert(!bpcc_node_qparams(g, bpcc_graph_find_node(g, "x"), &q));
+    /* the weight of the fused container is its reference child's */
+    const struct bpcc_module *wm = bpcc_node_weight_module(g, bpcc_graph_find_node(g, "f"));
+    ck_assert_ptr_nonnull(wm);
+    ck_assert_str_eq(bpcc_module_name(wm), "fused.0");
+    ck_assert(bpcc_module_weight_qparams(wm, &q));
+    ck_assert(q.kind == BPCC_QPARAMS_PER_CHANNEL && q.axis == 0 && q.n == 3 && q.dtype == BPCC_DTYPE_QINT8);
+    ck_assert_ptr_null(bpcc_node_weight_module(g, bpcc_graph_find_node(g, "o")));
+    /* fake quantization of a weight with those qparams, by hand: round(w / s) + z, clamped, back */
+    set_tensor(g, "fused.0", "weight", 2, (int64_t[]){3, 2}, ramp);
+    const struct bpcc_tensor *w = bpcc_module_tensor(wm, "weight");
+    const float *wd = bpcc_tensor_data((struct bpcc_tensor *)w);
+    float fq[6];
+    ck_assert(bpcc_fake_quantize_weight(w, &q, fq));
+    const double sc[3] = {0.5, 0.25, 1}, zp[3] = {0, 1, -1};
+    for (int i = 0; i < 6; i++) {
+        double v = nearbyint(wd[i] / sc[i / 2]) + zp[i / 2];
+        v = v < -128 ? -128 : v > 127 ? 127 : v;
+        ck_assert_msg(fq[i] == (float)((v - zp[i / 2]) * sc[i / 2]), "%d: %g for %g", i, fq[i], wd[i]);
+    }
+    q.axis = 5; /* no such dimension */
+    ck_assert(!bpcc_fake_quantize_weight(w, &q, fq));
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(the_interpreter_survives_every_allocation_failure)
 {
     struct bpcc_graph *g = parse(
@@ -345,6 +445,7 @@ int main(void)
     tcase_add_test(tc, an_op_it_cannot_run_is_named);
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
+    tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -42,6 +42,20 @@ static void meta_text(const struct bpcc_value *m, char *buf, size_t n)
 
 static int max_int(int a, int b) { return a > b ? a : b; }
 
+/* the qparams column: what the node quantizes with, and the weight qparams of a reference module */
+static void qparams_text(const struct bpcc_graph *g, const struct bpcc_node *n, char *buf, size_t size)
+{
+    struct bpcc_qparams q;
+    const struct bpcc_module *wm = bpcc_node_weight_module(g, n);
+    buf[0] = 0;
+    if (bpcc_node_qparams(g, n, &q)) bpcc_qparams_format(&q, buf, size);
+    else if (wm && bpcc_module_weight_qparams(wm, &q)) {
+        char w[400];
+        bpcc_qparams_format(&q, w, sizeof w);
+        snprintf(buf, size, "weight %s", w);
+    }
+}
+
 /* The users column, "a,b,c" or "-": its width, and printing it. */
 static int users_len(const struct bpcc_node *n)
 {
@@ -77,31 +91,48 @@ static void print_text(const char *path, struct bpcc_graph *g)
            " bytes\n\n", path, bpcc_graph_n_nodes(g), bpcc_graph_n_modules(g), n_tensors,
            n_params, bytes);
 
-    int wn = 4, wk = 2, wt = 6, wm = 4, wu = 5;
-    bool scoped = false;
+    int wn = 4, wk = 2, wt = 6, wm = 4, wu = 5, ws = 0;
+    bool scoped = false, quantized = false;
     for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) {
-        char meta[512];
+        char meta[512], qp[512];
         meta_text(bpcc_node_meta(n), meta, sizeof meta);
+        qparams_text(g, n, qp, sizeof qp);
+        quantized = quantized || qp[0];
         wn = max_int(wn, (int)strlen(bpcc_node_name(n)));
         wk = max_int(wk, (int)strlen(bpcc_node_kind_name(bpcc_node_kind(n))));
         wt = max_int(wt, (int)strlen(bpcc_node_target(n)));
         wm = max_int(wm, (int)strlen(meta));
         wu = max_int(wu, users_len(n));
-        scoped = scoped || bpcc_node_scope(n, NULL);
+        const char *stype, *spath = bpcc_node_scope(n, &stype);
+        if (spath) ws = max_int(ws, (int)(strlen(spath) + strlen(stype) + 3));
+        scoped = scoped || spath;
     }
-    /* the scope column only for models traced with submodule scopes */
-    printf("%-*s  %-*s  %-*s  %-*s  %-*s%s\n", wn, "node", wk, "op", wt, "target", wm, "type",
-           scoped ? wu : 0, "users", scoped ? "  scope" : "");
+    ws = max_int(ws, 5);
+    /* the scope column only for models traced with submodule scopes, qparams only for
+    ** prepared-and-calibrated or converted models */
+    bool pad_users = scoped || quantized;
+    printf("%-*s  %-*s  %-*s  %-*s  %-*s", wn, "node", wk, "op", wt, "target", wm, "type", pad_users ? wu : 0, "users");
+    if (scoped) printf("  %-*s", quantized ? ws : 0, "scope");
+    printf("%s\n", quantized ? "  qparams" : "");
     for (struct bpcc_node *n = bpcc_graph_first(g); n; n = bpcc_node_next(n)) {
         char meta[512];
         meta_text(bpcc_node_meta(n), meta, sizeof meta);
         printf("%-*s  %-*s  %-*s  %-*s  ", wn, bpcc_node_name(n), wk,
                bpcc_node_kind_name(bpcc_node_kind(n)), wt, bpcc_node_target(n), wm,
                meta[0] ? meta : "-");
-        print_users(n, scoped ? wu : 0);
+        print_users(n, pad_users ? wu : 0);
         const char *stype, *spath = bpcc_node_scope(n, &stype);
-        if (scoped) printf("  %s", spath ? spath : "-");
-        if (spath) printf(" (%s)", stype);
+        if (scoped) {
+            char sc[1024];
+            if (spath) snprintf(sc, sizeof sc, "%s (%s)", spath, stype);
+            else snprintf(sc, sizeof sc, "-");
+            printf("  %-*s", quantized ? ws : 0, sc);
+        }
+        if (quantized) {
+            char qp[512];
+            qparams_text(g, n, qp, sizeof qp);
+            printf("  %s", qp[0] ? qp : "-");
+        }
         putchar('\n');
     }
     if (!bpcc_graph_n_modules(g)) return;

@@ -97,6 +97,9 @@ BPCC_INTERNAL double bpcc_mattr_float(const struct bpcc_module *m, const char *k
 BPCC_INTERNAL bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt);
 /* a module's float32 tensor (weight, bias, running_mean ...), NULL if absent */
 BPCC_INTERNAL const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name);
+/* w (float32) quantized and dequantized with q into out (numel floats), as ATen's quantize_per_tensor
+** / quantize_per_channel + dequantize; false when q has no integer range or does not fit w (nn.c) */
+BPCC_INTERNAL bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out);
 /* the observer state of an observer module (interp.c) */
 BPCC_INTERNAL struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m);
 /* run a module as a call (fused containers run their children) */

@@ -716,56 +716,67 @@ enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *ou
 /* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
 ** the weight quantized and dequantized with the module's weight qparams (per tensor or per
 ** channel along weight_axis), as _quantize_and_dequantize_weight does */
+/* w quantized and dequantized with q into out (numel floats): torch.quantize_per_tensor /
+** _per_channel then dequantize, float32 arithmetic as ATen's reference kernels. false when q's
+** dtype has no integer range or does not fit w. */
+bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out)
+{
+    int64_t lo, hi;
+    if (q->dtype == BPCC_DTYPE_QUINT8) lo = 0, hi = 255;
+    else if (q->dtype == BPCC_DTYPE_QINT8) lo = -128, hi = 127;
+    else if (q->dtype == BPCC_DTYPE_QINT32) lo = INT32_MIN, hi = INT32_MAX;
+    else if (q->dtype == BPCC_DTYPE_QUINT4X2) lo = 0, hi = 15;
+    else return false;
+    bool per_channel = q->kind == BPCC_QPARAMS_PER_CHANNEL;
+    if (!per_channel && q->kind != BPCC_QPARAMS_PER_TENSOR) return false;
+    int64_t axis = per_channel ? q->axis : 0;
+    if (axis < 0) axis += w->ndim;
+    if (per_channel && (axis < 0 || axis >= (int64_t)w->ndim)) return false;
+    uint64_t numel = 1, inner = 1, C = per_channel ? (uint64_t)w->dims[axis] : 1;
+    for (uint32_t i = 0; i < w->ndim; i++) numel *= (uint64_t)w->dims[i];
+    for (uint32_t i = (uint32_t)axis + 1; per_channel && i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
+    if (q->n < C) return false;
+    const float *wd = w->data;
+    for (uint64_t c0 = 0; c0 < numel; c0 += inner) {
+        uint64_t c = per_channel ? (c0 / inner) % C : 0;
+        float s = (float)bpcc_qparams_scale(q, c), inv = 1.0f / s;
+        double z = bpcc_qparams_zero_point(q, c);
+        float zf = (float)z;
+        uint64_t end = per_channel ? c0 + inner : numel;
+        for (uint64_t i = c0; i < end; i++) {
+            double v = z + (double)nearbyintf(wd[i] * inv);
+            v = v < (double)lo ? (double)lo : v > (double)hi ? (double)hi : v;
+            out[i] = ((float)v - zf) * s;
+        }
+        if (!per_channel) break;
+    }
+    return true;
+}
+
+/* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
+** the weight quantized and dequantized with the module's weight qparams (per tensor or per
+** channel along weight_axis), as _quantize_and_dequantize_weight does */
 BPCC_HOT enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct bpcc_tensor *w = bpcc_mtensor(m, "weight");
     if (!w) return bpcc_xerr(a, "%s has no float32 weight", m->name);
-    const struct bpcc_value *qs = bpcc_module_attr(m, "weight_qscheme"), *qd = bpcc_module_attr(m, "weight_dtype");
-    const char *scheme = qs && qs->kind == BPCC_VAL_SYMBOL ? qs->u.s : "torch.per_tensor_affine";
+    const struct bpcc_value *qd = bpcc_module_attr(m, "weight_dtype");
     enum bpcc_dtype dt = qd && qd->kind == BPCC_VAL_DTYPE ? qd->u.dtype : BPCC_DTYPE_QINT8;
-    int64_t lo, hi;
-    if (dt == BPCC_DTYPE_QUINT8) lo = 0, hi = 255;
-    else if (dt == BPCC_DTYPE_QINT8) lo = -128, hi = 127;
-    else if (dt == BPCC_DTYPE_QINT32) lo = INT32_MIN, hi = INT32_MAX;
-    else if (dt == BPCC_DTYPE_F16 || dt == BPCC_DTYPE_F32) lo = hi = 0; /* float weights: no fake quant */
-    else return bpcc_xerr(a, "weight_dtype %s is not supported", bpcc_dtype_name(dt));
-    const struct bpcc_tensor *sc = bpcc_module_tensor(m, "weight_scale"), *zp = bpcc_module_tensor(m, "weight_zero_point");
-    const struct bpcc_tensor *ax = bpcc_module_tensor(m, "weight_axis");
-    bool per_channel = strstr(scheme, "per_channel") != NULL;
+    if (dt != BPCC_DTYPE_QUINT8 && dt != BPCC_DTYPE_QINT8 && dt != BPCC_DTYPE_QINT32 && dt != BPCC_DTYPE_F16 &&
+        dt != BPCC_DTYPE_F32)
+        return bpcc_xerr(a, "weight_dtype %s is not supported", bpcc_dtype_name(dt));
     uint64_t numel = 1;
     for (uint32_t i = 0; i < w->ndim; i++) numel *= (uint64_t)w->dims[i];
     float *fq = bpcc_malloc((numel ? numel : 1) * sizeof *fq);
     if (!fq) return bpcc_diag_nomem(a->d);
-    if (lo == hi) {
-        memcpy(fq, w->data, numel * sizeof *fq);
-    } else {
-        if (!sc || !zp || !sc->data || !zp->data || sc->dtype != BPCC_DTYPE_F32 ||
-            (zp->dtype != BPCC_DTYPE_I64 && zp->dtype != BPCC_DTYPE_I32)) {
-            bpcc_xfree(fq);
-            return bpcc_xerr(a, "%s needs weight_scale (f32) and weight_zero_point (i64) buffers", m->name);
-        }
-        int64_t axis = 0;
-        if (per_channel && ax && ax->data) axis = ax->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)ax->data : *(const int32_t *)ax->data;
-        if (axis < 0) axis += w->ndim;
-        uint64_t C = per_channel ? (uint64_t)w->dims[axis] : 1, inner = 1;
-        for (uint32_t i = (uint32_t)axis + 1; per_channel && i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
-        uint64_t nsc = 1, nzp = 1;
-        for (uint32_t i = 0; i < sc->ndim; i++) nsc *= (uint64_t)sc->dims[i];
-        for (uint32_t i = 0; i < zp->ndim; i++) nzp *= (uint64_t)zp->dims[i];
-        if (nsc < C || nzp < C) {
-            bpcc_xfree(fq);
-            return bpcc_xerr(a, "%s: weight_scale / weight_zero_point have fewer than %llu values", m->name, (unsigned long long)C);
-        }
-        const float *wd = w->data, *s = sc->data;
-        for (uint64_t i = 0; i < numel; i++) {
-            uint64_t c = per_channel ? (i / inner) % C : 0;
-            int64_t z = zp->dtype == BPCC_DTYPE_I64 ? ((const int64_t *)zp->data)[c] : ((const int32_t *)zp->data)[c];
-            float r = nearbyintf(wd[i] * (1.0f / s[c]));
-            double q = (double)z + (double)r;
-            q = q < (double)lo ? (double)lo : q > (double)hi ? (double)hi : q;
-            fq[i] = ((float)q - (float)z) * s[c];
-        }
+    struct bpcc_qparams q;
+    if (dt == BPCC_DTYPE_F16 || dt == BPCC_DTYPE_F32) {
+        memcpy(fq, w->data, numel * sizeof *fq); /* float weights: no fake quant */
+    } else if (!bpcc_module_weight_qparams(m, &q) || !bpcc_fake_quantize_weight(w, &q, fq)) {
+        bpcc_xfree(fq);
+        return bpcc_xerr(a, "%s needs weight_scale and weight_zero_point buffers with a value per %s", m->name,
+                         q.kind == BPCC_QPARAMS_PER_CHANNEL ? "channel" : "tensor");
     }
     struct xargs sub = *a;
     sub.weight_override = fq;

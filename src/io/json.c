@@ -123,7 +123,37 @@ static json_t *put_array(json_t *o, const char *key)
     return bpcc_json_put(o, key, a) ? a : NULL;
 }
 
-static json_t *node_json(const struct bpcc_node *n)
+/* {"kind", "dtype", "scale", "zero_point"} (numbers per tensor, arrays per channel, with "axis") */
+static json_t *zero_point_json(const struct bpcc_qparams *q, uint64_t i)
+{
+    double z = bpcc_qparams_zero_point(q, i);
+    bool integral = !q->zero_point || (q->zero_point->dtype != BPCC_DTYPE_F32 && q->zero_point->dtype != BPCC_DTYPE_F64);
+    return integral ? json_integer((json_int_t)z) : json_real(z);
+}
+
+static json_t *qparams_json(const struct bpcc_qparams *q)
+{
+    json_t *o = json_object();
+    bool ok = o && bpcc_json_put(o, "kind", json_string(bpcc_qparams_kind_name(q->kind))) &&
+              bpcc_json_put(o, "dtype", json_string(bpcc_dtype_name(q->dtype)));
+    if (ok && q->kind == BPCC_QPARAMS_PER_TENSOR)
+        ok = bpcc_json_put(o, "scale", json_real(bpcc_qparams_scale(q, 0))) &&
+             bpcc_json_put(o, "zero_point", zero_point_json(q, 0));
+    if (ok && q->kind == BPCC_QPARAMS_PER_CHANNEL) {
+        json_t *sc = put_array(o, "scale"), *zp = sc ? put_array(o, "zero_point") : NULL;
+        ok = zp && bpcc_json_put(o, "axis", json_integer(q->axis));
+        for (uint64_t i = 0; ok && i < q->n; i++)
+            ok = !json_array_append_new(sc, json_real(bpcc_qparams_scale(q, i))) &&
+                 !json_array_append_new(zp, zero_point_json(q, i));
+    }
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
 {
     json_t *o = json_object(), *users;
     bool ok = o && bpcc_json_put(o, "name", json_string(n->name)) &&
@@ -138,6 +168,13 @@ static json_t *node_json(const struct bpcc_node *n)
     if (ok && n->scope_path) {
         json_t *sc = json_pack("[ss]", n->scope_path, n->scope_type);
         ok = bpcc_json_put(o, "scope", sc);
+    }
+    struct bpcc_qparams q;
+    if (ok && bpcc_node_qparams(g, n, &q)) ok = bpcc_json_put(o, "qparams", qparams_json(&q));
+    const struct bpcc_module *wm = ok ? bpcc_node_weight_module(g, n) : NULL;
+    if (wm && bpcc_module_weight_qparams(wm, &q)) {
+        json_t *w = qparams_json(&q);
+        ok = bpcc_json_put(o, "weight_qparams", w) && bpcc_json_put(w, "module", json_string(wm->name));
     }
     if (!ok) {
         json_decref(o);
@@ -196,7 +233,7 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
     uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0};
     for (const struct bpcc_node *n = g->first; ok && n; n = n->next) {
         kind_count[n->kind]++;
-        ok = json_array_append_new(nodes, node_json(n)) == 0;
+        ok = json_array_append_new(nodes, node_json(g, n)) == 0;
     }
     uint64_t n_params = 0, bytes = 0, n_tensors = 0;
     for (uint32_t i = 0; ok && i < g->n_modules; i++) {

@@ -218,7 +218,13 @@ run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.s
 run "convert" 0 "$BPCC" convert "$WORK/cal.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv.bpcc" &&
     run "converted model loads" 0 "$BPCC" show "$WORK/conv.bpcc" &&
     has "quantize points" "$OUT" "torch.quantize_per_tensor" &&
-    has "reference modules" "$OUT" "torch.ao.nn.quantized.reference.Conv2d"
+    has "reference modules" "$OUT" "torch.ao.nn.quantized.reference.Conv2d" &&
+    has "shown activation qparams" "$OUT" "torch.quantize_per_tensor  -                dequantize             quint8 scale=0.021643 zp=64" &&
+    has "shown weight qparams" "$OUT" "weight qint8 axis=0 x8 scale=" &&
+    run "converted model json" 0 "$BPCC" show "$WORK/conv.bpcc" --json &&
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); q=[n["qparams"] for n in d["nodes"] if "qparams" in n]; w=[n["weight_qparams"] for n in d["nodes"] if "weight_qparams" in n]; assert q and all(x["kind"]=="per_tensor" and x["scale"]>0 and isinstance(x["zero_point"], int) for x in q), q; assert w and all(len(x["scale"])==len(x["zero_point"]) and x["axis"]==0 and x["module"] for x in w), w' 2>/dev/null &&
+    ok || bad "show --json: qparams"
+run "calibrated model shows qparams" 0 "$BPCC" show "$WORK/cal.bpcc" && has "observer qparams column" "$OUT" "quint8 scale="
 run "convert before calibrate" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv2.bpcc" &&
     has "convert before calibrate" "$ERR" "calibrate the model first" &&
     { [ ! -e "$WORK/conv2.bpcc" ] && ok || bad "convert left output after an error"; }

@@ -87,6 +87,29 @@ def quantize_points(gm):
     return out
 
 
+def shown(path):
+    """`bpcc show --json`: quantize points keyed as quantize_points does, weight qparams by module"""
+    import json
+    d = json.loads(subprocess.run([BPCC, "show", path, "--json"], check=True, capture_output=True, text=True).stdout)
+    nodes = {n["name"]: n for n in d["nodes"]}
+    points, weights = {}, {}
+    for n in d["nodes"]:
+        q = n.get("qparams")
+        if q and q["kind"] in ("per_tensor", "per_channel"):
+            consumers = []
+            for u in n["users"]:
+                un = nodes[u]
+                consumers += un["users"] if un["target"] == "dequantize" else [u]
+            key = (n["args"][0]["node"], tuple(sorted(consumers)))
+            points[key] = (q["dtype"], torch.tensor(q["scale"]).float().reshape(-1),
+                           torch.tensor(q["zero_point"]).long().reshape(-1))
+        w = n.get("weight_qparams")
+        if w:
+            weights[w["module"]] = (w["dtype"], torch.tensor(w["scale"]).float().reshape(-1),
+                                    torch.tensor(w["zero_point"]).long().reshape(-1), w.get("axis", -1))
+    return points, weights
+
+
 def reference_modules(gm):
     out = {}
     for name, m in gm.named_modules():
@@ -151,6 +174,19 @@ class Convert(unittest.TestCase):
             self.assertEqual(g[:3], w[:3], "%s %s" % (what, k))
             self.assertTrue(torch.equal(g[3], w[3]) and torch.equal(g[4], w[4]) and g[5] == w[5],
                             "%s %s: weight qparams %s vs %s" % (what, k, g[3][:4], w[3][:4]))
+        # bpcc show prints the same qparams
+        sp, sw = shown(out)
+        self.assertEqual(sorted(sp), sorted(gq), "%s: bpcc show's quantize points" % what)
+        for k in gq:
+            self.assertEqual(sp[k][0], str(gq[k][0]).replace("torch.", ""), "%s %s: shown dtype" % (what, k))
+            self.assertTrue(torch.equal(sp[k][1], gq[k][1]) and torch.equal(sp[k][2], gq[k][2]), "%s %s: shown qparams" % (what, k))
+        self.assertEqual(sorted(sw), sorted(wr), "%s: bpcc show's reference modules" % what)
+        for k in wr:
+            self.assertEqual(sw[k][0], str(wr[k][2]).replace("torch.", ""), "%s %s: shown weight dtype" % (what, k))
+            self.assertTrue(torch.equal(sw[k][1], wr[k][3]) and torch.equal(sw[k][2], wr[k][4]),
+                            "%s %s: shown weight qparams" % (what, k))
+            if "per_channel" in str(wr[k][1]):
+                self.assertEqual(sw[k][3], wr[k][5], "%s %s: shown weight axis" % (what, k))
         # outputs: bpcc run, torch's reference model, bpcc's model in torch
         st.write(self.path("in.safetensors"), [("x", batches[0])])
         subprocess.run([BPCC, "run", out, "--data", self.path("in.safetensors"), "-o", self.path("o.safetensors")], check=True)

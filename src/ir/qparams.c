@@ -1,0 +1,223 @@
+/*
+** qparams.c — the quantization parameters a model carries, read off the IR: a quantize node's
+** scale / zero point (root buffers through get_attr, or literals), a calibrated observer's
+** scale / zero_point tensors, a reference quantized module's weight_* buffers. One reader for
+** `bpcc show`, the numeric suite and the interpreter's reference modules.
+*/
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static double num(const struct bpcc_tensor *t, uint64_t i)
+{
+    switch (t->dtype) {
+    case BPCC_DTYPE_F32: return ((const float *)t->data)[i];
+    case BPCC_DTYPE_F64: return ((const double *)t->data)[i];
+    case BPCC_DTYPE_I64: return (double)((const int64_t *)t->data)[i];
+    case BPCC_DTYPE_I32: return ((const int32_t *)t->data)[i];
+    default: return 0;
+    }
+}
+
+static bool numeric(const struct bpcc_tensor *t)
+{
+    return t && t->data && (t->dtype == BPCC_DTYPE_F32 || t->dtype == BPCC_DTYPE_F64 || t->dtype == BPCC_DTYPE_I64 ||
+                            t->dtype == BPCC_DTYPE_I32);
+}
+
+double bpcc_qparams_scale(const struct bpcc_qparams *q, uint64_t i)
+{
+    if (i >= q->n) return 0;
+    return q->scale ? num(q->scale, q->scale->ndim ? i : 0) : q->scale_value;
+}
+
+double bpcc_qparams_zero_point(const struct bpcc_qparams *q, uint64_t i)
+{
+    if (i >= q->n) return 0;
+    return q->zero_point ? num(q->zero_point, q->zero_point->ndim ? i : 0) : (double)q->zero_point_value;
+}
+
+/* the number of values of a 0-d or 1-d numeric tensor, 0 when it is neither */
+static uint64_t count(const struct bpcc_tensor *t)
+{
+    if (!numeric(t) || t->ndim > 1) return 0;
+    return t->ndim ? (uint64_t)t->dims[0] : 1;
+}
+
+/* scale and zero point from two tensors: per channel when they are 1-d */
+static bool from_tensors(const struct bpcc_tensor *s, const struct bpcc_tensor *z, bool per_channel, int64_t axis,
+                         struct bpcc_qparams *q)
+{
+    uint64_t ns = count(s), nz = count(z);
+    if (!ns || ns != nz) return false;
+    q->scale = s;
+    q->zero_point = z;
+    q->n = ns;
+    q->kind = per_channel ? BPCC_QPARAMS_PER_CHANNEL : BPCC_QPARAMS_PER_TENSOR;
+    q->axis = per_channel ? axis : -1;
+    if (!per_channel && ns != 1) return false;
+    return true;
+}
+
+/* a tensor-valued argument: a get_attr node naming a tensor of a module */
+static const struct bpcc_tensor *arg_tensor(const struct bpcc_graph *g, const struct bpcc_value *v)
+{
+    if (v->kind != BPCC_VAL_NODE || v->u.node->kind != BPCC_NODE_GET_ATTR) return NULL;
+    const char *t = v->u.node->target, *dot = strrchr(t, '.');
+    if (!dot) {
+        const struct bpcc_module *root = bpcc_graph_find_module(g, "");
+        return root ? bpcc_module_tensor(root, t) : NULL;
+    }
+    char path[1024];
+    size_t len = (size_t)(dot - t);
+    if (len >= sizeof path) return NULL;
+    memcpy(path, t, len);
+    path[len] = 0;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, path);
+    return m ? bpcc_module_tensor(m, dot + 1) : NULL;
+}
+
+static const struct bpcc_value *arg(const struct bpcc_node *n, uint32_t i, const char *kw)
+{
+    if (i < n->args.n) return &n->args.u.seq.items[i];
+    return n->kwargs.kind == BPCC_VAL_DICT ? bpcc_value_get(&n->kwargs, kw) : NULL;
+}
+
+static bool is_qdtype(enum bpcc_dtype t)
+{
+    return t == BPCC_DTYPE_QUINT8 || t == BPCC_DTYPE_QINT8 || t == BPCC_DTYPE_QINT32 || t == BPCC_DTYPE_QUINT4X2;
+}
+
+static bool quantize_node(const struct bpcc_graph *g, const struct bpcc_node *n, struct bpcc_qparams *q)
+{
+    const char *t = n->target;
+    if (n->kind == BPCC_NODE_CALL_METHOD && !strcmp(t, "to")) {
+        const struct bpcc_value *dt = arg(n, 1, "dtype");
+        if (!dt || dt->kind != BPCC_VAL_DTYPE || dt->u.dtype != BPCC_DTYPE_F16) return false;
+        q->kind = BPCC_QPARAMS_FLOAT16;
+        q->dtype = BPCC_DTYPE_F16;
+        return true;
+    }
+    if (n->kind != BPCC_NODE_CALL_FUNCTION) return false;
+    if (!strcmp(t, "torch.quantize_per_tensor_dynamic")) {
+        const struct bpcc_value *dt = arg(n, 1, "dtype");
+        if (!dt || dt->kind != BPCC_VAL_DTYPE) return false;
+        q->kind = BPCC_QPARAMS_DYNAMIC;
+        q->dtype = dt->u.dtype;
+        return true;
+    }
+    bool pc = !strcmp(t, "torch.quantize_per_channel");
+    if (!pc && strcmp(t, "torch.quantize_per_tensor")) return false;
+    const struct bpcc_value *s = arg(n, 1, "scale"), *z = arg(n, 2, pc ? "zero_points" : "zero_point");
+    const struct bpcc_value *ax = pc ? arg(n, 3, "axis") : NULL, *dt = arg(n, pc ? 4 : 3, "dtype");
+    if (!s || !z || !dt || dt->kind != BPCC_VAL_DTYPE || (pc && (!ax || ax->kind != BPCC_VAL_INT))) return false;
+    q->dtype = dt->u.dtype;
+    if (!pc && (s->kind == BPCC_VAL_FLOAT || s->kind == BPCC_VAL_INT) && z->kind == BPCC_VAL_INT) {
+        q->kind = BPCC_QPARAMS_PER_TENSOR;
+        q->n = 1;
+        q->scale_value = s->kind == BPCC_VAL_FLOAT ? s->u.f : (double)s->u.i;
+        q->zero_point_value = z->u.i;
+        return true;
+    }
+    return from_tensors(arg_tensor(g, s), arg_tensor(g, z), pc, pc ? ax->u.i : -1, q);
+}
+
+bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, struct bpcc_qparams *q)
+{
+    memset(q, 0, sizeof *q);
+    q->axis = -1;
+    if (n->kind != BPCC_NODE_CALL_MODULE) {
+        if (quantize_node(g, n, q)) return true;
+        memset(q, 0, sizeof *q);
+        q->axis = -1;
+        return false;
+    }
+    /* a calibrated observer: torch.ao.quantization.<...Observer> with scale and zero_point */
+    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    if (!m || strncmp(m->type, "torch.ao.quantization.", 22)) return false;
+    const struct bpcc_value *dt = bpcc_module_attr(m, "dtype"), *qs = bpcc_module_attr(m, "qscheme");
+    const struct bpcc_value *ax = bpcc_module_attr(m, "ch_axis");
+    if (!dt || dt->kind != BPCC_VAL_DTYPE || !is_qdtype(dt->u.dtype)) return false;
+    bool pc = qs && qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel");
+    q->dtype = dt->u.dtype;
+    if (from_tensors(bpcc_module_tensor(m, "scale"), bpcc_module_tensor(m, "zero_point"), pc,
+                     ax && ax->kind == BPCC_VAL_INT ? ax->u.i : 0, q))
+        return true;
+    memset(q, 0, sizeof *q);
+    q->axis = -1;
+    return false;
+}
+
+bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
+{
+    memset(q, 0, sizeof *q);
+    q->axis = -1;
+    const struct bpcc_value *qs = bpcc_module_attr(m, "weight_qscheme"), *dt = bpcc_module_attr(m, "weight_dtype");
+    if (!dt || dt->kind != BPCC_VAL_DTYPE) return false;
+    q->dtype = dt->u.dtype;
+    if (dt->u.dtype == BPCC_DTYPE_F16 || dt->u.dtype == BPCC_DTYPE_F32) {
+        q->kind = BPCC_QPARAMS_FLOAT16;
+        return dt->u.dtype == BPCC_DTYPE_F16;
+    }
+    bool pc = qs && qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel");
+    const struct bpcc_tensor *ax = bpcc_module_tensor(m, "weight_axis");
+    int64_t axis = count(ax) == 1 ? (int64_t)num(ax, 0) : 0;
+    if (from_tensors(bpcc_module_tensor(m, "weight_scale"), bpcc_module_tensor(m, "weight_zero_point"), pc, axis, q))
+        return true;
+    memset(q, 0, sizeof *q);
+    q->axis = -1;
+    return false;
+}
+
+const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n)
+{
+    if (n->kind != BPCC_NODE_CALL_MODULE) return NULL;
+    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    if (!m) return NULL;
+    struct bpcc_qparams q;
+    if (bpcc_module_weight_qparams(m, &q)) return m;
+    /* a fused container: the reference module is its first child */
+    if (m->first_child && bpcc_module_weight_qparams(m->first_child, &q)) return m->first_child;
+    return NULL;
+}
+
+const char *bpcc_qparams_kind_name(enum bpcc_qparams_kind k)
+{
+    switch (k) {
+    case BPCC_QPARAMS_PER_TENSOR: return "per_tensor";
+    case BPCC_QPARAMS_PER_CHANNEL: return "per_channel";
+    case BPCC_QPARAMS_DYNAMIC: return "dynamic";
+    case BPCC_QPARAMS_FLOAT16: return "float16";
+    default: return "none";
+    }
+}
+
+void bpcc_qparams_format(const struct bpcc_qparams *q, char *buf, size_t size)
+{
+    if (!size) return;
+    buf[0] = 0;
+    if (q->kind == BPCC_QPARAMS_FLOAT16) {
+        snprintf(buf, size, "float16");
+    } else if (q->kind == BPCC_QPARAMS_DYNAMIC) {
+        snprintf(buf, size, "dynamic %s", bpcc_dtype_name(q->dtype));
+    } else if (q->kind == BPCC_QPARAMS_PER_TENSOR) {
+        snprintf(buf, size, "%s scale=%.6g zp=%.6g", bpcc_dtype_name(q->dtype), bpcc_qparams_scale(q, 0),
+                 bpcc_qparams_zero_point(q, 0));
+    } else if (q->kind == BPCC_QPARAMS_PER_CHANNEL) {
+        double smin = 0, smax = 0, zmin = 0, zmax = 0;
+        for (uint64_t i = 0; i < q->n; i++) {
+            double s = bpcc_qparams_scale(q, i), z = bpcc_qparams_zero_point(q, i);
+            if (!i || s < smin) smin = s;
+            if (!i || s > smax) smax = s;
+            if (!i || z < zmin) zmin = z;
+            if (!i || z > zmax) zmax = z;
+        }
+        if (zmin == zmax)
+            snprintf(buf, size, "%s axis=%lld x%llu scale=%.4g..%.4g zp=%.6g", bpcc_dtype_name(q->dtype),
+                     (long long)q->axis, (unsigned long long)q->n, smin, smax, zmin);
+        else
+            snprintf(buf, size, "%s axis=%lld x%llu scale=%.4g..%.4g zp=%.6g..%.6g", bpcc_dtype_name(q->dtype),
+                     (long long)q->axis, (unsigned long long)q->n, smin, smax, zmin, zmax);
+    }
+}
