@@ -63,6 +63,9 @@ static uint64_t key_offset(const char *hdr, size_t n, const char *name)
     return 8;
 }
 
+/* where a key is, for messages only: a scan of the header, so done only when there is an error */
+#define KEY_AT(name) key_offset(hdr, (size_t)hlen, (name))
+
 static bool json_uint(const json_t *v, uint64_t *out)
 {
     if (!json_is_integer(v) || json_integer_value(v) < 0) return false;
@@ -156,17 +159,16 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
-        uint64_t at = key_offset(hdr, (size_t)hlen, key);
         if (strcmp(key, "__metadata__") == 0) {
             const char *mk;
             json_t *mv;
             if (!json_is_object(val)) {
-                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                               "__metadata__ must be an object of strings");
                 goto fail;
             }
             json_object_foreach(val, mk, mv) if (!json_is_string(mv)) {
-                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                               "__metadata__ value '%s' is not a string", mk);
                 goto fail;
             }
@@ -184,20 +186,20 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
         json_t *jo = json_object_get(val, "data_offsets");
         if (!json_is_object(val) || !json_is_string(jd) || !json_is_array(js) ||
             !json_is_array(jo) || json_array_size(jo) != 2) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s' needs \"dtype\" (string), \"shape\" "
                                           "(array) and \"data_offsets\" ([begin, end])", key);
             goto fail;
         }
         e->dtype = bpcc_dtype_from_st_name(json_string_value(jd));
         if (e->dtype == BPCC_DTYPE_NONE) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s' has dtype '%s'; supported: %s", key,
                                           json_string_value(jd), st_dtypes);
             goto fail;
         }
         if (json_array_size(js) > BPCC_MAX_DIMS) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_LIMIT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_LIMIT, path, KEY_AT(key),
                                           "tensor '%s' has %zu dimensions; at most %d", key,
                                           json_array_size(js), BPCC_MAX_DIMS);
             goto fail;
@@ -207,7 +209,7 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
         for (size_t i = 0; i < json_array_size(js); i++) {
             uint64_t dim;
             if (!json_uint(json_array_get(js, i), &dim) || dim > INT64_MAX) {
-                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+                s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                               "tensor '%s': shape entries must be "
                                               "non-negative integers", key);
                 goto fail;
@@ -219,18 +221,18 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
         e->ndim = (uint32_t)json_array_size(js);
         if (!json_uint(json_array_get(jo, 0), &e->begin) ||
             !json_uint(json_array_get(jo, 1), &e->end) || e->begin > e->end) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s': data_offsets must be [begin, end] "
                                           "with 0 <= begin <= end", key);
             goto fail;
         }
         if (overflow) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s': shape overflows 64 bits", key);
             goto fail;
         }
         if (e->end > data_len) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s': data_offsets [%llu, %llu] run past the "
                                           "end of the data (%llu bytes)", key,
                                           (unsigned long long)e->begin,
@@ -239,7 +241,7 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
             goto fail;
         }
         if (e->end - e->begin != nbytes) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(key),
                                           "tensor '%s': %llu data bytes, but its shape and "
                                           "dtype need %llu", key,
                                           (unsigned long long)(e->end - e->begin),
@@ -252,15 +254,14 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     uint64_t expect = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         struct st_entry *e = &st->entries[i];
-        uint64_t at = key_offset(hdr, (size_t)hlen, e->name);
         if (e->begin < expect) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(e->name),
                                           "tensor '%s' overlaps tensor '%s'", e->name,
                                           st->entries[i - 1].name);
             goto fail;
         }
         if (e->begin > expect) {
-            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, at,
+            s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, KEY_AT(e->name),
                                           "the data section has a hole of %llu bytes before "
                                           "tensor '%s'", (unsigned long long)(e->begin - expect),
                                           e->name);

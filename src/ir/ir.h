@@ -62,6 +62,8 @@ struct bpcc_module {
     uint32_t attrs_cap;
     struct module_tensor *tensors;
     uint32_t n_tensors, cap_tensors;
+    uint32_t *tensor_slots;   /* modules with many tensors (a converted model's root): open */
+    uint32_t n_tensor_slots;  /* addressing on the interned name, tensor index + 1; 0 = empty */
     uint32_t src_line, src_col;
     struct bpcc_graph *graph;
     /* the module tree: the nearest ancestor present in the table, and children in order */

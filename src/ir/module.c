@@ -204,11 +204,54 @@ struct bpcc_tensor *bpcc_module_tensor_at(const struct bpcc_module *m, uint32_t 
     return m->tensors[i].t;
 }
 
+/* the tensor index: built once a module has this many tensors, so that the lookups convert makes
+** on the root module (thousands of qparam buffers) stay constant time */
+#define TENSOR_INDEX_MIN 16
+
+static uint32_t slot_of(const char *interned, uint32_t n_slots)
+{
+    uintptr_t h = (uintptr_t)interned;
+    h ^= h >> 17;
+    h *= (uintptr_t)0x9E3779B97F4A7C15ull;
+    return (uint32_t)(h >> 7) & (n_slots - 1);
+}
+
+static bool index_tensors(struct bpcc_module *m)
+{
+    uint32_t n = 64;
+    while (n < 2 * m->cap_tensors) n *= 2;
+    uint32_t *slots = BPCC_ARENA_NEWN(&m->graph->arena, uint32_t, n);
+    if (!slots) return false;
+    memset(slots, 0, n * sizeof *slots);
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        uint32_t k = slot_of(m->tensors[i].name, n);
+        while (slots[k]) k = (k + 1) & (n - 1);
+        slots[k] = i + 1;
+    }
+    m->tensor_slots = slots;
+    m->n_tensor_slots = n;
+    return true;
+}
+
+/* the index of the tensor named `name` (any string), or -1 */
+static int64_t find_tensor(const struct bpcc_module *m, const char *name)
+{
+    if (!m->tensor_slots) {
+        for (uint32_t i = 0; i < m->n_tensors; i++)
+            if (strcmp(m->tensors[i].name, name) == 0) return i;
+        return -1;
+    }
+    const char *p = bpcc_intern_lookup(&m->graph->intern, name);
+    if (!p) return -1;
+    for (uint32_t k = slot_of(p, m->n_tensor_slots); m->tensor_slots[k]; k = (k + 1) & (m->n_tensor_slots - 1))
+        if (m->tensors[m->tensor_slots[k] - 1].name == p) return m->tensor_slots[k] - 1;
+    return -1;
+}
+
 struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *name)
 {
-    for (uint32_t i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) return m->tensors[i].t;
-    return NULL;
+    int64_t i = find_tensor(m, name);
+    return i < 0 ? NULL : m->tensors[i].t;
 }
 
 enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
@@ -218,12 +261,12 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     if ((unsigned)role >= BPCC_TENSOR_ROLE_COUNT || !t || !name)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor attribute");
     struct bpcc_graph *g = m->graph;
-    for (uint32_t i = 0; i < m->n_tensors; i++)
-        if (strcmp(m->tensors[i].name, name) == 0) {
-            m->tensors[i].role = role;
-            m->tensors[i].t = t;
-            return BPCC_OK;
-        }
+    int64_t at = find_tensor(m, name);
+    if (at >= 0) {
+        m->tensors[at].role = role;
+        m->tensors[at].t = t;
+        return BPCC_OK;
+    }
     const char *nm = bpcc_graph_intern(g, name);
     if (!nm) return bpcc_diag_nomem(d);
     if (m->n_tensors == m->cap_tensors) {
@@ -233,8 +276,18 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
         if (m->n_tensors) memcpy(p, m->tensors, m->n_tensors * sizeof *p);
         m->tensors = p;
         m->cap_tensors = cap;
+        /* the index grows with the array (the table stays at most half full) */
+        if (m->tensor_slots || cap >= TENSOR_INDEX_MIN) {
+            m->tensor_slots = NULL;
+            if (!index_tensors(m)) return bpcc_diag_nomem(d);
+        }
     }
     m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
+    if (m->tensor_slots) {
+        uint32_t k = slot_of(nm, m->n_tensor_slots);
+        while (m->tensor_slots[k]) k = (k + 1) & (m->n_tensor_slots - 1);
+        m->tensor_slots[k] = m->n_tensors;
+    }
     return BPCC_OK;
 }
 

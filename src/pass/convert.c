@@ -10,6 +10,20 @@
 
 #include <stdio.h>
 
+#define HASH_NONFATAL_OOM 1
+#define uthash_malloc(sz) bpcc_malloc(sz)
+#define uthash_free(ptr, sz) bpcc_xfree(ptr)
+#define uthash_nonfatal_oom(e) (convert_hash_oom = 1)
+static _Thread_local int convert_hash_oom;
+#include <uthash.h>
+
+/* the next number to try per buffer-name prefix, so naming n buffers is not n^2 tries */
+struct prefix_next {
+    const char *prefix; /* interned */
+    uint32_t next;
+    UT_hash_handle hh;
+};
+
 struct conv {
     struct bpcc_graph *g;
     const struct bpcc_config *c;
@@ -19,6 +33,7 @@ struct conv {
     uint32_t n_ids;
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
+    struct prefix_next *prefixes;
 };
 
 static const struct qconfig *qc_of(const struct conv *cv, const struct bpcc_node *n)
@@ -57,9 +72,28 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
     snprintf(base, sizeof base, "%s", prefix);
     for (char *p = base; *p; p++)
         if (*p == '.') *p = '_';
-    for (uint32_t i = 0;; i++) {
+    const char *key = bpcc_graph_intern(cv->g, base);
+    if (!key) return bpcc_diag_nomem(cv->d);
+    struct prefix_next *pn;
+    HASH_FIND_PTR(cv->prefixes, &key, pn);
+    if (!pn) {
+        if (!(pn = bpcc_malloc(sizeof *pn))) return bpcc_diag_nomem(cv->d);
+        pn->prefix = key;
+        pn->next = 0;
+        convert_hash_oom = 0;
+        HASH_ADD_PTR(cv->prefixes, prefix, pn);
+        if (convert_hash_oom) {
+            bpcc_xfree(pn);
+            return bpcc_diag_nomem(cv->d);
+        }
+    }
+    /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile) */
+    for (uint32_t i = pn->next;; i++) {
         snprintf(name, sizeof name, "%s%u", base, i);
-        if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) break;
+        if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) {
+            pn->next = i + 1;
+            break;
+        }
     }
     enum bpcc_status s = bpcc_module_set_tensor(root, name, BPCC_TENSOR_BUFFER, t, cv->d);
     if (!s) s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, name, name, NULL, NULL, out, cv->d);
@@ -343,18 +377,24 @@ enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c,
             if (is_obs_node(g, n)) s = convert_observer(&cv, n);
             n = next;
         }
-        /* the observer modules go */
-        for (uint32_t i = 0; !s && i < g->n_modules;) {
+        /* the observer modules go (unlinked one by one, the table compacted once) */
+        bool removed = false;
+        for (uint32_t i = 0; !s && i < g->n_modules; i++) {
             struct bpcc_module *mod = g->modules[i];
             if (!mod->dead && bpcc_obs_module_class(mod) >= 0) {
-                s = bpcc_graph_remove_module(g, mod->name, d);
-                continue;
+                bpcc_graph_unlink_module(g, mod);
+                removed = true;
             }
-            i++;
         }
+        if (removed) bpcc_graph_compact_modules(g);
     }
     if (!s && n_quantized_out) *n_quantized_out = cv.n_quantized;
     if (!s && n_modules_out) *n_modules_out = cv.n_modules;
+    struct prefix_next *pn, *tmp;
+    HASH_ITER(hh, cv.prefixes, pn, tmp) {
+        HASH_DEL(cv.prefixes, pn);
+        bpcc_xfree(pn);
+    }
     bpcc_xfree(cv.qc);
     bpcc_xfree(cv.in_map);
     bpcc_qconfig_assignment_free(cv.qa);
