@@ -316,12 +316,12 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
     uint64_t numel = 1;
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     if (!numel) return BPCC_OK; /* forward() returns early on an empty tensor */
-    /* one pass: min, max, and whether any element is NaN */
+    /* one pass: min, max, and whether any element is NaN (per channel: row by row, below) */
     bool nan = false;
-    {
+    if (!o->per_channel) {
         float lo0, hi0;
         nan = minmax_scan(x, numel, &lo0, &hi0);
-        if (!o->per_channel && !nan) {
+        if (!nan) {
             o->lo_scratch = lo0;
             o->hi_scratch = hi0;
         }
@@ -372,16 +372,22 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
     }
     for (uint64_t ch = 0; ch < C; ch++) {
         float a = x[ch * inner], b = a;
-        for (uint64_t p = 0; p < outer; p++) {
-            const float *row = x + (p * C + ch) * inner;
-            for (uint64_t i = 0; i < inner; i++) {
-                float v = row[i];
-                a = v < a ? v : a;
-                b = v > b ? v : b;
-            }
+        for (uint64_t p = 0; p < outer && inner; p++) {
+            float ra, rb;
+            nan |= minmax_scan(x + (p * C + ch) * inner, inner, &ra, &rb);
+            a = ra < a ? ra : a;
+            b = rb > b ? rb : b;
         }
         lo[ch] = a;
         hi[ch] = b;
+    }
+    if (nan) {
+        bpcc_xfree(lo);
+        bpcc_xfree(hi);
+        uint64_t i = 0;
+        while (i < numel && !isnan(x[i])) i++;
+        snprintf(why, n_why, "the observed tensor holds NaN (element %llu)", (unsigned long long)i);
+        return BPCC_ERR_GRAPH;
     }
     if (!o->n) {
         o->min = lo;

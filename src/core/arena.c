@@ -38,7 +38,7 @@ void bpcc_arena_release(struct bpcc_arena *a)
     memset(a, 0, sizeof *a);
 }
 
-void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
+static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool zero)
 {
     BPCC_ASSERT(align && align <= 64 && (align & (align - 1)) == 0);
     if (a->head) {
@@ -46,7 +46,7 @@ void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
         if (off <= a->cap && size <= a->cap - off) {
             a->used = off + size;
             void *p = a->head->data + off;
-            memset(p, 0, size);
+            if (zero) memset(p, 0, size);
             return p;
         }
     }
@@ -69,8 +69,15 @@ void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align)
         a->used = size;
     }
     a->total += sizeof *c + cap + 64;
-    memset(c->data, 0, size);
+    if (zero) memset(c->data, 0, size);
     return c->data;
+}
+
+void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align) { return arena_alloc(a, size, align, true); }
+
+void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align)
+{
+    return arena_alloc(a, size, align, false);
 }
 
 char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n)

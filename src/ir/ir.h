@@ -120,6 +120,9 @@ BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,
 ** until bpcc_graph_compact_modules. The module objects stay valid (graph arena). */
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
+/* bpcc_tensor_new without zeroing the data: the caller writes every element */
+BPCC_INTERNAL enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
+                                                      const int64_t *dims, struct bpcc_tensor **out, struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 
 /* dtype.c */

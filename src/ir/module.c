@@ -310,9 +310,8 @@ size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
     return (size_t)n;
 }
 
-enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
-                                 const int64_t *dims, struct bpcc_tensor **out,
-                                 struct bpcc_diag *d)
+static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
+                                   bool zero, struct bpcc_tensor **out, struct bpcc_diag *d)
 {
     *out = NULL;
     if ((unsigned)dtype >= BPCC_DTYPE_COUNT || bpcc_dtype_size(dtype) == 0 || ndim > BPCC_MAX_DIMS)
@@ -326,10 +325,23 @@ enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, ui
     t->nbytes = bpcc_tensor_expected_bytes(t, &overflow);
     if (overflow || t->nbytes > ((size_t)1 << 40))
         return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows or exceeds 1 TiB");
-    t->data = bpcc_arena_alloc(&g->arena, t->nbytes ? t->nbytes : 1, 64);
+    size_t n = t->nbytes ? t->nbytes : 1;
+    t->data = zero ? bpcc_arena_alloc(&g->arena, n, 64) : bpcc_arena_alloc_uninit(&g->arena, n, 64);
     if (!t->data) return bpcc_diag_nomem(d);
     *out = t;
     return BPCC_OK;
+}
+
+enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
+                                 struct bpcc_tensor **out, struct bpcc_diag *d)
+{
+    return tensor_new(g, dtype, ndim, dims, true, out, d);
+}
+
+enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
+                                        struct bpcc_tensor **out, struct bpcc_diag *d)
+{
+    return tensor_new(g, dtype, ndim, dims, false, out, d);
 }
 
 enum bpcc_dtype bpcc_tensor_dtype(const struct bpcc_tensor *t) { return t->dtype; }

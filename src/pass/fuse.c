@@ -133,7 +133,7 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv,
     float eps = (float)attr_float(bn, "eps", 1e-5);
     struct bpcc_tensor *nw, *nb;
     int64_t cdim[1] = {(int64_t)C};
-    enum bpcc_status s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
+    enum bpcc_status s = bpcc_tensor_new_uninit(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
     if (!s) s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, 1, cdim, &nb, fc->d);
     if (s) return s;
     const float *W = w->data, *B = b ? b->data : NULL, *RM = rm->data, *RV = rv->data;
@@ -147,11 +147,11 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv,
         float r = 1.0f / sqrtf(RV[c] + eps);
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
         float scale = gamma * r;
-        for (uint64_t o = 0; o < outer; o++)
-            for (uint64_t k = 0; k < inner; k++) {
-                uint64_t at = (o * C + c) * inner + k;
-                NW[at] = W[at] * scale;
-            }
+        for (uint64_t o = 0; o < outer; o++) {
+            const float *src = W + (o * C + c) * inner;
+            float *dst = NW + (o * C + c) * inner;
+            for (uint64_t k = 0; k < inner; k++) dst[k] = src[k] * scale;
+        }
         NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
     }
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
