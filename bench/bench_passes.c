@@ -45,11 +45,22 @@ static void die(const struct bpcc_diag *d)
     exit(1);
 }
 
+/* the peak resident set of this process image: VmHWM (getrusage's maxrss carries the peak of the
+** process before exec, e.g. a Python parent's) */
 static long peak_rss_kib(void)
 {
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kib = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) kib = strtol(line + 6, NULL, 10);
+    if (f) fclose(f);
+    if (kib < 0) {
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        kib = ru.ru_maxrss;
+    }
+    return kib;
 }
 
 /* {==================== the synthetic model ==================== */

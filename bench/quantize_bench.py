@@ -1,10 +1,19 @@
 #!/usr/bin/env python3
-"""Whole-process quantization, bpcc against PyTorch in one run: `bpcc quantize` (process start,
-load, fuse, prepare, one calibration batch, convert, SQNR check, save) against PyTorch's
-prepare_fx + one batch + convert_to_reference_fx (in an already running Python, model in memory).
-usage: quantize_bench.py BPCC NAME [SIZE]"""
+"""Whole-process quantization with one calibration batch, bpcc against PyTorch in one run.
+
+bpcc: the `bpcc quantize ... --no-sqnr --threads 1` process (start, load, fuse, prepare, the batch,
+convert, save). PyTorch 1.13, one thread: prepare_fx + the batch + convert_to_reference_fx
+(1) in this already running Python with the model in memory (import excluded) and (2) as a
+process of its own that imports torch, loads the model saved with torch.save and the batch, and
+runs the same flow (import included). Medians of RUNS, with min and max.
+
+usage: quantize_bench.py BPCC NAME... [--runs N] [--size S] [--json FILE]
+"""
+import argparse
 import copy
+import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -14,6 +23,7 @@ import warnings
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 import torch  # noqa: E402
 from torch.ao.quantization import get_default_qconfig_mapping  # noqa: E402
+from torch.ao.quantization.backend_config import get_fbgemm_backend_config  # noqa: E402
 from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx  # noqa: E402
 
 import bpcc_torch  # noqa: E402
@@ -22,27 +32,89 @@ from bpcc_torch.__main__ import torchvision_model  # noqa: E402
 
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
-bpcc, name = sys.argv[1], sys.argv[2]
-size = int(sys.argv[3]) if len(sys.argv) > 3 else 224
-model = torchvision_model(name, 0)
-torch.manual_seed(0)
-x = torch.randn(1, 3, size, size)
-with tempfile.TemporaryDirectory() as tmp:
-    src = os.path.join(tmp, "m.bpcc")
-    bpcc_torch.export(model, (x,), src)
-    batch = os.path.join(tmp, "b.safetensors")
-    st.write(batch, [("x", x)])
-    env = dict(os.environ)
-    env.pop("OPENBLAS_CORETYPE", None)  # set by importing torch; let bpcc choose
-    t0 = time.perf_counter()
-    subprocess.run([bpcc, "quantize", src, "-b", "fbgemm", "-q", "fbgemm", "--data", batch, "-o",
-                    os.path.join(tmp, "q.bpcc")], check=True, env=env, stdout=subprocess.DEVNULL)
-    tb = time.perf_counter() - t0
-t0 = time.perf_counter()
+
+FLOW = """
+import sys, warnings
+import torch
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.backend_config import get_fbgemm_backend_config
+from torch.ao.quantization.quantize_fx import convert_to_reference_fx, prepare_fx
+warnings.simplefilter("ignore")
+torch.set_num_threads(1)
+model = torch.load(sys.argv[1])
+x = torch.load(sys.argv[2])
 with torch.no_grad():
-    p = prepare_fx(copy.deepcopy(model), get_default_qconfig_mapping("fbgemm"), (x,))
+    p = prepare_fx(model, get_default_qconfig_mapping("fbgemm"), (x,), backend_config=get_fbgemm_backend_config())
     p(x)
-    convert_to_reference_fx(p)
-tt = time.perf_counter() - t0
-print("quantize %-13s [1, 3, %d, %d], fbgemm mapping, one batch: bpcc %.3f s (whole process), torch %.3f s, ratio %.2f"
-      % (name, size, size, tb, tt, tt / tb))
+    q = convert_to_reference_fx(p, backend_config=get_fbgemm_backend_config())
+torch.save(q.state_dict(), sys.argv[3])
+"""
+
+
+def stats(xs):
+    return [statistics.median(xs), min(xs), max(xs)]
+
+
+def wall(cmd, env=None):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def bench(bpcc, name, runs, size):
+    model = torchvision_model(name, 0)
+    torch.manual_seed(0)
+    x = torch.randn(1, 3, size, size)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "m.bpcc")
+        bpcc_torch.export(model, (x,), src)
+        batch = os.path.join(tmp, "b.safetensors")
+        st.write(batch, [("x", x)])
+        torch.save(model, os.path.join(tmp, "m.pt"))
+        torch.save(x, os.path.join(tmp, "x.pt"))
+        with open(os.path.join(tmp, "flow.py"), "w") as f:
+            f.write(FLOW)
+        env = dict(os.environ)
+        env.pop("OPENBLAS_CORETYPE", None)  # set by importing torch; let bpcc choose
+        env.pop("OPENBLAS_NUM_THREADS", None)
+        tb = [wall([bpcc, "quantize", src, "-b", "fbgemm", "-q", "fbgemm", "--data", batch, "-o",
+                    os.path.join(tmp, "q.bpcc"), "--no-sqnr", "--threads", "1"], env) for _ in range(runs)]
+        tp = [wall([sys.executable, os.path.join(tmp, "flow.py"), os.path.join(tmp, "m.pt"), os.path.join(tmp, "x.pt"),
+                    os.path.join(tmp, "q.pt")]) for _ in range(runs)]
+    tt = []
+    with torch.no_grad():
+        for _ in range(runs):
+            m = copy.deepcopy(model)
+            t0 = time.perf_counter()
+            p = prepare_fx(m, get_default_qconfig_mapping("fbgemm"), (x,), backend_config=get_fbgemm_backend_config())
+            p(x)
+            convert_to_reference_fx(p, backend_config=get_fbgemm_backend_config())
+            tt.append(time.perf_counter() - t0)
+    r = {"model": name, "bpcc_process": stats(tb), "torch_in_process": stats(tt), "torch_process": stats(tp)}
+    r["ratio_import_excluded"] = r["torch_in_process"][0] / r["bpcc_process"][0]
+    r["ratio_import_included"] = r["torch_process"][0] / r["bpcc_process"][0]
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("bpcc")
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--size", type=int, default=224)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    out = []
+    for name in a.names:
+        r = bench(a.bpcc, name, a.runs, a.size)
+        out.append(r)
+        print("quantize %-16s bpcc %.3f s  torch %.3f s in process (ratio %.1fx), %.3f s as a process with its import "
+              "(ratio %.1fx)" % (name, r["bpcc_process"][0], r["torch_in_process"][0], r["ratio_import_excluded"],
+                                 r["torch_process"][0], r["ratio_import_included"]), flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -17,18 +17,19 @@ static const char convert_help[] =
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
-    "                     [--explain] [--threads N]\n"
+    "                     [--explain] [--threads N] [--no-sqnr]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
     "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
-    "per-node report, --plan writes prepare's plan.\n";
+    "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
+    "forward passes per batch).\n";
 
 struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
-    bool explain;
+    bool explain, no_sqnr;
     struct cli_files data;
 };
 
@@ -47,8 +48,9 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             in_data = true;
             continue;
         }
-        if (want_data && !strcmp(o, "--explain")) {
-            a->explain = true;
+        if (want_data && (!strcmp(o, "--explain") || !strcmp(o, "--no-sqnr"))) {
+            if (o[2] == 'e') a->explain = true;
+            else a->no_sqnr = true;
             in_data = false;
             continue;
         }
@@ -123,7 +125,7 @@ static int run(struct cargs *a, bool one_shot)
     }
     if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
     double db = 0;
-    if (!s && one_shot) { /* the float model, reloaded, against the quantized one on the batches */
+    if (!s && one_shot && !a->no_sqnr) { /* the float model, reloaded, against the quantized one on the batches */
         struct bpcc_graph *f;
         s = bpcc_graph_load(a->model, &f, &d);
         if (!s) {
@@ -140,10 +142,13 @@ static int run(struct cargs *a, bool one_shot)
     bpcc_config_free(c);
     cli_print_diag(&d);
     if (s) return cli_exit_code(s);
-    if (one_shot)
+    if (one_shot) {
+        char sq[96] = "output SQNR not measured (--no-sqnr)";
+        if (!a->no_sqnr) snprintf(sq, sizeof sq, "output SQNR %.1f dB vs float on the calibration data", db);
         printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
-               "%u reference modules, output SQNR %.1f dB vs float on the calibration data -> %s\n", a->model, n0,
-               n_fused, n_obs, a->data.n, a->data.n == 1 ? "" : "es", nq, nm, db, a->out);
+               "%u reference modules, %s -> %s\n", a->model, n0, n_fused, n_obs, a->data.n, a->data.n == 1 ? "" : "es",
+               nq, nm, sq, a->out);
+    }
     return EXIT_OK;
 }
 

@@ -231,6 +231,9 @@ run "convert before calibrate" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -
 run "quantize" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant.bpcc" &&
     has "quantize summary" "$OUT" "reference modules, output SQNR" &&
     run "quantized model runs" 0 "$BPCC" run "$WORK/quant.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout.safetensors"
+run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_ns.bpcc" --no-sqnr &&
+    has "quantize --no-sqnr summary" "$OUT" "output SQNR not measured (--no-sqnr)" &&
+    { cmp -s "$WORK/quant.bpcc" "$WORK/quant_ns.bpcc" 2>/dev/null || [ "$(sed 1,2d "$WORK/quant.bpcc")" = "$(sed 1,2d "$WORK/quant_ns.bpcc")" ]; } && ok || bad "quantize --no-sqnr: another model"
 run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "missing --data"
 

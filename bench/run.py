@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""The benchmark harness: every comparison with PyTorch 1.13 in one run, on this machine, and the
+generated part of docs/PERFORMANCE.md rewritten with the results (between the bench markers).
+
+  1. graph passes alone (fuse + prepare + convert; calibration excluded) on resnet18, resnet50,
+     mobilenet_v2, efficientnet_b0, densenet121: bpcc's library time against prepare_fx +
+     convert_to_reference_fx (bench/passes_bench.py);
+  2. the whole `bpcc quantize` process with one batch against PyTorch's flow, Python import
+     excluded and included (bench/quantize_bench.py);
+  3. calibration throughput, one thread (bench/calibrate_bench.py);
+  4. synthetic graphs of 1k to 1M nodes: time and peak memory of load + passes + print
+     (bench/bench_passes --gen);
+  5. loading the built-in backend configs (bench/bench_config_load, bench/torch_config_build.py).
+
+usage: bench/run.py [BUILD_DIR] [--quick] [--no-write]
+  --quick: fewer runs, two models, scale up to 100k nodes (a smoke run; the document is not
+  rewritten).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+MODELS = ["resnet18", "resnet50", "mobilenet_v2", "efficientnet_b0", "densenet121"]
+BEGIN, END = "<!-- bench/run.py: begin -->", "<!-- bench/run.py: end -->"
+
+
+def sh(cmd, env=None):
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+
+
+def machine():
+    cpu = "unknown CPU"
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = 0
+    for line in open("/proc/meminfo"):
+        if line.startswith("MemTotal"):
+            mem = int(line.split()[1]) // (1024 * 1024)
+    gcc = sh(["cc", "--version"]).splitlines()[0]
+    torch_v = sh([PY, "-c", "import torch; print(torch.__version__)"]).strip()
+    blas = "?"
+    try:
+        blas = sh(["dpkg-query", "-W", "-f=${Version}", "libopenblas0-pthread"]).strip()
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return ("%s, %d cores, %d GiB, Linux %s; %s; PyTorch %s; OpenBLAS %s" %
+            (cpu, os.cpu_count(), mem, platform.release(), gcc, torch_v, blas))
+
+
+def clean_env():
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_NUM_THREADS", None)
+    env["PYTHONPATH"] = os.path.join(ROOT, "tools", "python")
+    return env
+
+
+def passes(build, models, runs, tmp):
+    out = os.path.join(tmp, "passes.json")
+    print(sh([PY, os.path.join(HERE, "passes_bench.py"), build, "--runs", str(runs), "--json", out, *models],
+             clean_env()), end="", flush=True)
+    return json.load(open(out))
+
+
+def quantize(build, models, runs, tmp):
+    out = os.path.join(tmp, "quantize.json")
+    env = clean_env()
+    if os.path.isdir("/dev/shm"):
+        env["TMPDIR"] = "/dev/shm"  # both tools write their output to memory: the tools, not this VM's disk
+    print(sh([PY, os.path.join(HERE, "quantize_bench.py"), os.path.join(build, "bpcc"), "--runs", str(runs), "--json",
+              out, *models], env), end="", flush=True)
+    return json.load(open(out))
+
+
+def calibrate(build, models, batches):
+    rows = []
+    for m in models:
+        line = sh([PY, os.path.join(HERE, "calibrate_bench.py"), os.path.join(build, "bpcc"), m, str(batches)],
+                  clean_env()).strip().splitlines()[-1]
+        print(line, flush=True)
+        f = re.findall(r"([0-9.]+) batches/s", line)
+        rows.append({"model": m, "bpcc": float(f[0]), "bpcc_cli": float(re.search(r"; *([0-9.]+) with", line).group(1)),
+                     "torch": float(f[-1]), "ratio": float(line.rsplit("ratio", 1)[1])})
+    return rows
+
+
+def scale(build, sizes, tmp):
+    import torch  # noqa: F401  (the batch file)
+    sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
+    from bpcc_torch import _safetensors as st
+    batch = os.path.join(tmp, "s.safetensors")
+    st.write(batch, [("x", torch.randn(1, 4, 4, 4))])
+    exe = os.path.join(build, "bench", "bench_passes")
+    rows = []
+    for n in sizes:
+        model = os.path.join(tmp, "s%d.bpcc" % n)
+        sh([exe, "--gen", str(n), model])
+        runs = 3 if n <= 100000 else 1
+        r = json.loads(sh([exe, model, batch, str(runs), "-b", "native", "-q", os.path.join(HERE, "minmax.yaml")],
+                          clean_env()))
+        work = r["load"][0] + r["passes"][0] + r["print"][0]
+        r["work_ms"] = work
+        r["ns_per_node"] = work * 1e6 / r["nodes"]
+        r["bytes_per_node"] = (r["peak_rss_kib"] - r["rss_before_kib"]) * 1024 / r["nodes"]
+        rows.append(r)
+        print("scale %8d nodes: load %.1f  fuse %.1f  prepare %.1f  convert %.1f  print %.1f ms  = %.1f ms (%.0f ns/node)"
+              "  peak %.0f bytes/node" % (r["nodes"], r["load"][0], r["fuse"][0], r["prepare"][0], r["convert"][0],
+                                          r["print"][0], work, r["ns_per_node"], r["bytes_per_node"]), flush=True)
+        for f in (model, model.replace(".bpcc", ".safetensors")):
+            os.unlink(f)
+    return rows
+
+
+def config_load(build, runs):
+    b = sh([os.path.join(build, "bench", "bench_config_load"), str(runs)])
+    t = sh([PY, os.path.join(HERE, "torch_config_build.py"), str(runs)])
+    print(b + t, end="", flush=True)
+    return b, t
+
+
+def ms(x):
+    return "%.2f" % x if x < 100 else "%.0f" % x
+
+
+def document(res):
+    L = ["Generated by `bench/run.py` on %s (%s). Medians of the runs, [min–max] where several." %
+         (time.strftime("%Y-%m-%d"), res["machine"]), ""]
+    L += ["### 1. Graph passes (fuse + prepare + convert; calibration excluded)", "",
+          "bpcc: library calls on the loaded model (weights already in memory); PyTorch: prepare_fx (with its "
+          "symbolic trace, as called by users) + convert_to_reference_fx; fbgemm backend, fbgemm mapping, one thread. "
+          "\"weights read once\" is one pass over every float weight: the floor for passes that must read them "
+          "(batch-norm folding reads and writes the conv weights, convert's weight observers read them).", "",
+          "| model | nodes | bpcc fuse | prepare | convert | bpcc passes | weights read once | PyTorch | ratio |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["passes"]:
+        b, t = r["bpcc"], r["torch"]
+        L.append("| %s | %d | %s ms | %s ms | %s ms | %s ms [%s–%s] | %s ms | %s ms [%s–%s] | %.0f× |" % (
+            r["model"], b["nodes"], ms(b["fuse"][0]), ms(b["prepare"][0]), ms(b["convert"][0]), ms(b["passes"][0]),
+            ms(b["passes"][1]), ms(b["passes"][2]), ms(b["weights_read_ms"]), ms(t["passes"][0]), ms(t["passes"][1]),
+            ms(t["passes"][2]), r["ratio"]))
+    L += ["", "### 2. Whole process, one calibration batch [1, 3, 224, 224]", "",
+          "bpcc: `bpcc quantize -b fbgemm -q fbgemm --no-sqnr --threads 1` as a process (start, load, passes, "
+          "the batch, save). PyTorch: prepare_fx + the batch + convert_to_reference_fx in a running Python (import "
+          "excluded), and as a process that imports torch, loads the model (torch.load) and saves the result "
+          "(import included). Outputs go to /dev/shm for both.", "",
+          "| model | bpcc process | PyTorch, import excluded | ratio | PyTorch process, import included | ratio |",
+          "|---|---|---|---|---|---|"]
+    for r in res["quantize"]:
+        L.append("| %s | %.3f s [%.3f–%.3f] | %.3f s | %.1f× | %.2f s | %.1f× |" % (
+            r["model"], *r["bpcc_process"], r["torch_in_process"][0], r["ratio_import_excluded"], r["torch_process"][0],
+            r["ratio_import_included"]))
+    L += ["", "### 3. Calibration throughput, one thread (%d batches of [1, 3, 224, 224], MinMax observers)" %
+          res["calib_batches"], "",
+          "| model | bpcc (calibration run alone) | bpcc CLI (start, load, save) | PyTorch eager with observers | ratio |",
+          "|---|---|---|---|---|"]
+    for r in res["calibrate"]:
+        L.append("| %s | %.2f batches/s | %.2f | %.2f | %.2f |" % (r["model"], r["bpcc"], r["bpcc_cli"], r["torch"],
+                                                                    r["ratio"]))
+    L += ["", "### 4. Synthetic graphs (load + fuse + prepare + convert + print; one calibration batch between, not "
+          "counted)", "",
+          "Units of conv → bn → relu → conv → bn → relu → add → cat → conv → relu; native backend, MinMax mapping "
+          "(bench/minmax.yaml). Memory: peak resident set above the process's before the first load, per input node.",
+          "", "| nodes | load | fuse | prepare | convert | print | total | per node | peak memory per node |",
+          "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["scale"]:
+        L.append("| %d | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %.0f ns | %.0f bytes |" % (
+            r["nodes"], ms(r["load"][0]), ms(r["fuse"][0]), ms(r["prepare"][0]), ms(r["convert"][0]),
+            ms(r["print"][0]), ms(r["work_ms"]), r["ns_per_node"], r["bytes_per_node"]))
+    L += ["", "### 5. Loading the built-in backend configs", "", "```", res["config"][0].rstrip(), "",
+          "PyTorch 1.13 get_*_backend_config()", res["config"][1].rstrip(), "```"]
+    return "\n".join(L) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build", nargs="?", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    models = MODELS[:1] + MODELS[2:3] if a.quick else MODELS
+    res = {"machine": machine()}
+    print(res["machine"], flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        res["passes"] = passes(build, models, 2 if a.quick else 5, tmp)
+        res["quantize"] = quantize(build, models, 1 if a.quick else 3, tmp)
+        res["calib_batches"] = 2 if a.quick else 10
+        res["calibrate"] = calibrate(build, models[:3] if not a.quick else models, res["calib_batches"])
+        res["scale"] = scale(build, [1000, 10000] if a.quick else [1000, 10000, 100000, 1000000], tmp)
+        res["config"] = config_load(build, 20 if a.quick else 200)
+    text = document(res)
+    if a.quick or a.no_write:
+        print(text)
+        return
+    path = os.path.join(ROOT, "docs", "PERFORMANCE.md")
+    doc = open(path).read()
+    if BEGIN in doc and END in doc:
+        doc = doc[:doc.index(BEGIN) + len(BEGIN)] + "\n" + text + doc[doc.index(END):]
+    else:
+        doc = doc.rstrip() + "\n\n## Results\n\n" + BEGIN + "\n" + text + END + "\n"
+    with open(path + ".tmp", "w") as f:
+        f.write(doc)
+    os.replace(path + ".tmp", path)
+    print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
