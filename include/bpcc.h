@@ -807,6 +807,75 @@ BPCC_API enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_c
 
 /* }==================================================================================== */
 
+/* {====================================================================================
+** Numeric suite: where the accuracy went (docs/NUMERIC.md)
+** ==================================================================================== */
+
+enum bpcc_compare_kind {
+    BPCC_COMPARE_WEIGHTS = 0, /* each reference module's dequantized weight against the float one */
+    BPCC_COMPARE_OUTPUTS,     /* each node's value in both models on the same batches          */
+    BPCC_COMPARE_SHADOW       /* outputs, and each op fed the float model's inputs (its own error) */
+};
+
+/* One compared weight or node. Errors accumulate over every element of every batch: the figures
+** are those of the concatenated values. x is the float model's, y the quantized model's. */
+struct bpcc_compare_row {
+    const char *name;          /* weights: the quantized model's module; else the node name     */
+    const char *float_name;    /* weights: the float module compared with; else = name          */
+    const char *what;          /* module type, or the node's target                             */
+    uint64_t numel;            /* elements compared (all batches)                               */
+    double sqnr_db;            /* 20 log10(||x|| / ||x - y||) as torch.ao.ns.fx.utils.compute_sqnr; +inf if equal */
+    double l2_error;           /* ||x - y|| / ||x|| (compute_normalized_l2_error)              */
+    double cosine;             /* x.y / (||x|| ||y||) (compute_cosine_similarity)               */
+    double max_abs_error;      /* max |x - y|                                                   */
+    /* weights: per output channel (the weight qparams' axis, else 0) */
+    uint32_t n_channels;
+    double min_channel_sqnr_db;
+    uint32_t worst_channel;
+    /* shadow: the same figures for the op run on the float model's inputs */
+    double shadow_sqnr_db, shadow_l2_error, shadow_cosine, shadow_max_abs_error;
+};
+
+struct bpcc_compare_report {
+    enum bpcc_compare_kind kind;
+    uint32_t n_rows;
+    struct bpcc_compare_row *rows; /* graph (weights: module) order */
+    uint32_t n_batches;
+    uint32_t n_unmatched;          /* weights: reference modules without a float counterpart */
+};
+
+/*
+** compare_weights: for every module of `quant` that carries weight qparams (a reference quantized
+** module, or the one inside a fused container), its weight quantized and dequantized with them
+** against the weight of the module of the same name in `float_model`. Pass a float model fused for
+** the same backend (bpcc_fuse) so that batch norms are folded in both and the figure measures
+** quantization alone.
+*/
+BPCC_API enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *float_model, const struct bpcc_graph *quant,
+                                               struct bpcc_compare_report **out, struct bpcc_diag *d);
+/*
+** compare_model_outputs / compare_model_stub: run both models on each batch and compare, for every
+** node name present in both (fuse the float model for the same backend first), the node's float32
+** value as its consumers see it: in the quantized model, after the node's own quantize/dequantize
+** when it has one. shadow also runs the quantized model with every such node's value replaced by
+** the float model's, so that each op's error is measured on exact inputs (shadow_* fields).
+*/
+BPCC_API enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *float_model, const struct bpcc_graph *quant,
+                                               const char *const *batches, uint32_t n_batches, int threads, bool shadow,
+                                               struct bpcc_compare_report **out, struct bpcc_diag *d);
+BPCC_API void bpcc_compare_report_free(struct bpcc_compare_report *r);
+/* The report for people: an aligned table, worst SQNR first (shadow reports by their shadow SQNR). */
+BPCC_API enum bpcc_status bpcc_compare_report_text(const struct bpcc_compare_report *r, char **out, struct bpcc_diag *d);
+/* {"kind", "batches", "rows": [...]} in graph order, each row with its rank (1 = worst). */
+BPCC_API enum bpcc_status bpcc_compare_report_json(const struct bpcc_compare_report *r, int indent, char **out,
+                                                   struct bpcc_diag *d);
+/* A self-contained HTML page: the table and an SVG bar chart of SQNR along the graph, the worst
+** nodes highlighted. `title` is shown at the top (e.g. the two file names). */
+BPCC_API enum bpcc_status bpcc_compare_report_html(const struct bpcc_compare_report *r, const char *title, char **out,
+                                                   struct bpcc_diag *d);
+
+/* }==================================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,97 +9,6 @@
 #include <math.h>
 #include <stdio.h>
 
-struct batch {
-    struct bpcc_safetensors *st;
-    struct xval *inputs;
-    uint32_t n;
-};
-
-static uint32_t n_placeholders(const struct bpcc_graph *g)
-{
-    uint32_t n = 0;
-    for (const struct bpcc_node *p = g->first; p; p = p->next) n += p->kind == BPCC_NODE_PLACEHOLDER;
-    return n;
-}
-
-static void batch_release(struct batch *b)
-{
-    for (uint32_t i = 0; b->inputs && i < b->n; i++) bpcc_xval_release(&b->inputs[i]);
-    bpcc_xfree(b->inputs);
-    bpcc_safetensors_close(b->st);
-    memset(b, 0, sizeof *b);
-}
-
-/* Open a batch and check it: one float32 tensor per graph input, named after it, of the shape the
-** model was traced with (when it records one; the batch dimension may differ). */
-static enum bpcc_status batch_open(const struct bpcc_graph *g, const char *path, bool load, struct batch *b,
-                                   struct bpcc_diag *d)
-{
-    memset(b, 0, sizeof *b);
-    enum bpcc_status s = bpcc_safetensors_open(path, &b->st, d);
-    if (s) return s;
-    uint32_t n = n_placeholders(g);
-    if (load) {
-        b->inputs = bpcc_malloc((n ? n : 1) * sizeof *b->inputs);
-        if (!b->inputs) {
-            batch_release(b);
-            return bpcc_diag_nomem(d);
-        }
-        memset(b->inputs, 0, (n ? n : 1) * sizeof *b->inputs);
-    }
-    uint32_t k = 0;
-    for (const struct bpcc_node *p = g->first; p && !s; p = p->next) {
-        if (p->kind != BPCC_NODE_PLACEHOLDER) continue;
-        uint32_t i = bpcc_safetensors_find(b->st, p->target);
-        if (i == UINT32_MAX) {
-            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "no tensor '%s' for the model input '%s' (%s:%u)", p->target,
-                                p->name, g->source_file ? g->source_file : "model", p->src_line);
-            break;
-        }
-        const char *name;
-        enum bpcc_dtype dt;
-        uint32_t nd;
-        const int64_t *dims;
-        const void *data;
-        size_t nbytes;
-        s = bpcc_safetensors_get(b->st, i, &name, &dt, &nd, &dims, &data, &nbytes);
-        if (s) break;
-        if (dt != BPCC_DTYPE_F32) {
-            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32", name,
-                                bpcc_dtype_name(dt), p->name);
-            break;
-        }
-        const struct bpcc_value *m = &p->meta;
-        if (m->kind == BPCC_VAL_TTYPE) {
-            bool ok = m->n == nd;
-            for (uint32_t j = 1; ok && j < nd; j++) ok = m->u.ttype.dims[j] == dims[j];
-            if (!ok) {
-                char want[128] = "", got[128] = "";
-                for (uint32_t j = 0; j < m->n; j++)
-                    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", j ? ", " : "", (long long)m->u.ttype.dims[j]);
-                for (uint32_t j = 0; j < nd; j++)
-                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", j ? ", " : "", (long long)dims[j]);
-                s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' has shape [%s]; the model input '%s' was traced "
-                                    "as [%s] (only the batch dimension may differ)", name, got, p->name, want);
-                break;
-            }
-        }
-        if (load) {
-            struct xtensor *t = bpcc_xtensor_new(nd, dims);
-            if (!t) {
-                s = bpcc_diag_nomem(d);
-                break;
-            }
-            memcpy(t->data, data, t->numel * sizeof(float));
-            b->inputs[k] = (struct xval){.k = XV_TENSOR, .u.t = t};
-        }
-        k++;
-    }
-    b->n = k;
-    if (s) batch_release(b);
-    return s;
-}
-
 /* the statistics and qparams of one observer, as module tensors */
 static enum bpcc_status store_observer(struct bpcc_graph *g, struct bpcc_module *m, const struct obs_state *o,
                                        struct bpcc_diag *d)
@@ -159,20 +68,20 @@ enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches
     /* all batches are checked before anything runs */
     enum bpcc_status s = BPCC_OK;
     for (uint32_t i = 0; i < n_batches; i++) {
-        struct batch b;
-        enum bpcc_status si = batch_open(g, batches[i], false, &b, d);
+        struct xbatch b;
+        enum bpcc_status si = bpcc_batch_open(g, batches[i], false, &b, d);
         if (si) s = si;
-        else batch_release(&b);
+        else bpcc_batch_release(&b);
     }
     if (s) return s;
     struct bpcc_exec *e;
     s = bpcc_exec_new(g, o ? o->threads : 1, &e, d);
     if (s) return s;
     for (uint32_t i = 0; i < n_batches && !s; i++) {
-        struct batch b;
-        s = batch_open(g, batches[i], true, &b, d);
+        struct xbatch b;
+        s = bpcc_batch_open(g, batches[i], true, &b, d);
         if (!s) s = bpcc_exec_run(e, b.inputs, b.n, NULL, d);
-        batch_release(&b);
+        bpcc_batch_release(&b);
         if (!s && o && o->progress) o->progress(i + 1, n_batches, o->progress_ud);
     }
     for (uint32_t i = 0; !s && i < bpcc_exec_n_observers(e); i++) {
@@ -221,15 +130,15 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
 enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
                           struct bpcc_diag *d)
 {
-    struct batch b;
-    enum bpcc_status s = batch_open(g, batch, true, &b, d);
+    struct xbatch b;
+    enum bpcc_status s = bpcc_batch_open(g, batch, true, &b, d);
     if (s) return s;
     struct bpcc_exec *e;
     s = bpcc_exec_new(g, threads, &e, d);
     struct xval out = {0};
     if (!s) s = bpcc_exec_run(e, b.inputs, b.n, &out, d);
     bpcc_exec_free(e);
-    batch_release(&b);
+    bpcc_batch_release(&b);
     if (s) return s;
     struct bpcc_graph *scratch;
     s = bpcc_graph_new(&scratch, d);
@@ -283,12 +192,12 @@ enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc
     double sig = 0, noise = 0;
     bool shape_ok = true;
     for (uint32_t i = 0; !s && i < n_batches; i++) {
-        struct batch bf, bq;
-        s = batch_open(reference, batches[i], true, &bf, d);
+        struct xbatch bf, bq;
+        s = bpcc_batch_open(reference, batches[i], true, &bf, d);
         if (s) break;
-        s = batch_open(g, batches[i], true, &bq, d);
+        s = bpcc_batch_open(g, batches[i], true, &bq, d);
         if (s) {
-            batch_release(&bf);
+            bpcc_batch_release(&bf);
             break;
         }
         struct xval of = {0}, oq = {0};
@@ -297,8 +206,8 @@ enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc
         if (!s) sq_accumulate(&of, &oq, &sig, &noise, &shape_ok);
         bpcc_xval_release(&of);
         bpcc_xval_release(&oq);
-        batch_release(&bf);
-        batch_release(&bq);
+        bpcc_batch_release(&bf);
+        bpcc_batch_release(&bq);
     }
     bpcc_exec_free(ef);
     bpcc_exec_free(eq);

@@ -40,5 +40,6 @@ int cmd_calibrate(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_compare(int argc, char **argv);
 
 #endif

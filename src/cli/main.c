@@ -37,6 +37,7 @@ static const char usage_text[] =
     "  run MODEL --data F -o OUT     run the reference interpreter on one batch\n"
     "  convert CAL -b B -q Q -o OUT  the reference quantized model (convert_to_reference_fx)\n"
     "  quantize MODEL -b B -q Q --data F... -o OUT   fuse, prepare, calibrate, convert\n"
+    "  compare weights|outputs|shadow FLOAT QUANT [--data F...]   where the accuracy went\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
@@ -163,6 +164,7 @@ static const struct verb verbs[] = {
     {"run", cmd_run},
     {"convert", cmd_convert},
     {"quantize", cmd_quantize},
+    {"compare", cmd_compare},
 };
 
 /* OpenBLAS settles two things when it is loaded, before main: its kernels, from the CPU's vendor
@@ -197,7 +199,8 @@ static void configure_blas(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "calibrate") || !strcmp(argv[1], "run") || !strcmp(argv[1], "quantize"))) configure_blas(argc, argv);
+    if (argc >= 2 && (!strcmp(argv[1], "calibrate") || !strcmp(argv[1], "run") || !strcmp(argv[1], "quantize") ||
+                      !strcmp(argv[1], "compare"))) configure_blas(argc, argv);
 #ifdef M_MMAP_THRESHOLD
     /* the interpreter frees and reallocates activations of the same sizes batch after batch: keep
     ** them in the heap instead of mapping (and faulting in) fresh pages each time */

@@ -97,8 +97,11 @@ BPCC_INTERNAL double bpcc_mattr_float(const struct bpcc_module *m, const char *k
 BPCC_INTERNAL bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt);
 /* a module's float32 tensor (weight, bias, running_mean ...), NULL if absent */
 BPCC_INTERNAL const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name);
-/* w (float32) quantized and dequantized with q into out (numel floats), as ATen's quantize_per_tensor
-** / quantize_per_channel + dequantize; false when q has no integer range or does not fit w (nn.c) */
+/* x (float32, dims) quantized and dequantized with q into out (numel floats), as ATen's
+** quantize_per_tensor / quantize_per_channel + dequantize; false when q has no integer range or
+** does not fit the shape (nn.c). The _weight form reads an IR tensor. */
+BPCC_INTERNAL bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *dims, const struct bpcc_qparams *q,
+                                      float *out);
 BPCC_INTERNAL bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out);
 /* the observer state of an observer module (interp.c) */
 BPCC_INTERNAL struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m);
@@ -107,12 +110,28 @@ BPCC_INTERNAL enum bpcc_status bpcc_exec_module(const struct xargs *a, const str
                                                 struct xval *out);
 BPCC_INTERNAL int bpcc_exec_threads(const struct xctx *c);
 
+/* a batch: the graph inputs, in placeholder order (batch.c) */
+struct xbatch {
+    struct bpcc_safetensors *st;
+    struct xval *inputs;
+    uint32_t n;
+};
+/* Open a batch file and check it against g's inputs (one float32 tensor per placeholder, named
+** after it, of the traced shape but for the batch dimension); load = read the tensors too. */
+BPCC_INTERNAL enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
+                                               struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_batch_release(struct xbatch *b);
+
 /* the run: execute the graph once on inputs (one per placeholder, in order); outputs into *out
 ** (the output node's value, owned by the caller) when out is not NULL */
 struct bpcc_exec;
 BPCC_INTERNAL enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct bpcc_exec **out,
                                              struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_exec_free(struct bpcc_exec *e);
+/* Called after each node has run with its value, which it may read or replace (owning what it puts
+** there); a failure stops the run. */
+typedef enum bpcc_status (*bpcc_exec_hook)(void *ud, const struct bpcc_node *n, struct xval *value, struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud);
 BPCC_INTERNAL enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, uint32_t n_inputs,
                                              struct xval *out, struct bpcc_diag *d);
 /* observers after the runs: module -> state */

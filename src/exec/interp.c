@@ -307,7 +307,15 @@ struct bpcc_exec {
     uint32_t n_ids;
     uint32_t *uses;      /* per node id: how many argument slots refer to it */
     struct xval *slot;   /* per node id: its value while it has users left */
+    bpcc_exec_hook hook; /* after each node (the numeric suite's loggers) */
+    void *hook_ud;
 };
+
+void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud)
+{
+    e->hook = hook;
+    e->hook_ud = ud;
+}
 
 int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
 
@@ -633,6 +641,7 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
         }
         default: s = run_node(e, n, d);
         }
+        if (!s && e->hook && n->kind != BPCC_NODE_OUTPUT) s = e->hook(e->hook_ud, n, &e->slot[n->id], d);
         if (s) break;
         if (!e->uses[n->id]) bpcc_xval_release(&e->slot[n->id]);
         bpcc_value_visit_nodes((struct bpcc_value *)&n->args, drop_use, e);

@@ -721,6 +721,12 @@ enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *ou
 ** dtype has no integer range or does not fit w. */
 bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out)
 {
+    return w->data && bpcc_fake_quantize(w->data, w->ndim, w->dims, q, out);
+}
+
+BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *dims, const struct bpcc_qparams *q,
+                                 float *out)
+{
     int64_t lo, hi;
     if (q->dtype == BPCC_DTYPE_QUINT8) lo = 0, hi = 255;
     else if (q->dtype == BPCC_DTYPE_QINT8) lo = -128, hi = 127;
@@ -730,13 +736,13 @@ bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qp
     bool per_channel = q->kind == BPCC_QPARAMS_PER_CHANNEL;
     if (!per_channel && q->kind != BPCC_QPARAMS_PER_TENSOR) return false;
     int64_t axis = per_channel ? q->axis : 0;
-    if (axis < 0) axis += w->ndim;
-    if (per_channel && (axis < 0 || axis >= (int64_t)w->ndim)) return false;
-    uint64_t numel = 1, inner = 1, C = per_channel ? (uint64_t)w->dims[axis] : 1;
-    for (uint32_t i = 0; i < w->ndim; i++) numel *= (uint64_t)w->dims[i];
-    for (uint32_t i = (uint32_t)axis + 1; per_channel && i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
+    if (axis < 0) axis += ndim;
+    if (per_channel && (axis < 0 || axis >= (int64_t)ndim)) return false;
+    uint64_t numel = 1, inner = 1, C = per_channel ? (uint64_t)dims[axis] : 1;
+    for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
+    for (uint32_t i = (uint32_t)axis + 1; per_channel && i < ndim; i++) inner *= (uint64_t)dims[i];
     if (q->n < C) return false;
-    const float *wd = w->data;
+    const float *wd = x;
     for (uint64_t c0 = 0; c0 < numel; c0 += inner) {
         uint64_t c = per_channel ? (c0 / inner) % C : 0;
         float s = (float)bpcc_qparams_scale(q, c), inv = 1.0f / s;

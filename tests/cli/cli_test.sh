@@ -237,6 +237,24 @@ run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet
 run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "missing --data"
 
+# the numeric suite
+run "compare weights" 0 "$BPCC" compare weights "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" -b fbgemm &&
+    has "compare weights header" "$OUT" "compare weights: 3 reference modules" &&
+    has "compare weights row" "$OUT" "torch.ao.nn.quantized.reference.Conv2d"
+run "compare outputs" 0 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" --data "$WORK/batches" &&
+    has "compare outputs header" "$OUT" "compare outputs:" && has "compare outputs batches" "$OUT" "nodes on 2 batches"
+run "compare shadow json and html" 0 "$BPCC" compare shadow "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" --data "$WORK/batches" --json --html "$WORK/cmp.html" &&
+    printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d["rows"]; assert d["kind"]=="shadow" and d["batches"]==2 and r and sorted(x["rank"] for x in r)==list(range(1,len(r)+1)) and all("shadow_sqnr_db" in x for x in r), d' 2>/dev/null &&
+    [ -s "$WORK/cmp.html" ] && grep -q '<svg id="chart"' "$WORK/cmp.html" && ok || bad "compare shadow: json or html"
+run "compare needs data" 2 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" && has "compare needs data" "$ERR" "missing --data"
+run "compare unknown mode" 2 "$BPCC" compare everything a b && has "compare unknown mode" "$ERR" "unknown comparison 'everything'"
+run "compare one model" 2 "$BPCC" compare weights "$WORK/quant.bpcc" && has "compare one model" "$ERR" "needs FLOAT and QUANT"
+run "compare nothing in common" 1 "$BPCC" compare weights "$FIX/torch/tiny_resnet.bpcc" "$FIX/torch/tiny_resnet.bpcc" &&
+    has "compare nothing in common" "$ERR" "have no reference module"
+run "compare bad data" 1 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" --data "$WORK/wrong.safetensors" --html "$WORK/bad.html" &&
+    has "compare bad data" "$ERR" "wrong.safetensors: error: tensor 'x' has shape" &&
+    { [ ! -e "$WORK/bad.html" ] && ok || bad "compare left a page after an error"; }
+
 leftover=$(find "$WORK" -name '*.tmp*' | wc -l)
 [ "$leftover" -eq 0 ] && ok || bad "temporary files left behind"
 

@@ -1,0 +1,93 @@
+/*
+** batch.c — input batches: a safetensors file with one float32 tensor per graph input, named after
+** it, checked against the shapes the model was traced with, and loaded as interpreter values.
+*/
+#include "exec.h"
+
+#include <stdio.h>
+
+static uint32_t n_placeholders(const struct bpcc_graph *g)
+{
+    uint32_t n = 0;
+    for (const struct bpcc_node *p = g->first; p; p = p->next) n += p->kind == BPCC_NODE_PLACEHOLDER;
+    return n;
+}
+
+void bpcc_batch_release(struct xbatch *b)
+{
+    for (uint32_t i = 0; b->inputs && i < b->n; i++) bpcc_xval_release(&b->inputs[i]);
+    bpcc_xfree(b->inputs);
+    bpcc_safetensors_close(b->st);
+    memset(b, 0, sizeof *b);
+}
+
+/* Open a batch and check it: one float32 tensor per graph input, named after it, of the shape the
+** model was traced with (when it records one; the batch dimension may differ). */
+enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
+                                struct bpcc_diag *d)
+{
+    memset(b, 0, sizeof *b);
+    enum bpcc_status s = bpcc_safetensors_open(path, &b->st, d);
+    if (s) return s;
+    uint32_t n = n_placeholders(g);
+    if (load) {
+        b->inputs = bpcc_malloc((n ? n : 1) * sizeof *b->inputs);
+        if (!b->inputs) {
+            bpcc_batch_release(b);
+            return bpcc_diag_nomem(d);
+        }
+        memset(b->inputs, 0, (n ? n : 1) * sizeof *b->inputs);
+    }
+    uint32_t k = 0;
+    for (const struct bpcc_node *p = g->first; p && !s; p = p->next) {
+        if (p->kind != BPCC_NODE_PLACEHOLDER) continue;
+        uint32_t i = bpcc_safetensors_find(b->st, p->target);
+        if (i == UINT32_MAX) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "no tensor '%s' for the model input '%s' (%s:%u)", p->target,
+                                p->name, g->source_file ? g->source_file : "model", p->src_line);
+            break;
+        }
+        const char *name;
+        enum bpcc_dtype dt;
+        uint32_t nd;
+        const int64_t *dims;
+        const void *data;
+        size_t nbytes;
+        s = bpcc_safetensors_get(b->st, i, &name, &dt, &nd, &dims, &data, &nbytes);
+        if (s) break;
+        if (dt != BPCC_DTYPE_F32) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32", name,
+                                bpcc_dtype_name(dt), p->name);
+            break;
+        }
+        const struct bpcc_value *m = &p->meta;
+        if (m->kind == BPCC_VAL_TTYPE) {
+            bool ok = m->n == nd;
+            for (uint32_t j = 1; ok && j < nd; j++) ok = m->u.ttype.dims[j] == dims[j];
+            if (!ok) {
+                char want[128] = "", got[128] = "";
+                for (uint32_t j = 0; j < m->n; j++)
+                    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", j ? ", " : "", (long long)m->u.ttype.dims[j]);
+                for (uint32_t j = 0; j < nd; j++)
+                    snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", j ? ", " : "", (long long)dims[j]);
+                s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' has shape [%s]; the model input '%s' was traced "
+                                    "as [%s] (only the batch dimension may differ)", name, got, p->name, want);
+                break;
+            }
+        }
+        if (load) {
+            struct xtensor *t = bpcc_xtensor_new(nd, dims);
+            if (!t) {
+                s = bpcc_diag_nomem(d);
+                break;
+            }
+            memcpy(t->data, data, t->numel * sizeof(float));
+            b->inputs[k] = (struct xval){.k = XV_TENSOR, .u.t = t};
+        }
+        k++;
+    }
+    b->n = k;
+    if (s) bpcc_batch_release(b);
+    return s;
+}
+

@@ -1,0 +1,283 @@
+/*
+** check_ns.c — the numeric suite on hand-made models whose errors are known: a weight quantized
+** with a known step, an input quantized with one step and an output with another (propagated and
+** shadow errors computed by hand), the reports, and every allocation failure.
+*/
+#include "testutil.h"
+
+#include "exec/exec.h"
+
+#include <math.h>
+#include <unistd.h>
+
+static struct bpcc_graph *parse(const char *text)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g;
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return g;
+}
+
+static void set_values(struct bpcc_graph *g, const char *m, const char *name, enum bpcc_dtype dt, uint32_t ndim,
+                       const int64_t *dims, const double *v)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, dt, ndim, dims, &t, &d), BPCC_OK);
+    void *p = bpcc_tensor_data(t);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) {
+        if (dt == BPCC_DTYPE_F32) ((float *)p)[i] = (float)v[i];
+        else if (dt == BPCC_DTYPE_I64) ((int64_t *)p)[i] = (int64_t)v[i];
+        else ((int32_t *)p)[i] = (int32_t)v[i];
+    }
+    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, BPCC_TENSOR_PARAM, t, &d), BPCC_OK);
+}
+
+static const double W[4] = {0.2, 0.6, -1.1, 3.0}, X[4] = {0.2, 0.6, 1.1, 3.0}, I2[4] = {1, 0, 0, 1};
+
+/* float: x -> fc1 (Linear 2 -> 2, weight w) -> fc2 (identity) -> output */
+static struct bpcc_graph *float_model(const double *w)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule fc1 : torch.nn.Linear {in_features: 2, out_features: 2}\n"
+                                 "module fc2 : torch.nn.Linear {in_features: 2, out_features: 2}\n\ngraph\n"
+                                 "  %x = placeholder x () : f32[2, 2]\n  %fc1 = call_module fc1 (%x,)\n"
+                                 "  %fc2 = call_module fc2 (%fc1,)\n  %output = output output (%fc2,)\n");
+    set_values(g, "fc1", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
+    set_values(g, "fc1", "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    set_values(g, "fc2", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, I2);
+    set_values(g, "fc2", "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    return g;
+}
+
+static void reference_weight(struct bpcc_graph *g, const char *m, const double *w, bool per_channel)
+{
+    set_values(g, m, "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
+    set_values(g, m, "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    if (per_channel) {
+        set_values(g, m, "weight_scale", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0.5, 0.5});
+        set_values(g, m, "weight_zero_point", BPCC_DTYPE_I64, 1, (int64_t[]){2}, (double[]){0, 0});
+    } else {
+        set_values(g, m, "weight_scale", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+        set_values(g, m, "weight_zero_point", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+    }
+    set_values(g, m, "weight_axis", BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+}
+
+/* quantized: x quantized with step 0.5, fc1 and fc2 reference Linears (weights with step 0.5,
+** fc1's per channel or per tensor), each output quantized with step 0.4 */
+static struct bpcc_graph *quant_model(const double *w, bool per_channel)
+{
+    char text[2048];
+    snprintf(text, sizeof text,
+             "bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule {}\n"
+             "module fc1 : torch.ao.nn.quantized.reference.Linear {in_features: 2, out_features: 2, "
+             "weight_qscheme: %s, weight_dtype: torch.qint8}\n"
+             "module fc2 : torch.ao.nn.quantized.reference.Linear {in_features: 2, out_features: 2, "
+             "weight_qscheme: torch.per_tensor_affine, weight_dtype: torch.qint8}\n\ngraph\n"
+             "  %%x = placeholder x () : f32[2, 2]\n"
+             "  %%s0 = get_attr s0 ()\n  %%z0 = get_attr z0 ()\n  %%s1 = get_attr s1 ()\n  %%z1 = get_attr z1 ()\n"
+             "  %%q0 = call_function torch.quantize_per_tensor (%%x, %%s0, %%z0, torch.quint8)\n"
+             "  %%d0 = call_method dequantize (%%q0,)\n"
+             "  %%fc1 = call_module fc1 (%%d0,)\n"
+             "  %%q1 = call_function torch.quantize_per_tensor (%%fc1, %%s1, %%z1, torch.quint8)\n"
+             "  %%d1 = call_method dequantize (%%q1,)\n"
+             "  %%fc2 = call_module fc2 (%%d1,)\n"
+             "  %%q2 = call_function torch.quantize_per_tensor (%%fc2, %%s1, %%z1, torch.quint8)\n"
+             "  %%d2 = call_method dequantize (%%q2,)\n"
+             "  %%output = output output (%%d2,)\n",
+             per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine");
+    struct bpcc_graph *g = parse(text);
+    set_values(g, "", "s0", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+    set_values(g, "", "z0", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+    set_values(g, "", "s1", BPCC_DTYPE_F32, 0, NULL, (double[]){0.4});
+    set_values(g, "", "z1", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+    reference_weight(g, "fc1", w, per_channel);
+    reference_weight(g, "fc2", I2, false);
+    return g;
+}
+
+/* a batch file holding x = X as [2, 2] */
+static char *batch_file(void)
+{
+    struct bpcc_graph *g;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, &t, &d), BPCC_OK);
+    for (int i = 0; i < 4; i++) ((float *)bpcc_tensor_data(t))[i] = (float)X[i];
+    char *path = tu_write_temp("", 0, ".safetensors");
+    FILE *fp = fopen(path, "wb");
+    const char *key = "x";
+    const struct bpcc_tensor *ts[1] = {t};
+    ck_assert_int_eq(bpcc_safetensors_write(fp, path, &key, ts, 1, &d), BPCC_OK);
+    fclose(fp);
+    bpcc_graph_free(g);
+    return path;
+}
+
+static double db(double signal, double noise) { return 10.0 * log10(signal / noise); }
+
+START_TEST(weight_sqnr_is_the_hand_computed_one)
+{
+    /* step 0.5: W -> (0, 0.5, -1.0, 3.0), errors (0.2, 0.1, -0.1, 0) */
+    struct bpcc_graph *f = float_model(W), *q = quant_model(W, true);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_compare_report *r;
+    ck_assert_msg(bpcc_compare_weights(f, q, &r, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(r->kind, BPCC_COMPARE_WEIGHTS);
+    ck_assert_uint_eq(r->n_rows, 2);
+    ck_assert_uint_eq(r->n_unmatched, 0);
+    const struct bpcc_compare_row *w = &r->rows[0];
+    ck_assert_str_eq(w->name, "fc1");
+    ck_assert(isinf(r->rows[1].sqnr_db)); /* the identity is exact in steps of 0.5 */
+    ck_assert_uint_eq(w->numel, 4);
+    ck_assert_double_eq_tol(w->sqnr_db, db(10.61, 0.06), 1e-6);
+    ck_assert_double_eq_tol(w->l2_error, sqrt(0.06 / 10.61), 1e-6);
+    ck_assert_double_eq_tol(w->max_abs_error, 0.2, 1e-6);
+    ck_assert_double_eq_tol(w->cosine, (0.3 + 1.1 + 9.0) / (sqrt(10.61) * sqrt(0.25 + 1 + 9)), 1e-6);
+    /* channel 0 = (0.2, 0.6): 0.40 / 0.05; channel 1 = (-1.1, 3.0): 10.21 / 0.01 */
+    ck_assert_uint_eq(w->n_channels, 2);
+    ck_assert_uint_eq(w->worst_channel, 0);
+    ck_assert_double_eq_tol(w->min_channel_sqnr_db, db(0.40, 0.05), 1e-6);
+    bpcc_compare_report_free(r);
+    /* a float model with another weight shape: nothing to compare */
+    bpcc_graph_free(f);
+    f = parse("bpcc-model 1\n\nmodule fc1 : torch.nn.Linear {in_features: 1, out_features: 1}\n\ngraph\n"
+              "  %x = placeholder x ()\n  %fc1 = call_module fc1 (%x,)\n  %output = output output (%fc1,)\n");
+    set_values(f, "fc1", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){1, 1}, W);
+    ck_assert_int_eq(bpcc_compare_weights(f, q, &r, &d), BPCC_OK);
+    ck_assert_uint_eq(r->n_rows, 0);
+    ck_assert_uint_eq(r->n_unmatched, 2);
+    bpcc_compare_report_free(r);
+    bpcc_graph_free(f);
+    bpcc_graph_free(q);
+}
+END_TEST
+
+START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
+{
+    /* identity weights (exact in 0.5 steps), every value against the float x = (0.2, 0.6, 1.1, 3.0):
+    ** x: step 0.5 -> (0, 0.5, 1.0, 3.0), errors (0.2, 0.1, 0.1, 0): 0.06
+    ** fc1: then step 0.4 -> (0, 0.4, 0.8, 3.2), errors (0.2, 0.2, 0.3, -0.2): 0.21, propagated and shadow
+    ** fc2 propagated: (0, 0.4, 0.8, 3.2) is exact in 0.4 steps: 0.21 again
+    ** fc2 shadow: fed float fc1 = x, quantized by its input step 0.4 -> (0, 0.8, 1.2, 3.2),
+    **     errors (0.2, -0.2, -0.1, -0.2): 0.13 */
+    struct bpcc_graph *f = float_model(I2), *q = quant_model(I2, false);
+    char *batch = batch_file();
+    const char *batches[2] = {batch, batch};
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_compare_report *r;
+    ck_assert_msg(bpcc_compare_outputs(f, q, batches, 2, 1, true, &r, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(r->kind, BPCC_COMPARE_SHADOW);
+    ck_assert_uint_eq(r->n_batches, 2);
+    ck_assert_uint_eq(r->n_rows, 3);
+    const struct bpcc_compare_row *x = &r->rows[0], *fc1 = &r->rows[1], *fc2 = &r->rows[2];
+    ck_assert_str_eq(x->name, "x");
+    ck_assert_str_eq(x->what, "placeholder");
+    ck_assert_str_eq(fc2->name, "fc2");
+    ck_assert_str_eq(fc1->what, "torch.ao.nn.quantized.reference.Linear");
+    ck_assert_uint_eq(fc1->numel, 8); /* two batches */
+    const double xx = 10.61;
+    ck_assert_double_eq_tol(x->sqnr_db, db(xx, 0.06), 1e-5);
+    ck_assert_double_eq_tol(x->shadow_sqnr_db, db(xx, 0.06), 1e-5);
+    ck_assert_double_eq_tol(fc1->sqnr_db, db(xx, 0.21), 1e-5);
+    ck_assert_double_eq_tol(fc1->shadow_sqnr_db, db(xx, 0.21), 1e-5);
+    ck_assert_double_eq_tol(fc2->sqnr_db, db(xx, 0.21), 1e-5);
+    ck_assert_double_eq_tol(fc2->shadow_sqnr_db, db(xx, 0.13), 1e-5);
+    ck_assert_double_eq_tol(fc2->shadow_max_abs_error, 0.2, 1e-6);
+    ck_assert_double_eq_tol(fc1->max_abs_error, 0.3, 1e-6);
+    /* the report: worst first by shadow SQNR (x, then fc), ranks in JSON, the page's bars */
+    char *text, *json, *html;
+    ck_assert_int_eq(bpcc_compare_report_text(r, &text, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(text, "compare shadow: 3 nodes on 2 batches"));
+    const char *p1 = strstr(text, "   1  fc1 "), *p2 = strstr(text, "   2  fc2 "), *p3 = strstr(text, "   3  x ");
+    ck_assert_msg(p1 && p2 && p3 && p1 < p2 && p2 < p3, "%s", text);
+    ck_assert_int_eq(bpcc_compare_report_json(r, 0, &json, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(json, "\"kind\":\"shadow\""));
+    ck_assert_ptr_nonnull(strstr(json, "\"name\":\"fc1\""));
+    ck_assert_int_eq(bpcc_compare_report_html(r, "a <b> & c", &html, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(html, "a &lt;b&gt; &amp; c"));
+    ck_assert_ptr_nonnull(strstr(html, "class=\"bar worst\" data-name=\"fc2\""));
+    bpcc_free(text);
+    bpcc_free(json);
+    bpcc_free(html);
+    bpcc_compare_report_free(r);
+    /* without shadow: the same propagated figures, no shadow run */
+    ck_assert_int_eq(bpcc_compare_outputs(f, q, batches, 1, 1, false, &r, &d), BPCC_OK);
+    ck_assert_int_eq(r->kind, BPCC_COMPARE_OUTPUTS);
+    ck_assert_double_eq_tol(r->rows[2].sqnr_db, db(10.61, 0.21), 1e-5);
+    ck_assert(r->rows[2].shadow_sqnr_db == 0);
+    bpcc_compare_report_free(r);
+    /* identical models: infinite SQNR, shown as inf */
+    ck_assert_int_eq(bpcc_compare_outputs(f, f, batches, 1, 1, false, &r, &d), BPCC_OK);
+    ck_assert(isinf(r->rows[1].sqnr_db) && r->rows[1].sqnr_db > 0);
+    ck_assert_int_eq(bpcc_compare_report_json(r, 0, &json, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(json, "\"sqnr_db\":\"inf\""));
+    bpcc_free(json);
+    bpcc_compare_report_free(r);
+    /* a batch that does not fit: an error naming the file */
+    bpcc_diag_init(&d);
+    const char *bad[1] = {"/nonexistent/b.safetensors"};
+    ck_assert_int_ne(bpcc_compare_outputs(f, q, bad, 1, 1, false, &r, &d), BPCC_OK);
+    ck_assert_ptr_null(r);
+    ck_assert_ptr_nonnull(strstr(d.entries[0].file, "b.safetensors"));
+    unlink(batch);
+    free(batch);
+    bpcc_graph_free(f);
+    bpcc_graph_free(q);
+}
+END_TEST
+
+struct oom_ctx {
+    struct bpcc_graph *f, *q;
+    const char *batch;
+};
+
+static enum bpcc_status compare_all(void *ud, struct bpcc_diag *d)
+{
+    struct oom_ctx *c = ud;
+    struct bpcc_compare_report *r;
+    char *t;
+    enum bpcc_status s = bpcc_compare_weights(c->f, c->q, &r, d);
+    if (s) return s;
+    s = bpcc_compare_report_text(r, &t, d);
+    if (!s) bpcc_free(t);
+    bpcc_compare_report_free(r);
+    if (s) return s;
+    s = bpcc_compare_outputs(c->f, c->q, &c->batch, 1, 1, true, &r, d);
+    if (s) return s;
+    s = bpcc_compare_report_json(r, 2, &t, d);
+    if (!s) bpcc_free(t);
+    if (!s) s = bpcc_compare_report_html(r, "t", &t, d);
+    if (!s) bpcc_free(t);
+    bpcc_compare_report_free(r);
+    return s;
+}
+
+START_TEST(the_numeric_suite_survives_every_allocation_failure)
+{
+    struct oom_ctx c = {float_model(W), quant_model(W, true), batch_file()};
+    ck_assert_int_gt(tu_oom_loop("compare", compare_all, &c), 20);
+    unlink(c.batch);
+    free((char *)c.batch);
+    bpcc_graph_free(c.f);
+    bpcc_graph_free(c.q);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("ns");
+    TCase *tc = tcase_create("ns");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, weight_sqnr_is_the_hand_computed_one);
+    tcase_add_test(tc, output_and_shadow_errors_are_the_hand_computed_ones);
+    tcase_add_test(tc, the_numeric_suite_survives_every_allocation_failure);
+    suite_add_tcase(s, tc);
+    return tu_run(s);
+}
