@@ -121,6 +121,8 @@ BPCC_INTERNAL bool bpcc_pattern_equal(const struct pattern *a, const struct patt
 /* vocab.c: the canonical name of an op (aliases and abbreviations resolved), its kind
 ** ('m' module, 'f' function, 't' Tensor method; 0 unknown). */
 BPCC_INTERNAL const char *bpcc_vocab_canonical(const char *name, char *kind_out);
+/* Could name an op: a dotted Python name (torch.nn.Conv2d, add, operator.getitem). */
+BPCC_INTERNAL bool bpcc_vocab_is_name(const char *name);
 /* Closest known op name for a suggestion (NULL when none is close). */
 BPCC_INTERNAL const char *bpcc_vocab_suggest(const char *name);
 

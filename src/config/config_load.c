@@ -118,6 +118,9 @@ static bool get_op(struct loader *L, const struct ynode *n, bool allow_wildcard,
         if (kind_out) *kind_out = '*';
         return *out ? true : ys_oom(&L->ys);
     }
+    if (!bpcc_vocab_is_name(s))
+        return ys_err(&L->ys, n, "'%s' is not an op name (a torch module, function or Tensor method: a dotted Python name)",
+                      s);
     char kind;
     const char *canon = bpcc_vocab_canonical(s, &kind);
     if (!canon) {
@@ -293,6 +296,16 @@ static bool constraint(struct loader *L, const struct ynode *n, const char *what
     if (c->has_smin && c->smin < 0)
         ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_min_lower_bound"),
                   "scale_min_lower_bound %g is negative", c->smin);
+    if (c->has_smax && !(c->smax > 0))
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_max_upper_bound"),
+                  "scale_max_upper_bound must be positive (scales are), not %g", c->smax);
+    if (c->has_smin && isinf(c->smin))
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_min_lower_bound"),
+                  "scale_min_lower_bound %g admits no scale", c->smin);
+    if (c->has_qmin && isinf(c->qmin))
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "quant_min_lower_bound"), "quant_min_lower_bound must be finite");
+    if (c->has_qmax && isinf(c->qmax))
+        ok &= ys_err(&L->ys, bpcc_ynode_get(n, "quant_max_upper_bound"), "quant_max_upper_bound must be finite");
     if (c->has_scale && !(c->scale > 0))
         ok &= ys_err(&L->ys, bpcc_ynode_get(n, "scale_exact_match"),
                   "scale_exact_match must be positive, not %g", c->scale);

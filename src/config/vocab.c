@@ -90,6 +90,25 @@ unsigned bpcc_edit_distance(const char *a, const char *b, unsigned cap)
     return prev[lb] > cap ? cap + 1 : prev[lb];
 }
 
+bool bpcc_vocab_is_name(const char *s)
+{
+    bool start = true;
+    if (!*s) return false;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+        if (c == '.') {
+            if (start) return false;
+            start = true;
+        } else if (alpha || (!start && c >= '0' && c <= '9')) {
+            start = false;
+        } else {
+            return false;
+        }
+    }
+    return !start;
+}
+
 const char *bpcc_vocab_suggest(const char *name)
 {
     size_t len = strlen(name);

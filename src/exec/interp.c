@@ -521,7 +521,14 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                         char why[200];
                         s = bpcc_obs_observe(st, x->u.t->data, x->u.t->ndim, x->u.t->dims, why, sizeof why);
                         if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
-                        else if (s) s = bpcc_xerr(&a, "observer: %s", why);
+                        else if (s) {
+                            s = bpcc_xerr(&a, "observer: %s", why);
+                            const struct bpcc_value *a0 = &n->args.u.seq.items[0];
+                            if (a0->kind == BPCC_VAL_NODE)
+                                bpcc_diag_note(d, a0->u.node->src_line, a0->u.node->src_col,
+                                               "the observed value is the output of '%s' (%s)", a0->u.node->name,
+                                               a0->u.node->target);
+                        }
                     }
                     /* pass the value through: moved when this is its last use, else copied */
                     const struct bpcc_value *a0 = &n->args.u.seq.items[0];

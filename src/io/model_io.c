@@ -5,6 +5,7 @@
 #include "../ir/ir.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define HASH_NONFATAL_OOM 1
@@ -136,6 +137,7 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
     bool any = false;
     for (uint32_t i = 0; i < g->n_modules && !any; i++) any = g->modules[i]->n_tensors > 0;
     if (g->weights_name) {
+        struct stat wst;
         char *dir = bpcc_path_dirname(path);
         char *wpath = dir ? bpcc_path_join(dir, g->weights_name) : NULL;
         bpcc_xfree(dir);
@@ -145,6 +147,9 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
             /* the mistake is in the text file, so point there */
             s = bpcc_diag_error(d, BPCC_ERR_IO, path, g->weights_line, g->weights_col,
                                 "cannot read weights file '%s': %s", wpath, strerror(errno));
+        } else if (stat(wpath, &wst) != 0 || !S_ISREG(wst.st_mode)) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, g->weights_line, g->weights_col,
+                                "the weights file '%s' is not a regular file", wpath);
         } else {
             s = bpcc_safetensors_open(wpath, &g->weights, d);
             if (s) bpcc_diag_note(d, 0, 0, "the weights file of %s (line %u)", path, g->weights_line);

@@ -294,6 +294,11 @@ static void read_rules(struct qloader *Q, const struct ynode *list, enum qc_rule
                 ys_err(&Q->ys, e, "the rule needs 'type'");
                 continue;
             }
+            if (t->kind != YNODE_SCALAR || !bpcc_vocab_is_name(t->str)) {
+                ys_err(&Q->ys, t, "'%s' is not an op name (a torch module, function or Tensor method: a dotted "
+                       "Python name)", t->kind == YNODE_SCALAR ? t->str : "(not a scalar)");
+                continue;
+            }
             char kk;
             const char *canon = bpcc_vocab_canonical(t->str, &kk);
             if (!canon) {
