@@ -84,12 +84,19 @@ enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches
         bpcc_batch_release(&b);
         if (!s && o && o->progress) o->progress(i + 1, n_batches, o->progress_ud);
     }
+    if (!s) s = bpcc_calibrate_store(g, e, d);
+    bpcc_exec_free(e);
+    return s;
+}
+
+enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_exec *e, struct bpcc_diag *d)
+{
+    enum bpcc_status s = BPCC_OK;
     for (uint32_t i = 0; !s && i < bpcc_exec_n_observers(e); i++) {
         const struct obs_state *st;
         const struct bpcc_module *m = bpcc_exec_observer_at(e, i, &st);
         s = store_observer(g, (struct bpcc_module *)m, st, d);
     }
-    bpcc_exec_free(e);
     return s;
 }
 

@@ -134,6 +134,9 @@ typedef enum bpcc_status (*bpcc_exec_hook)(void *ud, const struct bpcc_node *n, 
 BPCC_INTERNAL void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud);
 BPCC_INTERNAL enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, uint32_t n_inputs,
                                              struct xval *out, struct bpcc_diag *d);
+/* store every observer's statistics and qparams on its module, as bpcc_calibrate does after its runs
+** (calibrate.c) */
+BPCC_INTERNAL enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_exec *e, struct bpcc_diag *d);
 /* observers after the runs: module -> state */
 BPCC_INTERNAL uint32_t bpcc_exec_n_observers(const struct bpcc_exec *e);
 BPCC_INTERNAL const struct bpcc_module *bpcc_exec_observer_at(const struct bpcc_exec *e, uint32_t i,

@@ -1,0 +1,66 @@
+/* libFuzzer target: the whole quantize path on any graph that parses, with a fixed config (the
+** built-in fbgemm backend and mapping): small declared tensors get data, then fuse -> prepare ->
+** one calibration run on inputs of the traced shapes -> store the qparams -> convert; the result
+** must verify and print, run through the interpreter, and go through the numeric suite against
+** the fused float graph. Bad graphs may be refused at any step, never crash or leak. */
+#include "fuzz_util.h"
+
+#include <stdlib.h>
+
+static enum bpcc_status run_once(const struct bpcc_graph *g, struct bpcc_exec **keep, struct bpcc_diag *d)
+{
+    struct xval in[8];
+    uint32_t n = fuzz_inputs(g, in);
+    struct bpcc_exec *e;
+    enum bpcc_status s = bpcc_exec_new(g, 1, &e, d);
+    if (!s) s = bpcc_exec_run(e, in, n, NULL, d);
+    for (uint32_t i = 0; i < n; i++) bpcc_xval_release(&in[i]);
+    if (!s && keep) *keep = e;
+    else bpcc_exec_free(e);
+    return s;
+}
+
+int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
+{
+    static struct bpcc_config *c;
+    static struct bpcc_qconfig_mapping *q;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    bpcc_exec_max_elements = (uint64_t)1 << 22;
+    if (!c && (bpcc_config_load("fbgemm", NULL, &c, &d) || bpcc_qconfig_load("fbgemm", NULL, &q, &d))) abort();
+    struct bpcc_graph *g, *f = NULL;
+    if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return 0;
+    fuzz_bind_tensors(g);
+    struct bpcc_exec *e = NULL;
+    char *text = NULL;
+    if (bpcc_fuse(g, c, NULL, NULL, &d) || bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) ||
+        bpcc_graph_parse(text, strlen(text), "fused.bpcc", &f, &d))
+        goto out;
+    fuzz_bind_tensors(f);
+    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || run_once(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
+        bpcc_convert(g, c, q, NULL, NULL, &d))
+        goto out;
+    struct bpcc_diag dv;
+    bpcc_diag_init(&dv);
+    if (bpcc_graph_verify(g, &dv) != BPCC_OK) abort(); /* convert must leave a valid graph */
+    bpcc_free(text);
+    text = NULL;
+    if (bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) == BPCC_OK) {
+        struct bpcc_graph *back;
+        if (bpcc_graph_parse(text, strlen(text), "q.bpcc", &back, &dv) != BPCC_OK) abort(); /* prints what parses */
+        bpcc_graph_free(back);
+    }
+    run_once(g, NULL, &d);
+    struct bpcc_compare_report *r;
+    if (bpcc_compare_weights(f, g, &r, &d) == BPCC_OK) {
+        char *t;
+        if (bpcc_compare_report_html(r, "fuzz", &t, &d) == BPCC_OK) bpcc_free(t);
+        bpcc_compare_report_free(r);
+    }
+out:
+    bpcc_exec_free(e);
+    bpcc_free(text);
+    bpcc_graph_free(f);
+    bpcc_graph_free(g);
+    return 0;
+}
