@@ -7,6 +7,8 @@
 #include "exec/exec.h"
 #include "pass/prepare.h"
 
+#include <unistd.h>
+
 #define QC_A "{activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
 #define QC_S8 "{activation: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
 #define QC_DYN "{activation: {observer: PlaceholderObserver, dtype: quint8, compute_dtype: quint8}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}"
@@ -609,6 +611,129 @@ START_TEST(prepare_survives_every_allocation_failure)
 }
 END_TEST
 
+/* what a graph is: its JSON (nodes with users, modules, attributes, tensor headers), its text and
+** every tensor's bytes */
+static char *fingerprint(const struct bpcc_graph *g)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    char *json, *text;
+    ck_assert_int_eq(bpcc_graph_to_json(g, 0, &json, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_print(g, NULL, &text, NULL, &d), BPCC_OK);
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < bpcc_graph_n_modules(g); i++) {
+        struct bpcc_module *m = bpcc_graph_module(g, i);
+        for (uint32_t k = 0; k < bpcc_module_n_tensors(m); k++) {
+            struct bpcc_tensor *t = bpcc_module_tensor_at(m, k, NULL, NULL);
+            const unsigned char *b = bpcc_tensor_data(t);
+            for (size_t j = 0; b && j < bpcc_tensor_nbytes(t); j++) h = (h ^ b[j]) * 1099511628211ull;
+        }
+    }
+    size_t n = strlen(json) + strlen(text) + 32;
+    char *f = malloc(n);
+    snprintf(f, n, "%s\n%s\n%016llx", json, text, (unsigned long long)h);
+    bpcc_free(json);
+    bpcc_free(text);
+    return f;
+}
+
+enum pass_kind { PASS_FUSE, PASS_PREPARE, PASS_CALIBRATE, PASS_CONVERT };
+
+struct flow {
+    struct bpcc_graph *g;
+    struct bpcc_config *c;
+    struct bpcc_qconfig_mapping *m;
+    const char *batch;
+};
+
+static enum bpcc_status pass(struct flow *f, enum pass_kind k, struct bpcc_diag *d)
+{
+    struct bpcc_prepare_report *r = NULL;
+    enum bpcc_status s;
+    switch (k) {
+    case PASS_FUSE: return bpcc_fuse(f->g, f->c, NULL, NULL, d);
+    case PASS_PREPARE:
+        s = bpcc_prepare(f->g, f->c, f->m, NULL, &r, d);
+        bpcc_prepare_report_free(r);
+        return s;
+    case PASS_CALIBRATE: return bpcc_calibrate(f->g, &f->batch, 1, NULL, d);
+    default: return bpcc_convert(f->g, f->c, f->m, NULL, NULL, d);
+    }
+}
+
+/* A tiny_resnet batch [1, 3, 8, 8] in a temporary file */
+static char *tiny_batch(void)
+{
+    struct bpcc_graph *g;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 4, (int64_t[]){1, 3, 8, 8}, &t, &d), BPCC_OK);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) ((float *)bpcc_tensor_data(t))[i] = (float)((int)(i * 7919 % 23) - 11) / 8.0f;
+    char *path = tu_write_temp("", 0, ".safetensors");
+    FILE *fp = fopen(path, "wb");
+    const char *key = "x";
+    const struct bpcc_tensor *ts[1] = {t};
+    ck_assert_int_eq(bpcc_safetensors_write(fp, path, &key, ts, 1, &d), BPCC_OK);
+    fclose(fp);
+    bpcc_graph_free(g);
+    return path;
+}
+
+START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct flow f = {.batch = tiny_batch()};
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &f.c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &f.m, &d), BPCC_OK);
+    ck_assert_msg(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    static const char *const names[] = {"fuse", "prepare", "calibrate", "convert"};
+    for (int k = PASS_FUSE; k <= PASS_CONVERT; k++) {
+        char *before = fingerprint(f.g);
+        int failures = 0;
+        for (uint64_t n = 1;; n++) {
+            struct bpcc_diag dn;
+            bpcc_diag_init(&dn);
+            bpcc_alloc_fail_at(n, false);
+            enum bpcc_status s = pass(&f, (enum pass_kind)k, &dn);
+            bpcc_alloc_fail_at(0, false);
+            if (s == BPCC_OK) break;
+            ck_assert_msg(s == BPCC_ERR_NOMEM, "%s: allocation %llu: %s", names[k], (unsigned long long)n, tu_msg(&dn));
+            char *after = fingerprint(f.g);
+            ck_assert_msg(!strcmp(before, after), "%s changed the graph when allocation %llu failed", names[k],
+                          (unsigned long long)n);
+            free(after);
+            /* the restored graph still verifies and passes still run on it */
+            ck_assert_int_eq(bpcc_graph_verify(f.g, &dn), BPCC_OK);
+            failures++;
+            ck_assert(n < 1000000);
+        }
+        ck_assert_msg(failures > 10, "%s: only %d allocation points", names[k], failures);
+        char *done = fingerprint(f.g);
+        ck_assert_msg(strcmp(before, done) || k == PASS_CALIBRATE, "%s did nothing", names[k]);
+        free(done);
+        free(before);
+    }
+    /* and a failure that is not an allocation: convert on a graph that is not calibrated */
+    bpcc_graph_free(f.g);
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&f, PASS_PREPARE, &d), BPCC_OK);
+    char *before = fingerprint(f.g);
+    ck_assert_int_eq(pass(&f, PASS_CONVERT, &d), BPCC_ERR_GRAPH);
+    char *after = fingerprint(f.g);
+    ck_assert_str_eq(before, after);
+    free(before);
+    free(after);
+    bpcc_graph_free(f.g);
+    bpcc_config_free(f.c);
+    bpcc_qconfig_free(f.m);
+    unlink(f.batch);
+    free((char *)f.batch);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prepare");
@@ -637,6 +762,7 @@ int main(void)
     tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
+    tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -84,7 +84,9 @@ enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches
         bpcc_batch_release(&b);
         if (!s && o && o->progress) o->progress(i + 1, n_batches, o->progress_ud);
     }
-    if (!s) s = bpcc_calibrate_store(g, e, d);
+    struct bpcc_graph *snap = NULL; /* storing the qparams leaves g as it was when it fails */
+    if (!s) s = bpcc_graph_snapshot(g, &snap, d);
+    if (!s) s = bpcc_graph_end_pass(g, snap, bpcc_calibrate_store(g, e, d));
     bpcc_exec_free(e);
     return s;
 }

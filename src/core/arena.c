@@ -80,6 +80,22 @@ void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align)
     return arena_alloc(a, size, align, false);
 }
 
+void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src)
+{
+    if (!src->head) return;
+    if (!dst->head) {
+        *dst = *src;
+    } else {
+        /* behind dst's head, so that dst keeps allocating where it did */
+        struct arena_chunk *last = src->head;
+        while (last->next) last = last->next;
+        last->next = dst->head->next;
+        dst->head->next = src->head;
+        dst->total += src->total;
+    }
+    memset(src, 0, sizeof *src);
+}
+
 char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n)
 {
     char *r = bpcc_arena_alloc(a, n + 1, 1);

@@ -60,6 +60,8 @@ BPCC_INTERNAL void bpcc_arena_release(struct bpcc_arena *a);
 BPCC_INTERNAL void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align);
 /* the same without zeroing: for buffers the caller writes in full at once (folded weights) */
 BPCC_INTERNAL void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align);
+/* Move all of src's memory into dst (released with dst); src is left empty. Cannot fail. */
+BPCC_INTERNAL void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src);
 BPCC_INTERNAL char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n);
 
 #define BPCC_ARENA_NEW(a, T) ((T *)bpcc_arena_alloc((a), sizeof(T), _Alignof(T)))

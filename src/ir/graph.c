@@ -55,16 +55,46 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
     return BPCC_OK;
 }
 
-void bpcc_graph_free(struct bpcc_graph *g)
+/* the heap parts beside the arenas: hash tables, the module table */
+static void release_tables(struct bpcc_graph *g)
 {
-    if (!g) return;
     HASH_CLEAR(hh, g->names);
     HASH_CLEAR(hh, g->bases);
     bpcc_graph_release_modules(g);
     bpcc_intern_release(&g->intern);
+}
+
+void bpcc_graph_free(struct bpcc_graph *g)
+{
+    if (!g) return;
+    release_tables(g);
     if (g->weights) bpcc_safetensors_close(g->weights);
     bpcc_arena_release(&g->arena);
     bpcc_xfree(g);
+}
+
+enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s)
+{
+    if (s) bpcc_graph_restore(g, snap);
+    else bpcc_graph_free(snap);
+    return s;
+}
+
+void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
+{
+    struct bpcc_graph failed = *g;
+    struct bpcc_safetensors *weights = failed.weights;
+    failed.weights = NULL;
+    release_tables(&failed);
+    /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
+    ** their data with it */
+    bpcc_arena_adopt(&snap->arena, &failed.arena);
+    *g = *snap;
+    g->weights = weights;
+    g->intern.arena = &g->arena;
+    for (struct bpcc_node *x = g->first; x; x = x->next) x->graph = g;
+    for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->graph = g;
+    bpcc_xfree(snap);
 }
 
 const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s)
@@ -157,6 +187,24 @@ static enum bpcc_status reserve_name(struct bpcc_graph *g, const char *name, str
     graph_hash_oom = 0;
     HASH_ADD_KEYPTR(hh, g->names, e->name, strlen(e->name), e);
     return graph_hash_oom ? BPCC_ERR_NOMEM : BPCC_OK;
+}
+
+enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src)
+{
+    for (const struct name_entry *e = src->names; e; e = e->hh.next) {
+        if (e->node) continue; /* live nodes reserve their names when they are created */
+        const char *nm = bpcc_graph_intern(dst, e->name);
+        if (!nm || reserve_name(dst, nm, NULL)) return BPCC_ERR_NOMEM;
+    }
+    for (const struct name_base *b = src->bases; b; b = b->hh.next) {
+        struct name_base *nb = BPCC_ARENA_NEW(&dst->arena, struct name_base);
+        if (!nb || !(nb->base = bpcc_graph_intern(dst, b->base))) return BPCC_ERR_NOMEM;
+        nb->num = b->num;
+        graph_hash_oom = 0;
+        HASH_ADD_KEYPTR(hh, dst->bases, nb->base, strlen(nb->base), nb);
+        if (graph_hash_oom) return BPCC_ERR_NOMEM;
+    }
+    return BPCC_OK;
 }
 
 /* Candidate name for a node without one, as FX derives it from the target. */

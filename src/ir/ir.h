@@ -115,6 +115,20 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bp
 BPCC_INTERNAL enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *user);
 BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
 
+/* Passes leave their graph untouched when they fail: bpcc_graph_snapshot copies g's structure
+** (nodes with their names, ids, users order and positions; the naming state; modules with their
+** attributes; tensor headers, sharing g's tensor data) into a new graph, which a successful pass
+** frees and a failed one hands to bpcc_graph_restore: g takes the snapshot's contents back (node
+** and module pointers taken during the pass are then invalid) and keeps its own storage alive for
+** the shared data. snapshot.c (restore: graph.c); restore cannot fail. */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, struct bpcc_graph **out,
+                                                   struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap);
+/* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
+/* the reserved names of erased nodes and the numbering state (graph.c, for snapshots) */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src);
+
 /* module.c */
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,

@@ -344,8 +344,9 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     return BPCC_OK;
 }
 
-enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
-                              uint32_t *n_quantized_out, uint32_t *n_modules_out, struct bpcc_diag *d)
+static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc_config *c,
+                                         const struct bpcc_qconfig_mapping *m, uint32_t *n_quantized_out,
+                                         uint32_t *n_modules_out, struct bpcc_diag *d)
 {
     struct conv cv = {.g = g, .c = c, .d = d, .n_ids = g->next_id};
     enum bpcc_status s = bpcc_qconfig_assign(g, m, &cv.qa, d);
@@ -399,4 +400,13 @@ enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c,
     bpcc_xfree(cv.in_map);
     bpcc_qconfig_assignment_free(cv.qa);
     return s;
+}
+
+/* the pass leaves g as it was when it fails */
+enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
+                              uint32_t *n_quantized_out, uint32_t *n_modules_out, struct bpcc_diag *d)
+{
+    struct bpcc_graph *snap;
+    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
+    return s ? s : bpcc_graph_end_pass(g, snap, convert_in_place(g, c, m, n_quantized_out, n_modules_out, d));
 }

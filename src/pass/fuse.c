@@ -674,9 +674,8 @@ static enum bpcc_status rewire(struct bpcc_graph *g, const struct planned *p, st
     return s;
 }
 
-enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
-                           const struct bpcc_fuse_options *o, char **explain_out,
-                           struct bpcc_diag *d)
+static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_config *c,
+                                      const struct bpcc_fuse_options *o, char **explain_out, struct bpcc_diag *d)
 {
     if (explain_out) *explain_out = NULL;
     bool is_qat = o && o->is_qat;
@@ -732,3 +731,13 @@ enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
 }
 
 /* }================================================ */
+
+/* the pass leaves g as it was when it fails */
+enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_fuse_options *o,
+                           char **explain_out, struct bpcc_diag *d)
+{
+    struct bpcc_graph *snap;
+    if (explain_out) *explain_out = NULL;
+    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
+    return s ? s : bpcc_graph_end_pass(g, snap, fuse_in_place(g, c, o, explain_out, d));
+}

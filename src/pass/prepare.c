@@ -1036,9 +1036,9 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
     return BPCC_OK;
 }
 
-enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
-                              const struct bpcc_prepare_options *o, struct bpcc_prepare_report **out,
-                              struct bpcc_diag *d)
+static enum bpcc_status prepare_in_place(struct bpcc_graph *g, const struct bpcc_config *c,
+                                         const struct bpcc_qconfig_mapping *m, const struct bpcc_prepare_options *o,
+                                         struct bpcc_prepare_report **out, struct bpcc_diag *d)
 {
     if (out) *out = NULL;
     struct bpcc_prepare_report *r = bpcc_malloc(sizeof *r);
@@ -1100,3 +1100,14 @@ void bpcc_prepare_report_free(struct bpcc_prepare_report *r)
 }
 
 /* }================================================ */
+
+/* the pass leaves g as it was when it fails */
+enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
+                              const struct bpcc_prepare_options *o, struct bpcc_prepare_report **out,
+                              struct bpcc_diag *d)
+{
+    struct bpcc_graph *snap;
+    if (out) *out = NULL;
+    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
+    return s ? s : bpcc_graph_end_pass(g, snap, prepare_in_place(g, c, m, o, out, d));
+}
