@@ -237,6 +237,35 @@ run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet
 run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "missing --data"
 
+# bpcc quantize made to fail at each stage: exit 1, the existing output (model and weights) untouched
+printf 'an earlier model\n' > "$WORK/keep.bpcc"
+printf 'earlier weights\n' > "$WORK/keep.safetensors"
+mkbatch "$WORK/nan.safetensors" x 1 3 8 8
+python3 -c 'import struct,sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-4:]=struct.pack("<f", float("nan")); open(p,"wb").write(b)' "$WORK/nan.safetensors"
+untouched() { # untouched NAME: keep.bpcc / keep.safetensors still hold what they held, no temporary files
+    [ "$(cat "$WORK/keep.bpcc")" = "an earlier model" ] && [ "$(cat "$WORK/keep.safetensors")" = "earlier weights" ] &&
+        [ "$(find "$WORK" -maxdepth 1 -name '*.tmp*' | wc -l)" -eq 0 ] && ok || bad "$1: the existing output was touched"
+}
+run "quantize fails loading" 1 "$BPCC" quantize "$WORK/nonexistent.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/keep.bpcc" &&
+    untouched "quantize fails loading"
+run "quantize fails loading the config" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b nonexistent -q fbgemm --data "$WORK/batches" -o "$WORK/keep.bpcc" &&
+    untouched "quantize fails loading the config"
+run "quantize fails preparing" 1 "$BPCC" quantize "$FIX/torch/tiny_functional.bpcc" -b fbgemm -q "$WORK/plain.yaml" --data "$WORK/batches" -o "$WORK/keep.bpcc" &&
+    has "quantize fails preparing" "$ERR" "is a fixed-qparams op" && untouched "quantize fails preparing"
+run "quantize fails calibrating" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/nan.safetensors" -o "$WORK/keep.bpcc" &&
+    has "quantize fails calibrating" "$ERR" "holds NaN" && untouched "quantize fails calibrating"
+run "quantize fails checking the data" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/wrong.safetensors" -o "$WORK/keep.bpcc" &&
+    untouched "quantize fails checking the data"
+mkdir -p "$WORK/blocked.safetensors"
+printf 'an earlier model\n' > "$WORK/blocked.bpcc"
+run "quantize fails saving the weights" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/blocked.bpcc" &&
+    { [ "$(cat "$WORK/blocked.bpcc")" = "an earlier model" ] && [ -d "$WORK/blocked.safetensors" ] &&
+      [ "$(find "$WORK" -maxdepth 1 -name '*.tmp*' | wc -l)" -eq 0 ] && ok || bad "quantize fails saving: output touched"; }
+run "quantize fails saving into no directory" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/no/such/dir/q.bpcc" &&
+    has "quantize fails saving into no directory" "$ERR" "no/such/dir"
+run "convert fails" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/keep.bpcc" && untouched "convert fails"
+run "calibrate fails" 1 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/nan.safetensors" -o "$WORK/keep.bpcc" && untouched "calibrate fails"
+
 # the numeric suite
 run "compare weights" 0 "$BPCC" compare weights "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" -b fbgemm &&
     has "compare weights header" "$OUT" "compare weights: 3 reference modules" &&
