@@ -46,6 +46,25 @@ void bpcc_buf_adds(struct bpcc_buf *b, const char *s) { bpcc_buf_add(b, s, strle
 
 void bpcc_buf_addc(struct bpcc_buf *b, char c) { bpcc_buf_add(b, &c, 1); }
 
+void bpcc_buf_add_i64(struct bpcc_buf *b, int64_t v)
+{
+    char t[24];
+    bpcc_buf_add(b, t, bpcc_format_i64(v, t));
+}
+
+size_t bpcc_format_i64(int64_t v, char *out)
+{
+    char t[24];
+    size_t n = 0, len = 0;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do t[n++] = (char)('0' + u % 10);
+    while ((u /= 10) != 0);
+    if (v < 0) out[len++] = '-';
+    while (n) out[len++] = t[--n];
+    out[len] = 0;
+    return len;
+}
+
 void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...)
 {
     va_list ap;

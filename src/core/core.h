@@ -101,6 +101,11 @@ BPCC_INTERNAL void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n);
 BPCC_INTERNAL void bpcc_buf_adds(struct bpcc_buf *b, const char *s);
 BPCC_INTERNAL void bpcc_buf_addc(struct bpcc_buf *b, char c);
 BPCC_INTERNAL void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...) BPCC_PRINTF(2, 3);
+/* Decimal integers without printf (glibc's printf takes a slow path in processes where a library
+** registered printf extensions, as libquadmath does under OpenBLAS). format: out needs 21 bytes;
+** returns the length, NUL-terminated. */
+BPCC_INTERNAL void bpcc_buf_add_i64(struct bpcc_buf *b, int64_t v);
+BPCC_INTERNAL size_t bpcc_format_i64(int64_t v, char *out);
 /* Hand the NUL-terminated contents to the caller (free with bpcc_xfree); NULL after OOM. */
 BPCC_INTERNAL char *bpcc_buf_take(struct bpcc_buf *b, size_t *len_out);
 

@@ -48,7 +48,7 @@ static void print_ttype(struct bpcc_buf *b, const struct bpcc_value *v)
     bpcc_buf_addc(b, '[');
     for (uint32_t i = 0; i < v->n; i++) {
         if (i) bpcc_buf_adds(b, ", ");
-        bpcc_buf_printf(b, "%" PRId64, v->u.ttype.dims[i]);
+        bpcc_buf_add_i64(b, v->u.ttype.dims[i]);
     }
     bpcc_buf_addc(b, ']');
 }
@@ -59,7 +59,7 @@ void bpcc_print_value(struct bpcc_buf *b, const struct bpcc_value *v)
     switch (v->kind) {
     case BPCC_VAL_NONE: bpcc_buf_adds(b, "None"); return;
     case BPCC_VAL_BOOL: bpcc_buf_adds(b, v->u.b ? "True" : "False"); return;
-    case BPCC_VAL_INT: bpcc_buf_printf(b, "%" PRId64, v->u.i); return;
+    case BPCC_VAL_INT: bpcc_buf_add_i64(b, v->u.i); return;
     case BPCC_VAL_FLOAT:
         bpcc_format_double(v->u.f, num);
         bpcc_buf_adds(b, num);
@@ -147,7 +147,9 @@ enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weight
         bpcc_buf_addc(&b, '\n');
         for (uint32_t k = 0; k < m->n_tensors; k++) {
             const struct module_tensor *mt = &m->tensors[k];
-            bpcc_buf_printf(&b, "  %s ", bpcc_tensor_role_name(mt->role));
+            bpcc_buf_adds(&b, "  ");
+            bpcc_buf_adds(&b, bpcc_tensor_role_name(mt->role));
+            bpcc_buf_addc(&b, ' ');
             print_name(&b, mt->name);
             bpcc_buf_adds(&b, " : ");
             struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = mt->t->ndim};
@@ -160,7 +162,11 @@ enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weight
     if (g->n_modules) bpcc_buf_addc(&b, '\n');
     bpcc_buf_adds(&b, "graph\n");
     for (const struct bpcc_node *n = g->first; n; n = n->next) {
-        bpcc_buf_printf(&b, "  %%%s = %s ", n->name, bpcc_node_kind_name(n->kind));
+        bpcc_buf_adds(&b, "  %");
+        bpcc_buf_adds(&b, n->name);
+        bpcc_buf_adds(&b, " = ");
+        bpcc_buf_adds(&b, bpcc_node_kind_name(n->kind));
+        bpcc_buf_addc(&b, ' ');
         print_name(&b, n->target);
         bpcc_buf_addc(&b, ' ');
         bpcc_print_value(&b, &n->args);

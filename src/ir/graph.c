@@ -112,69 +112,62 @@ static struct name_entry *find_name(const struct bpcc_graph *g, const char *name
 }
 
 /* FX's _Namespace.create_name: split a trailing "_<digits>", then count up from the last
-** number handed out for that base until the candidate is free. */
+** number handed out for that base until the candidate is free. Candidates are built on the stack
+** and only the chosen one is interned. */
 static const char *unique_name(struct bpcc_graph *g, const char *candidate)
 {
-    struct bpcc_buf b;
-    bpcc_buf_init(&b);
-    if (candidate[0] >= '0' && candidate[0] <= '9') bpcc_buf_addc(&b, '_');
-    for (const char *p = candidate; *p; p++) {
-        char c = *p;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '_';
-        bpcc_buf_addc(&b, ok ? c : '_');
+    size_t clen = strlen(candidate);
+    if (clen > 4000) clen = 4000; /* names are shortened rather than refused */
+    char buf[4096];
+    size_t len = 0;
+    if (candidate[0] >= '0' && candidate[0] <= '9') buf[len++] = '_';
+    for (size_t i = 0; i < clen; i++) {
+        char c = candidate[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+        buf[len++] = ok ? c : '_';
     }
-    if (b.len == 0) bpcc_buf_adds(&b, "_unnamed");
-    if (b.oom) {
-        bpcc_buf_release(&b);
-        return NULL;
+    if (len == 0) {
+        memcpy(buf, "_unnamed", 8);
+        len = 8;
     }
+    buf[len] = 0;
     /* split base_num */
-    size_t len = b.len, j = len;
-    while (j > 0 && b.data[j - 1] >= '0' && b.data[j - 1] <= '9') j--;
+    size_t j = len;
+    while (j > 0 && buf[j - 1] >= '0' && buf[j - 1] <= '9') j--;
     int64_t num = -1;
     size_t base_len = len;
-    if (j < len && j > 1 && b.data[j - 1] == '_' && len - j < 18) {
-        num = strtoll(b.data + j, NULL, 10);
+    if (j < len && j > 1 && buf[j - 1] == '_' && len - j < 18) {
+        num = strtoll(buf + j, NULL, 10);
         base_len = j - 1;
     }
-    const char *base = bpcc_intern_n(&g->intern, b.data, base_len);
-    const char *result = NULL;
-    if (!base) goto out;
+    const char *base = bpcc_intern_n(&g->intern, buf, base_len);
+    if (!base) return NULL;
     struct name_base *nb = NULL;
     HASH_FIND_STR(g->bases, base, nb);
-    char tmp[64];
-    const char *cand;
+    /* the candidate: base itself, or base_num as written */
     if (num < 0) {
-        cand = base;
+        buf[base_len] = 0;
     } else {
-        snprintf(tmp, sizeof tmp, "_%lld", (long long)num);
-        bpcc_buf_release(&b);
-        bpcc_buf_adds(&b, base);
-        bpcc_buf_adds(&b, tmp);
-        cand = b.oom ? NULL : bpcc_intern_n(&g->intern, b.data, b.len);
-        if (!cand) goto out;
+        buf[base_len] = '_';
+        bpcc_format_i64(num, buf + base_len + 1);
     }
     if (num <= 0) num = nb ? nb->num : 0;
-    while (find_name(g, cand)) {
+    while (find_name(g, buf)) {
         num++;
-        bpcc_buf_release(&b);
-        bpcc_buf_printf(&b, "%s_%lld", base, (long long)num);
-        cand = b.oom ? NULL : bpcc_intern_n(&g->intern, b.data, b.len);
-        if (!cand) goto out;
+        buf[base_len] = '_';
+        bpcc_format_i64(num, buf + base_len + 1);
     }
+    const char *result = bpcc_intern_n(&g->intern, buf, strlen(buf));
+    if (!result) return NULL;
     if (!nb) {
         nb = BPCC_ARENA_NEW(&g->arena, struct name_base);
-        if (!nb) goto out;
+        if (!nb) return NULL;
         nb->base = base;
         graph_hash_oom = 0;
         HASH_ADD_KEYPTR(hh, g->bases, nb->base, strlen(nb->base), nb);
-        if (graph_hash_oom) goto out;
+        if (graph_hash_oom) return NULL;
     }
     nb->num = num;
-    result = cand;
-out:
-    bpcc_buf_release(&b);
     return result;
 }
 
