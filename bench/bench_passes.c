@@ -9,7 +9,9 @@
 **       (the floor for passes that must read them: batch-norm folding, weight observers).
 **   bench_passes --gen N OUT.bpcc
 **       writes a synthetic model of about N nodes: units of conv -> bn -> relu -> conv -> bn ->
-**       relu -> add (residual) -> cat -> conv -> relu on [1, 4, 4, 4] activations.
+**       relu -> add (residual) -> cat -> conv -> relu on [1, 4, 4, 4] activations; convs without
+**       bias and batch norms without affine parameters, so that a 1M-node model's weights
+**       (700k tensors) fit safetensors' 100 MB header.
 */
 #include "bpcc.h"
 
@@ -137,8 +139,7 @@ static struct bpcc_node *conv(struct gen *s, struct bpcc_node *x, int64_t cin)
     if (bpcc_value_seq_new(s->g, BPCC_VAL_TUPLE, 2, &ks)) die(s->d);
     ks.u.seq.items[0] = ks.u.seq.items[1] = bpcc_value_int(1);
     if (bpcc_module_set_attr(m, "kernel_size", &ks, s->d)) die(s->d);
-    tensor(s, m, "weight", BPCC_TENSOR_PARAM, 4, (int64_t[]){4, cin, 1, 1}, 0.0f, 1.0f);
-    tensor(s, m, "bias", BPCC_TENSOR_PARAM, 1, (int64_t[]){4}, 0.0f, 0.2f);
+    tensor(s, m, "weight", BPCC_TENSOR_PARAM, 4, (int64_t[]){4, cin, 1, 1}, 0.0f, 1.0f); /* no bias (bn follows) */
     return call(s, BPCC_NODE_CALL_MODULE, name, x, NULL, false);
 }
 
@@ -149,8 +150,8 @@ static struct bpcc_node *bn(struct gen *s, struct bpcc_node *x)
     set_int(s, m, "num_features", 4);
     struct bpcc_value eps = bpcc_value_float(1e-5);
     if (bpcc_module_set_attr(m, "eps", &eps, s->d)) die(s->d);
-    tensor(s, m, "weight", BPCC_TENSOR_PARAM, 1, (int64_t[]){4}, 1.0f, 0.2f);
-    tensor(s, m, "bias", BPCC_TENSOR_PARAM, 1, (int64_t[]){4}, 0.0f, 0.2f);
+    struct bpcc_value f = bpcc_value_bool(false);
+    if (bpcc_module_set_attr(m, "affine", &f, s->d)) die(s->d);
     tensor(s, m, "running_mean", BPCC_TENSOR_BUFFER, 1, (int64_t[]){4}, 0.0f, 0.2f);
     tensor(s, m, "running_var", BPCC_TENSOR_BUFFER, 1, (int64_t[]){4}, 1.0f, 0.2f);
     return call(s, BPCC_NODE_CALL_MODULE, name, x, NULL, false);

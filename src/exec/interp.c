@@ -4,6 +4,8 @@
 */
 #include "exec.h"
 
+#include <stdlib.h>
+
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -319,11 +321,22 @@ void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud)
 
 int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
 
+/* observers ordered by module address, for the lookup of each observer call */
+static int cmp_obs(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)((const struct obs_entry *)a)->m, y = (uintptr_t)((const struct obs_entry *)b)->m;
+    return x < y ? -1 : x > y;
+}
+
 struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m)
 {
-    for (uint32_t i = 0; i < c->n_obs; i++)
-        if (c->obs[i].m == m) return &c->obs[i].st;
-    return NULL;
+    uint32_t lo = 0, hi = c->n_obs;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if ((uintptr_t)c->obs[mid].m < (uintptr_t)m) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->n_obs && c->obs[lo].m == m ? &c->obs[lo].st : NULL;
 }
 
 static void count_use(struct bpcc_value *ref, void *ud)
@@ -369,6 +382,7 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
         }
         e->ctx.n_obs++;
     }
+    qsort(e->ctx.obs, e->ctx.n_obs, sizeof *e->ctx.obs, cmp_obs);
     *out = e;
     return BPCC_OK;
 }
