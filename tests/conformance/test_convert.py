@@ -195,16 +195,18 @@ class Convert(unittest.TestCase):
         in_torch = got(batches[0]).detach()
         last = [n for n in want.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor]
         step = float(value(want, last[-1].args[1])) if last else 1e-3
-        # the float ops between quantize points are not bit-equal between bpcc's interpreter and
-        # PyTorch's kernels, so a value that lies on a rounding boundary can land one step apart;
-        # in deep models such a flip spreads. Most outputs must agree within one step, all within a
-        # few, and on average within a fraction of one.
-        for a, b, who, frac, mean in ((in_torch, theirs, "bpcc's model and torch's, both run by torch", 0.9, 1.0),
-                                      (mine, in_torch, "bpcc run and torch on bpcc's model", 0.9, 1.0),
-                                      (mine, theirs, "bpcc run and torch's reference model", 0.9, 1.0)):
+        # The same model run by bpcc and by PyTorch agrees to the step but where a value lies on a
+        # rounding boundary of an inner quantize point (the float ops are not bit-equal between
+        # bpcc's interpreter and PyTorch's kernels): measured 100 % within one step in all but one
+        # configuration (densenet121 / MinMax: 98.6 %, at most 2 steps). bpcc's model and PyTorch's
+        # differ in their qparams by calibration noise (MinMax 1e-5 relative, Histogram a few %),
+        # which moves some outputs a step or two: measured at least 93 % within one step, at most 2.
+        for a, b, who, frac, top, mean in ((mine, in_torch, "bpcc run and torch on bpcc's model", 0.98, 2, 0.5),
+                                           (in_torch, theirs, "bpcc's model and torch's, both run by torch", 0.9, 3, 0.7),
+                                           (mine, theirs, "bpcc run and torch's reference model", 0.9, 3, 0.7)):
             d = (a - b).abs() / step
             self.assertGreaterEqual((d <= 1 + 1e-3).float().mean().item(), frac, "%s: %s: max %s" % (what, who, d.max()))
-            self.assertLessEqual(d.max().item(), 8, "%s: %s" % (what, who))
+            self.assertLessEqual(d.max().item(), top + 1e-3, "%s: %s" % (what, who))
             self.assertLessEqual(d.mean().item(), mean, "%s: %s" % (what, who))
 
     def test_head(self):
