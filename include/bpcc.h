@@ -47,6 +47,10 @@
 **   graph's functions live in it and are released together by bpcc_graph_free.
 ** - Strings handed out by the library (names, targets) are interned per graph: two equal strings
 **   from the same graph are the same pointer.
+** - The passes (bpcc_fuse, bpcc_prepare, bpcc_calibrate, bpcc_convert) change their graph in place
+**   when they succeed and leave it exactly as it was when they fail, out of memory included
+**   (node, module and tensor pointers taken before a failed pass are then stale: look them up by
+**   name again).
 */
 #ifndef BPCC_H
 #define BPCC_H
@@ -684,7 +688,7 @@ struct bpcc_fuse_options {
 ** folded into the weights in eval mode. Matching follows PyTorch: from the output toward the
 ** inputs, longest patterns first, interior nodes with a single user, exact module types.
 ** `explain_out` (may be NULL) receives one line per fused group (free with bpcc_free). On
-** failure the graph is left partly fused: reload it to start over.
+** failure the graph is left as it was.
 */
 BPCC_API enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c,
                                     const struct bpcc_fuse_options *opts, char **explain_out,
