@@ -85,12 +85,18 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     struct bpcc_graph failed = *g;
     struct bpcc_safetensors *weights = failed.weights;
     failed.weights = NULL;
+    /* the failed state's intern table holds every string the snapshot shares (and those the pass
+    ** made): the restored graph keeps it */
+    struct bpcc_intern strings = failed.intern;
+    failed.intern.table = NULL;
     release_tables(&failed);
+    bpcc_intern_release(&snap->intern);
     /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
     ** their data with it */
     bpcc_arena_adopt(&snap->arena, &failed.arena);
     *g = *snap;
     g->weights = weights;
+    g->intern = strings;
     g->intern.arena = &g->arena;
     for (struct bpcc_node *x = g->first; x; x = x->next) x->graph = g;
     for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->graph = g;
@@ -182,19 +188,24 @@ static enum bpcc_status reserve_name(struct bpcc_graph *g, const char *name, str
     return graph_hash_oom ? BPCC_ERR_NOMEM : BPCC_OK;
 }
 
-enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src)
+enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
 {
     for (const struct name_entry *e = src->names; e; e = e->hh.next) {
-        if (e->node) continue; /* live nodes reserve their names when they are created */
-        const char *nm = bpcc_graph_intern(dst, e->name);
-        if (!nm || reserve_name(dst, nm, NULL)) return BPCC_ERR_NOMEM;
+        struct name_entry *c = BPCC_ARENA_NEW(&dst->arena, struct name_entry);
+        if (!c) return BPCC_ERR_NOMEM;
+        c->name = e->name;
+        c->node = e->node ? map[e->node->id] : NULL;
+        graph_hash_oom = 0;
+        HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->names, c->name, e->hh.keylen, e->hh.hashv, c);
+        if (graph_hash_oom) return BPCC_ERR_NOMEM;
     }
     for (const struct name_base *b = src->bases; b; b = b->hh.next) {
-        struct name_base *nb = BPCC_ARENA_NEW(&dst->arena, struct name_base);
-        if (!nb || !(nb->base = bpcc_graph_intern(dst, b->base))) return BPCC_ERR_NOMEM;
-        nb->num = b->num;
+        struct name_base *c = BPCC_ARENA_NEW(&dst->arena, struct name_base);
+        if (!c) return BPCC_ERR_NOMEM;
+        c->base = b->base;
+        c->num = b->num;
         graph_hash_oom = 0;
-        HASH_ADD_KEYPTR(hh, dst->bases, nb->base, strlen(nb->base), nb);
+        HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->bases, c->base, b->hh.keylen, b->hh.hashv, c);
         if (graph_hash_oom) return BPCC_ERR_NOMEM;
     }
     return BPCC_OK;

@@ -91,6 +91,10 @@ struct bpcc_graph {
 /* value.c */
 BPCC_INTERNAL enum bpcc_status bpcc_value_copy(struct bpcc_graph *g, struct bpcc_value *dst,
                                                const struct bpcc_value *src);
+/* The same, the strings (and dict keys) keeping their pointers: for snapshots of the graph they
+** were interned in. */
+BPCC_INTERNAL enum bpcc_status bpcc_value_copy_shared(struct bpcc_graph *g, struct bpcc_value *dst,
+                                                      const struct bpcc_value *src);
 /* Visit every NODE reference in v (depth first, left to right). */
 BPCC_INTERNAL void bpcc_value_visit_nodes(struct bpcc_value *v,
                                           void (*fn)(struct bpcc_value *ref, void *ud),
@@ -126,8 +130,13 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, s
 BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap);
 /* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
-/* the reserved names of erased nodes and the numbering state (graph.c, for snapshots) */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src);
+/* For snapshots, without hashing anything again (the names keep their pointers and hash values):
+** every name ever given, to map[node id] or NULL for erased nodes, and the numbering state
+** (graph.c); the live modules with their tree, index, attributes and tensor headers (module.c;
+** src's module marks are borrowed and restored). */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src,
+                                                     struct bpcc_node *const *map);
+BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
 
 /* module.c */
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);

@@ -114,6 +114,93 @@ void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
     unlink_rec(g, m);
 }
 
+enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < src->n_modules; i++) n += !src->modules[i]->dead;
+    dst->modules = bpcc_malloc((n ? n : 1) * sizeof *dst->modules);
+    uint32_t *marks = bpcc_malloc((n ? n : 1) * sizeof *marks);
+    if (!dst->modules || !marks) {
+        bpcc_xfree(marks);
+        return BPCC_ERR_NOMEM;
+    }
+    dst->cap_modules = n ? n : 1;
+    enum bpcc_status s = BPCC_OK;
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < src->n_modules; i++) {
+        struct bpcc_module *m = src->modules[i];
+        if (m->dead) continue;
+        marks[k] = m->mark;
+        m->mark = k; /* borrowed: the copy's index */
+        struct bpcc_module *c = BPCC_ARENA_NEW(&dst->arena, struct bpcc_module);
+        dst->modules[k++] = c;
+        if (!c) {
+            s = BPCC_ERR_NOMEM;
+            break;
+        }
+        *c = *m;
+        c->graph = dst;
+        c->mark = marks[k - 1];
+        if (bpcc_value_copy_shared(dst, &c->attrs, &m->attrs)) {
+            s = BPCC_ERR_NOMEM;
+            break;
+        }
+        c->attrs_cap = c->attrs.n;
+        c->tensors = BPCC_ARENA_NEWN(&dst->arena, struct module_tensor, m->cap_tensors ? m->cap_tensors : 1);
+        if (!c->tensors) {
+            s = BPCC_ERR_NOMEM;
+            break;
+        }
+        for (uint32_t t = 0; t < m->n_tensors && !s; t++) {
+            struct bpcc_tensor *h = BPCC_ARENA_NEW(&dst->arena, struct bpcc_tensor);
+            if (!h) s = BPCC_ERR_NOMEM;
+            else {
+                *h = *m->tensors[t].t;
+                c->tensors[t] = (struct module_tensor){m->tensors[t].name, m->tensors[t].role, h};
+            }
+        }
+        if (!s && m->tensor_slots) { /* the index hashes the name pointers, which are shared */
+            c->tensor_slots = BPCC_ARENA_NEWN(&dst->arena, uint32_t, m->n_tensor_slots);
+            if (!c->tensor_slots) s = BPCC_ERR_NOMEM;
+            else memcpy(c->tensor_slots, m->tensor_slots, m->n_tensor_slots * sizeof *c->tensor_slots);
+        }
+        if (s) break;
+    }
+    uint32_t done = k; /* modules whose mark is borrowed */
+    dst->n_modules = s ? 0 : k;
+    if (!s) {
+#define COPY_OF(p) ((p) ? dst->modules[(p)->mark] : NULL)
+        for (uint32_t i = 0; i < src->n_modules; i++) {
+            const struct bpcc_module *m = src->modules[i];
+            if (m->dead) continue;
+            struct bpcc_module *c = dst->modules[m->mark];
+            c->parent = COPY_OF(m->parent);
+            c->first_child = COPY_OF(m->first_child);
+            c->last_child = COPY_OF(m->last_child);
+            c->next_sibling = COPY_OF(m->next_sibling);
+        }
+        for (const struct module_index *e = src->module_index; e && !s; e = e->hh.next) {
+            struct module_index *c = BPCC_ARENA_NEW(&dst->arena, struct module_index);
+            if (!c) {
+                s = BPCC_ERR_NOMEM;
+                break;
+            }
+            c->m = COPY_OF(e->m);
+            c->name = c->m->name;
+            module_hash_oom = 0;
+            HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->module_index, c->name, e->hh.keylen, e->hh.hashv, c);
+            if (module_hash_oom) s = BPCC_ERR_NOMEM;
+        }
+#undef COPY_OF
+    }
+    /* the marks back */
+    k = 0;
+    for (uint32_t i = 0; i < src->n_modules && k < done; i++)
+        if (!src->modules[i]->dead) src->modules[i]->mark = marks[k++];
+    bpcc_xfree(marks);
+    return s;
+}
+
 void bpcc_graph_compact_modules(struct bpcc_graph *g)
 {
     uint32_t k = 0;
