@@ -489,30 +489,7 @@ static enum bpcc_status quantize_text(const char *model, const char *qyaml, stru
         for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)i / 8.0f - 2.0f;
         struct xval in = {.k = XV_TENSOR, .u.t = x};
         s = bpcc_exec_run(e, &in, 1, NULL, d);
-        /* store qparams as bpcc_calibrate does */
-        for (uint32_t i = 0; !s && i < bpcc_exec_n_observers(e); i++) {
-            const struct obs_state *st;
-            struct bpcc_module *m = (struct bpcc_module *)bpcc_exec_observer_at(e, i, &st);
-            float *sc;
-            double *zp;
-            uint32_t n;
-            if (bpcc_obs_qparams(st, &sc, &zp, &n)) {
-                s = bpcc_diag_nomem(d);
-                break;
-            }
-            struct bpcc_tensor *ts, *tz;
-            int64_t dn = n;
-            s = bpcc_tensor_new(p->g, BPCC_DTYPE_F32, 1, &dn, &ts, d);
-            if (!s) s = bpcc_tensor_new(p->g, BPCC_DTYPE_I64, 1, &dn, &tz, d);
-            for (uint32_t k = 0; !s && k < n; k++) {
-                ((float *)bpcc_tensor_data(ts))[k] = sc[k];
-                ((int64_t *)bpcc_tensor_data(tz))[k] = (int64_t)zp[k];
-            }
-            if (!s) s = bpcc_module_set_tensor(m, "scale", BPCC_TENSOR_CONSTANT, ts, d);
-            if (!s) s = bpcc_module_set_tensor(m, "zero_point", BPCC_TENSOR_CONSTANT, tz, d);
-            bpcc_xfree(sc);
-            bpcc_xfree(zp);
-        }
+        if (!s) s = bpcc_calibrate_store(p->g, e, d); /* qparams onto the observers, as bpcc_calibrate does */
         bpcc_exec_free(e);
         bpcc_xtensor_free(x);
         if (s) return s;
