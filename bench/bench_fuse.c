@@ -9,7 +9,7 @@
 ** Prints median, min and max in milliseconds, and for synthetic graphs the time per node and
 ** the peak resident memory.
 */
-#include "bpcc.h"
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,26 +17,6 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void die(const struct bpcc_diag *d)
-{
-    char buf[2048];
-    bpcc_diag_format(&d->entries[0], buf, sizeof buf);
-    fputs(buf, stderr);
-    exit(1);
-}
 
 /* conv(1x1, C channels) -> bn -> relu, repeated; tensors are real (C = 4). */
 static struct bpcc_graph *synthetic(uint32_t n_nodes, struct bpcc_diag *d)

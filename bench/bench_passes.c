@@ -13,7 +13,7 @@
 **       bias and batch norms without affine parameters, so that a 1M-node model's weights
 **       (700k tensors) fit safetensors' 100 MB header.
 */
-#include "bpcc.h"
+#include "bench_util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,28 +24,6 @@
 #include <malloc.h>
 #endif
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static void die(const struct bpcc_diag *d)
-{
-    char buf[2048];
-    for (uint32_t i = 0; i < d->n_entries; i++) {
-        bpcc_diag_format(&d->entries[i], buf, sizeof buf);
-        fputs(buf, stderr);
-    }
-    exit(1);
-}
 
 /* the peak resident set of this process image: VmHWM (getrusage's maxrss carries the peak of the
 ** process before exec, e.g. a Python parent's) */

@@ -318,23 +318,6 @@ static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
     return s;
 }
 
-/* a tensor of any dtype from doubles, attached as a buffer */
-static void set_values(struct bpcc_graph *g, const char *m, const char *name, enum bpcc_dtype dt, uint32_t ndim,
-                       const int64_t *dims, const double *v)
-{
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    struct bpcc_tensor *t;
-    ck_assert_int_eq(bpcc_tensor_new(g, dt, ndim, dims, &t, &d), BPCC_OK);
-    void *p = bpcc_tensor_data(t);
-    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) {
-        if (dt == BPCC_DTYPE_F32) ((float *)p)[i] = (float)v[i];
-        else if (dt == BPCC_DTYPE_I64) ((int64_t *)p)[i] = (int64_t)v[i];
-        else if (dt == BPCC_DTYPE_I32) ((int32_t *)p)[i] = (int32_t)v[i];
-    }
-    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, BPCC_TENSOR_BUFFER, t, &d), BPCC_OK);
-}
-
 START_TEST(qparams_are_read_from_quantize_nodes_observers_and_reference_modules)
 {
     struct bpcc_graph *g = parse(
@@ -355,15 +338,15 @@ START_TEST(qparams_are_read_from_quantize_nodes_observers_and_reference_modules)
         "  %q5 = call_function torch.quantize_per_channel (%x, %cs, %z, 1, torch.qint8)\n"
         "  %o = call_module obs (%x,)\n  %r = call_module raw (%x,)\n  %f = call_module fused (%x,)\n"
         "  %output = output output ((%q0, %q1, %q2, %q3, %q4, %q5, %o, %r, %f),)\n");
-    set_values(g, "", "s", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
-    set_values(g, "", "z", BPCC_DTYPE_I64, 0, NULL, (double[]){7});
-    set_values(g, "", "cs", BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.125, 0.25, 0.0625});
-    set_values(g, "", "cz", BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, -1, 2});
-    set_values(g, "obs", "scale", BPCC_DTYPE_F32, 1, (int64_t[]){1}, (double[]){0.03125});
-    set_values(g, "obs", "zero_point", BPCC_DTYPE_I64, 1, (int64_t[]){1}, (double[]){128});
-    set_values(g, "fused.0", "weight_scale", BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.5, 0.25, 1});
-    set_values(g, "fused.0", "weight_zero_point", BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, 1, -1});
-    set_values(g, "fused.0", "weight_axis", BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+    tu_set_values(g, "", "s", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+    tu_set_values(g, "", "z", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I64, 0, NULL, (double[]){7});
+    tu_set_values(g, "", "cs", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.125, 0.25, 0.0625});
+    tu_set_values(g, "", "cz", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, -1, 2});
+    tu_set_values(g, "obs", "scale", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){1}, (double[]){0.03125});
+    tu_set_values(g, "obs", "zero_point", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I64, 1, (int64_t[]){1}, (double[]){128});
+    tu_set_values(g, "fused.0", "weight_scale", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){3}, (double[]){0.5, 0.25, 1});
+    tu_set_values(g, "fused.0", "weight_zero_point", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 1, (int64_t[]){3}, (double[]){0, 1, -1});
+    tu_set_values(g, "fused.0", "weight_axis", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 0, NULL, (double[]){0});
     struct bpcc_qparams q;
     char text[256];
     const struct bpcc_node *n = bpcc_graph_find_node(g, "q0");

@@ -19,22 +19,6 @@ static struct bpcc_graph *parse(const char *text)
     return g;
 }
 
-static void set_values(struct bpcc_graph *g, const char *m, const char *name, enum bpcc_dtype dt, uint32_t ndim,
-                       const int64_t *dims, const double *v)
-{
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    struct bpcc_tensor *t;
-    ck_assert_int_eq(bpcc_tensor_new(g, dt, ndim, dims, &t, &d), BPCC_OK);
-    void *p = bpcc_tensor_data(t);
-    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) {
-        if (dt == BPCC_DTYPE_F32) ((float *)p)[i] = (float)v[i];
-        else if (dt == BPCC_DTYPE_I64) ((int64_t *)p)[i] = (int64_t)v[i];
-        else ((int32_t *)p)[i] = (int32_t)v[i];
-    }
-    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, BPCC_TENSOR_PARAM, t, &d), BPCC_OK);
-}
-
 static const double W[4] = {0.2, 0.6, -1.1, 3.0}, X[4] = {0.2, 0.6, 1.1, 3.0}, I2[4] = {1, 0, 0, 1};
 
 /* float: x -> fc1 (Linear 2 -> 2, weight w) -> fc2 (identity) -> output */
@@ -44,25 +28,25 @@ static struct bpcc_graph *float_model(const double *w)
                                  "module fc2 : torch.nn.Linear {in_features: 2, out_features: 2}\n\ngraph\n"
                                  "  %x = placeholder x () : f32[2, 2]\n  %fc1 = call_module fc1 (%x,)\n"
                                  "  %fc2 = call_module fc2 (%fc1,)\n  %output = output output (%fc2,)\n");
-    set_values(g, "fc1", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
-    set_values(g, "fc1", "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
-    set_values(g, "fc2", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, I2);
-    set_values(g, "fc2", "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    tu_set_values(g, "fc1", "weight", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
+    tu_set_values(g, "fc1", "bias", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    tu_set_values(g, "fc2", "weight", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, I2);
+    tu_set_values(g, "fc2", "bias", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
     return g;
 }
 
 static void reference_weight(struct bpcc_graph *g, const char *m, const double *w, bool per_channel)
 {
-    set_values(g, m, "weight", BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
-    set_values(g, m, "bias", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
+    tu_set_values(g, m, "weight", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, w);
+    tu_set_values(g, m, "bias", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0, 0});
     if (per_channel) {
-        set_values(g, m, "weight_scale", BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0.5, 0.5});
-        set_values(g, m, "weight_zero_point", BPCC_DTYPE_I64, 1, (int64_t[]){2}, (double[]){0, 0});
+        tu_set_values(g, m, "weight_scale", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 1, (int64_t[]){2}, (double[]){0.5, 0.5});
+        tu_set_values(g, m, "weight_zero_point", BPCC_TENSOR_PARAM, BPCC_DTYPE_I64, 1, (int64_t[]){2}, (double[]){0, 0});
     } else {
-        set_values(g, m, "weight_scale", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
-        set_values(g, m, "weight_zero_point", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+        tu_set_values(g, m, "weight_scale", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+        tu_set_values(g, m, "weight_zero_point", BPCC_TENSOR_PARAM, BPCC_DTYPE_I64, 0, NULL, (double[]){0});
     }
-    set_values(g, m, "weight_axis", BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+    tu_set_values(g, m, "weight_axis", BPCC_TENSOR_PARAM, BPCC_DTYPE_I32, 0, NULL, (double[]){0});
 }
 
 /* quantized: x quantized with step 0.5, fc1 and fc2 reference Linears (weights with step 0.5,
@@ -89,34 +73,19 @@ static struct bpcc_graph *quant_model(const double *w, bool per_channel)
              "  %%output = output output (%%d2,)\n",
              per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine");
     struct bpcc_graph *g = parse(text);
-    set_values(g, "", "s0", BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
-    set_values(g, "", "z0", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
-    set_values(g, "", "s1", BPCC_DTYPE_F32, 0, NULL, (double[]){0.4});
-    set_values(g, "", "z1", BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+    tu_set_values(g, "", "s0", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
+    tu_set_values(g, "", "z0", BPCC_TENSOR_PARAM, BPCC_DTYPE_I64, 0, NULL, (double[]){0});
+    tu_set_values(g, "", "s1", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 0, NULL, (double[]){0.4});
+    tu_set_values(g, "", "z1", BPCC_TENSOR_PARAM, BPCC_DTYPE_I64, 0, NULL, (double[]){0});
     reference_weight(g, "fc1", w, per_channel);
     reference_weight(g, "fc2", I2, false);
     return g;
 }
 
+static float x_at(uint64_t i) { return (float)X[i]; }
+
 /* a batch file holding x = X as [2, 2] */
-static char *batch_file(void)
-{
-    struct bpcc_graph *g;
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
-    struct bpcc_tensor *t;
-    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 2, (int64_t[]){2, 2}, &t, &d), BPCC_OK);
-    for (int i = 0; i < 4; i++) ((float *)bpcc_tensor_data(t))[i] = (float)X[i];
-    char *path = tu_write_temp("", 0, ".safetensors");
-    FILE *fp = fopen(path, "wb");
-    const char *key = "x";
-    const struct bpcc_tensor *ts[1] = {t};
-    ck_assert_int_eq(bpcc_safetensors_write(fp, path, &key, ts, 1, &d), BPCC_OK);
-    fclose(fp);
-    bpcc_graph_free(g);
-    return path;
-}
+static char *batch_file(void) { return tu_write_batch("x", 2, (int64_t[]){2, 2}, x_at); }
 
 static double db(double signal, double noise) { return 10.0 * log10(signal / noise); }
 
@@ -148,7 +117,7 @@ START_TEST(weight_sqnr_is_the_hand_computed_one)
     bpcc_graph_free(f);
     f = parse("bpcc-model 1\n\nmodule fc1 : torch.nn.Linear {in_features: 1, out_features: 1}\n\ngraph\n"
               "  %x = placeholder x ()\n  %fc1 = call_module fc1 (%x,)\n  %output = output output (%fc1,)\n");
-    set_values(f, "fc1", "weight", BPCC_DTYPE_F32, 2, (int64_t[]){1, 1}, W);
+    tu_set_values(f, "fc1", "weight", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){1, 1}, W);
     ck_assert_int_eq(bpcc_compare_weights(f, q, &r, &d), BPCC_OK);
     ck_assert_uint_eq(r->n_rows, 0);
     ck_assert_uint_eq(r->n_unmatched, 2);

@@ -638,25 +638,10 @@ static enum bpcc_status pass(struct flow *f, enum pass_kind k, struct bpcc_diag 
     }
 }
 
+static float ramp23(uint64_t i) { return (float)((int)(i * 7919 % 23) - 11) / 8.0f; }
+
 /* A tiny_resnet batch [1, 3, 8, 8] in a temporary file */
-static char *tiny_batch(void)
-{
-    struct bpcc_graph *g;
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
-    struct bpcc_tensor *t;
-    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 4, (int64_t[]){1, 3, 8, 8}, &t, &d), BPCC_OK);
-    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) ((float *)bpcc_tensor_data(t))[i] = (float)((int)(i * 7919 % 23) - 11) / 8.0f;
-    char *path = tu_write_temp("", 0, ".safetensors");
-    FILE *fp = fopen(path, "wb");
-    const char *key = "x";
-    const struct bpcc_tensor *ts[1] = {t};
-    ck_assert_int_eq(bpcc_safetensors_write(fp, path, &key, ts, 1, &d), BPCC_OK);
-    fclose(fp);
-    bpcc_graph_free(g);
-    return path;
-}
+static char *tiny_batch(void) { return tu_write_batch("x", 4, (int64_t[]){1, 3, 8, 8}, ramp23); }
 
 START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails)
 {

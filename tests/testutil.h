@@ -6,6 +6,7 @@
 
 #include "bpcc.h"
 #include "core/core.h"
+#include "ir/ir.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -160,6 +161,44 @@ static inline int tu_list_yaml(const char *dir, char **out, int max)
             out[j - 1] = t;
         }
     return n;
+}
+
+/* Give module m of g a tensor `name` (role `role`) of dtype dt (f32, i64 or i32) holding v. */
+static inline void tu_set_values(struct bpcc_graph *g, const char *m, const char *name, enum bpcc_tensor_role role,
+                                 enum bpcc_dtype dt, uint32_t ndim, const int64_t *dims, const double *v)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, dt, ndim, dims, &t, &d), BPCC_OK);
+    void *p = bpcc_tensor_data(t);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) {
+        if (dt == BPCC_DTYPE_F32) ((float *)p)[i] = (float)v[i];
+        else if (dt == BPCC_DTYPE_I64) ((int64_t *)p)[i] = (int64_t)v[i];
+        else ((int32_t *)p)[i] = (int32_t)v[i];
+    }
+    ck_assert_int_eq(bpcc_module_set_tensor(bpcc_graph_find_module(g, m), name, role, t, &d), BPCC_OK);
+}
+
+/* A batch file (temporary; malloc'd path): one float32 tensor `name` of the given shape, element i
+** being f(i). */
+static inline char *tu_write_batch(const char *name, uint32_t ndim, const int64_t *dims, float (*f)(uint64_t))
+{
+    struct bpcc_graph *g;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, ndim, dims, &t, &d), BPCC_OK);
+    for (uint64_t i = 0; i < bpcc_tensor_numel(t); i++) ((float *)bpcc_tensor_data(t))[i] = f(i);
+    char *path = tu_write_temp("", 0, ".safetensors");
+    FILE *fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    const struct bpcc_tensor *ts[1] = {t};
+    ck_assert_int_eq(bpcc_safetensors_write(fp, path, &name, ts, 1, &d), BPCC_OK);
+    fclose(fp);
+    bpcc_graph_free(g);
+    return path;
 }
 
 #endif

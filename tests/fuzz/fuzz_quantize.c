@@ -7,19 +7,6 @@
 
 #include <stdlib.h>
 
-static enum bpcc_status run_once(const struct bpcc_graph *g, struct bpcc_exec **keep, struct bpcc_diag *d)
-{
-    struct xval in[8];
-    uint32_t n = fuzz_inputs(g, in);
-    struct bpcc_exec *e;
-    enum bpcc_status s = bpcc_exec_new(g, 1, &e, d);
-    if (!s) s = bpcc_exec_run(e, in, n, NULL, d);
-    for (uint32_t i = 0; i < n; i++) bpcc_xval_release(&in[i]);
-    if (!s && keep) *keep = e;
-    else bpcc_exec_free(e);
-    return s;
-}
-
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static struct bpcc_config *c;
@@ -37,7 +24,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         bpcc_graph_parse(text, strlen(text), "fused.bpcc", &f, &d))
         goto out;
     fuzz_bind_tensors(f);
-    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || run_once(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
+    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || fuzz_run_once(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
         bpcc_convert(g, c, q, NULL, NULL, &d))
         goto out;
     struct bpcc_diag dv;
@@ -50,7 +37,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (bpcc_graph_parse(text, strlen(text), "q.bpcc", &back, &dv) != BPCC_OK) abort(); /* prints what parses */
         bpcc_graph_free(back);
     }
-    run_once(g, NULL, &d);
+    fuzz_run_once(g, NULL, &d);
     struct bpcc_compare_report *r;
     if (bpcc_compare_weights(f, g, &r, &d) == BPCC_OK) {
         char *t;

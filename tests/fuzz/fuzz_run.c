@@ -11,15 +11,7 @@ static void run(struct bpcc_graph *g)
 {
     struct bpcc_diag d;
     bpcc_diag_init(&d);
-    struct xval in[8];
-    uint32_t n = fuzz_inputs(g, in);
-    struct bpcc_exec *e;
-    if (bpcc_exec_new(g, 1, &e, &d) == BPCC_OK) {
-        struct xval out = {0};
-        if (bpcc_exec_run(e, in, n, &out, &d) == BPCC_OK) bpcc_xval_release(&out);
-        bpcc_exec_free(e);
-    }
-    for (uint32_t i = 0; i < n; i++) bpcc_xval_release(&in[i]);
+    fuzz_run_once(g, NULL, &d);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)

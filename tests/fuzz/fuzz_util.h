@@ -59,4 +59,22 @@ static uint32_t fuzz_inputs(const struct bpcc_graph *g, struct xval *in)
     return n;
 }
 
+/* one run of g on fuzz_inputs; the interpreter kept in *keep (for its observers) when not NULL */
+static enum bpcc_status fuzz_run_once(const struct bpcc_graph *g, struct bpcc_exec **keep, struct bpcc_diag *d)
+{
+    struct xval in[8];
+    uint32_t n = fuzz_inputs(g, in);
+    struct bpcc_exec *e;
+    enum bpcc_status s = bpcc_exec_new(g, 1, &e, d);
+    if (!s) {
+        struct xval out = {0};
+        s = bpcc_exec_run(e, in, n, &out, d);
+        bpcc_xval_release(&out);
+    }
+    for (uint32_t i = 0; i < n; i++) bpcc_xval_release(&in[i]);
+    if (!s && keep) *keep = e;
+    else bpcc_exec_free(e);
+    return s;
+}
+
 #endif
