@@ -147,18 +147,15 @@ enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *fg, const struct 
 
 /* {==================== compare outputs / shadow ==================== */
 
-enum { ROLE_NONE = 0, ROLE_MEASURE = 1, ROLE_SHADOW = 2 };
-
 struct logged {
-    const struct bpcc_node *fnode, *qnode; /* the node in each model */
-    const struct bpcc_node *quantize;      /* its output quantize in the quantized model, if any */
+    const struct bpcc_node *qnode;  /* the node in the quantized model */
+    struct bpcc_qparams out_q;      /* its output quantize's qparams (kind NONE when it has none) */
     struct acc prop, shadow;
     struct xtensor *fvalue;                /* the float value of the current batch */
     bool mismatch;                         /* shapes differ (not compared) */
 };
 
 struct cmp {
-    const struct bpcc_graph *qg;
     struct logged *rows;
     uint32_t n;
     uint32_t *frow, *qmeasure, *qshadow; /* node id -> row + 1 (0: none) */
@@ -171,23 +168,20 @@ static bool is_dequantize(const struct bpcc_node *n)
            (n->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(n->target, "torch.dequantize"));
 }
 
-/* the node's quantize -> dequantize pair, if its value is quantized for its consumers */
+/* the dequantize of the node's quantize -> dequantize pair, if its value is quantized for its
+** consumers; *qp (kind NONE otherwise) the quantize's qparams */
 static const struct bpcc_node *output_dequantize(const struct bpcc_graph *g, const struct bpcc_node *n,
-                                                 const struct bpcc_node **quantize)
+                                                 struct bpcc_qparams *qp)
 {
-    *quantize = NULL;
     for (uint32_t i = 0; i < n->n_users; i++) {
         const struct bpcc_node *q = n->users[i].node;
-        struct bpcc_qparams qp;
-        if (!bpcc_node_qparams(g, q, &qp) || (qp.kind != BPCC_QPARAMS_PER_TENSOR && qp.kind != BPCC_QPARAMS_PER_CHANNEL))
+        if (!bpcc_node_qparams(g, q, qp) || (qp->kind != BPCC_QPARAMS_PER_TENSOR && qp->kind != BPCC_QPARAMS_PER_CHANNEL))
             continue;
         if (q->args.n < 1 || q->args.u.seq.items[0].kind != BPCC_VAL_NODE || q->args.u.seq.items[0].u.node != n) continue;
         for (uint32_t k = 0; k < q->n_users; k++)
-            if (is_dequantize(q->users[k].node)) {
-                *quantize = q;
-                return q->users[k].node;
-            }
+            if (is_dequantize(q->users[k].node)) return q->users[k].node;
     }
+    memset(qp, 0, sizeof *qp);
     return NULL;
 }
 
@@ -232,11 +226,10 @@ static enum bpcc_status quant_hook(void *ud, const struct bpcc_node *n, struct x
     }
     /* shadow: the op's output on float inputs, through its own quantize/dequantize ... */
     float *fq = NULL;
-    if (l->quantize) {
-        struct bpcc_qparams qp;
+    if (l->out_q.kind != BPCC_QPARAMS_NONE) {
         fq = bpcc_malloc((y->numel ? y->numel : 1) * sizeof *fq);
         if (!fq) return bpcc_diag_nomem(d);
-        if (!bpcc_node_qparams(c->qg, l->quantize, &qp) || !bpcc_fake_quantize(y->data, y->ndim, y->dims, &qp, fq)) {
+        if (!bpcc_fake_quantize(y->data, y->ndim, y->dims, &l->out_q, fq)) {
             bpcc_xfree(fq);
             fq = NULL;
         }
@@ -273,7 +266,7 @@ enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *fg, const struct 
 {
     *out = NULL;
     if (!n_batches) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no data to compare on");
-    struct cmp c = {.qg = qg};
+    struct cmp c = {0};
     c.rows = bpcc_malloc((qg->n_nodes ? qg->n_nodes : 1) * sizeof *c.rows);
     c.frow = bpcc_malloc((fg->next_id + 1) * sizeof *c.frow);
     c.qmeasure = bpcc_malloc((qg->next_id + 1) * sizeof *c.qmeasure);
@@ -291,9 +284,8 @@ enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *fg, const struct 
         if (!f || !comparable(f) || c.frow[f->id]) continue;
         struct logged *l = &c.rows[c.n];
         memset(l, 0, sizeof *l);
-        l->fnode = f;
         l->qnode = n;
-        const struct bpcc_node *dq = output_dequantize(qg, n, &l->quantize);
+        const struct bpcc_node *dq = output_dequantize(qg, n, &l->out_q);
         c.n++;
         c.frow[f->id] = c.n;
         c.qmeasure[(dq ? dq : n)->id] = c.n;
