@@ -528,6 +528,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
             else if (bpcc_obs_module_class(m) >= 0) {
                 /* an observer: observe, pass the value through */
                 const struct xval *x = np ? &pos[0] : NULL;
+                const struct bpcc_value *a0 = np ? &n->args.u.seq.items[0] : NULL; /* the observed node */
                 if (!x) s = bpcc_xerr(&a, "an observer takes one argument");
                 else {
                     struct obs_state *st = bpcc_exec_observer(&e->ctx, m);
@@ -537,7 +538,6 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                         if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
                         else if (s) {
                             s = bpcc_xerr(&a, "observer: %s", why);
-                            const struct bpcc_value *a0 = &n->args.u.seq.items[0];
                             if (a0->kind == BPCC_VAL_NODE)
                                 bpcc_diag_note(d, a0->u.node->src_line, a0->u.node->src_col,
                                                "the observed value is the output of '%s' (%s)", a0->u.node->name,
@@ -545,7 +545,6 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                         }
                     }
                     /* pass the value through: moved when this is its last use, else copied */
-                    const struct bpcc_value *a0 = &n->args.u.seq.items[0];
                     uint32_t src = a0->kind == BPCC_VAL_NODE ? a0->u.node->id : UINT32_MAX;
                     if (!s && src < e->n_ids && e->uses[src] == 1 && e->slot[src].k == XV_TENSOR) {
                         out = e->slot[src];

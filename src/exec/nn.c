@@ -713,17 +713,13 @@ enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *ou
 
 /* {==================== reference quantized modules ==================== */
 
-/* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
-** the weight quantized and dequantized with the module's weight qparams (per tensor or per
-** channel along weight_axis), as _quantize_and_dequantize_weight does */
-/* w quantized and dequantized with q into out (numel floats): torch.quantize_per_tensor /
-** _per_channel then dequantize, float32 arithmetic as ATen's reference kernels. false when q's
-** dtype has no integer range or does not fit w. */
 bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out)
 {
     return w->data && bpcc_fake_quantize(w->data, w->ndim, w->dims, q, out);
 }
 
+/* quantize_val then dequantize in float32, as ATen's reference kernels (and this file's quantize
+** and dequantize kernels) do */
 BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *dims, const struct bpcc_qparams *q,
                                  float *out)
 {
@@ -742,7 +738,6 @@ BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *d
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     for (uint32_t i = (uint32_t)axis + 1; per_channel && i < ndim; i++) inner *= (uint64_t)dims[i];
     if (q->n < C) return false;
-    const float *wd = x;
     for (uint64_t c0 = 0; c0 < numel; c0 += inner) {
         uint64_t c = per_channel ? (c0 / inner) % C : 0;
         float s = (float)bpcc_qparams_scale(q, c), inv = 1.0f / s;
@@ -750,7 +745,7 @@ BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *d
         float zf = (float)z;
         uint64_t end = per_channel ? c0 + inner : numel;
         for (uint64_t i = c0; i < end; i++) {
-            double v = z + (double)nearbyintf(wd[i] * inv);
+            double v = z + (double)nearbyintf(x[i] * inv);
             v = v < (double)lo ? (double)lo : v > (double)hi ? (double)hi : v;
             out[i] = ((float)v - zf) * s;
         }

@@ -379,15 +379,9 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             n = next;
         }
         /* the observer modules go (unlinked one by one, the table compacted once) */
-        bool removed = false;
-        for (uint32_t i = 0; !s && i < g->n_modules; i++) {
-            struct bpcc_module *mod = g->modules[i];
-            if (!mod->dead && bpcc_obs_module_class(mod) >= 0) {
-                bpcc_graph_unlink_module(g, mod);
-                removed = true;
-            }
-        }
-        if (removed) bpcc_graph_compact_modules(g);
+        for (uint32_t i = 0; !s && i < g->n_modules; i++)
+            if (!g->modules[i]->dead && bpcc_obs_module_class(g->modules[i]) >= 0) bpcc_graph_unlink_module(g, g->modules[i]);
+        bpcc_graph_compact_modules(g);
     }
     if (!s && n_quantized_out) *n_quantized_out = cv.n_quantized;
     if (!s && n_modules_out) *n_modules_out = cv.n_modules;

@@ -1023,16 +1023,13 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
             struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
             if (m) m->mark = 1;
         }
-    bool removed = false; /* unlinked one by one, the table compacted once */
-    for (uint32_t i = 0; i < g->n_modules; i++) {
+    for (uint32_t i = 0; i < g->n_modules; i++) { /* unlinked one by one, the table compacted once */
         struct bpcc_module *m = g->modules[i];
         if (!m->dead && !m->mark && (stub_kind_of_type(m->type) || (!strncmp(m->name, "activation_post_process_", 24) &&
-                                                                     !strncmp(m->type, obs_type_prefix, strlen(obs_type_prefix))))) {
+                                                                     !strncmp(m->type, obs_type_prefix, strlen(obs_type_prefix)))))
             bpcc_graph_unlink_module(g, m);
-            removed = true;
-        }
     }
-    if (removed) bpcc_graph_compact_modules(g);
+    bpcc_graph_compact_modules(g);
     return BPCC_OK;
 }
 
