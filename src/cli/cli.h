@@ -18,6 +18,9 @@ int cli_exit_code(enum bpcc_status s);
 /* "bpcc VERB: msg" + a hint to --help, exit code 2. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* --threads VALUE: 1..256 into *out, else a usage error (its exit code returned, 0 on success). */
+int cli_threads(const char *verb, const char *value, int *out);
+
 /* Batch files named on the command line: a file, or a directory's *.safetensors in name order. */
 struct cli_files {
     char **v;

@@ -62,10 +62,8 @@ static int parse(const char *verb, int argc, char **argv, const char *help, cons
             if (i + 1 >= argc) return cli_usage_error(verb, "%s needs a value", o);
             if (o[1] == 'o') *out = argv[++i];
             else {
-                char *end;
-                long t = strtol(argv[++i], &end, 10);
-                if (*end || t < 1 || t > 256) return cli_usage_error(verb, "--threads wants 1..256, not '%s'", argv[i]);
-                *threads = (int)t;
+                int rc = cli_threads(verb, argv[++i], threads);
+                if (rc) return rc;
             }
             continue;
         }

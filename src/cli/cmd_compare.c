@@ -61,12 +61,7 @@ int cmd_compare(int argc, char **argv)
             const char *v = argv[++i];
             if (!strcmp(o, "-b")) backend = v;
             else if (!strcmp(o, "--html")) html = v;
-            else {
-                char *end;
-                long t = strtol(v, &end, 10);
-                if (*end || t < 1 || t > 256) rc = cli_usage_error("compare", "--threads wants 1..256, not '%s'", v);
-                threads = (int)t;
-            }
+            else rc = cli_threads("compare", v, &threads);
         } else if (o[0] == '-' && o[1]) {
             rc = cli_usage_error("compare", "unknown option '%s'", o);
         } else if (in_data) {

@@ -64,10 +64,8 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             else if (!strcmp(o, "-q")) a->qconfig = v;
             else if (!strcmp(o, "--plan")) a->plan = v;
             else {
-                char *end;
-                long t = strtol(v, &end, 10);
-                if (*end || t < 1 || t > 256) return cli_usage_error(verb, "--threads wants 1..256, not '%s'", v);
-                a->threads = (int)t;
+                int rc = cli_threads(verb, v, &a->threads);
+                if (rc) return rc;
             }
             continue;
         }
