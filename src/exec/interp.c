@@ -591,19 +591,8 @@ static void drop_use(struct bpcc_value *ref, void *ud)
 
 static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
 {
-    /* "a.b.c": module "a.b", tensor "c" */
-    const char *t = n->target, *dot = strrchr(t, '.');
-    char path[512];
-    const char *name = t;
-    path[0] = '\0';
-    if (dot) {
-        size_t len = (size_t)(dot - t);
-        if (len >= sizeof path) len = sizeof path - 1;
-        memcpy(path, t, len);
-        path[len] = '\0';
-        name = dot + 1;
-    }
-    const struct bpcc_module *m = bpcc_graph_find_module(e->g, path);
+    const char *t = n->target, *name; /* "a.b.c": module "a.b", tensor "c" */
+    const struct bpcc_module *m = bpcc_graph_attr_owner(e->g, t, &name);
     const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
     bool integer = bt && (bt->dtype == BPCC_DTYPE_I64 || bt->dtype == BPCC_DTYPE_I32);
     if (!bt || !bt->data || (bt->dtype != BPCC_DTYPE_F32 && !integer))

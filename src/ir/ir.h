@@ -139,6 +139,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, con
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
 
 /* module.c */
+/* The module a get_attr target names an attribute of: "a.b.c" -> module "a.b", leaf "c"; a name
+** without dots -> the root module "". NULL when there is no such module. */
+BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,
+                                                        const char **leaf_out);
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,
 ** until bpcc_graph_compact_modules. The module objects stay valid (graph arena). */

@@ -216,6 +216,16 @@ struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const cha
     return e ? e->m : NULL;
 }
 
+struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
+{
+    const char *dot = strrchr(target, '.');
+    size_t len = dot ? (size_t)(dot - target) : 0;
+    struct module_index *e = NULL;
+    HASH_FIND(hh, g->module_index, dot ? target : "", len, e);
+    if (leaf_out) *leaf_out = dot ? dot + 1 : target;
+    return e ? e->m : NULL;
+}
+
 uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g) { return g->n_modules; }
 
 struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i)

@@ -64,24 +64,23 @@ static bool from_tensors(const struct bpcc_tensor *s, const struct bpcc_tensor *
 static const struct bpcc_tensor *arg_tensor(const struct bpcc_graph *g, const struct bpcc_value *v)
 {
     if (v->kind != BPCC_VAL_NODE || v->u.node->kind != BPCC_NODE_GET_ATTR) return NULL;
-    const char *t = v->u.node->target, *dot = strrchr(t, '.');
-    if (!dot) {
-        const struct bpcc_module *root = bpcc_graph_find_module(g, "");
-        return root ? bpcc_module_tensor(root, t) : NULL;
-    }
-    char path[1024];
-    size_t len = (size_t)(dot - t);
-    if (len >= sizeof path) return NULL;
-    memcpy(path, t, len);
-    path[len] = 0;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, path);
-    return m ? bpcc_module_tensor(m, dot + 1) : NULL;
+    const char *leaf;
+    const struct bpcc_module *m = bpcc_graph_attr_owner(g, v->u.node->target, &leaf);
+    return m ? bpcc_module_tensor(m, leaf) : NULL;
 }
 
 static const struct bpcc_value *arg(const struct bpcc_node *n, uint32_t i, const char *kw)
 {
     if (i < n->args.n) return &n->args.u.seq.items[i];
     return n->kwargs.kind == BPCC_VAL_DICT ? bpcc_value_get(&n->kwargs, kw) : NULL;
+}
+
+/* q cleared (kind NONE, no axis): the answer when there are no qparams */
+static bool none(struct bpcc_qparams *q)
+{
+    memset(q, 0, sizeof *q);
+    q->axis = -1;
+    return false;
 }
 
 static bool is_qdtype(enum bpcc_dtype t)
@@ -125,14 +124,8 @@ static bool quantize_node(const struct bpcc_graph *g, const struct bpcc_node *n,
 
 bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, struct bpcc_qparams *q)
 {
-    memset(q, 0, sizeof *q);
-    q->axis = -1;
-    if (n->kind != BPCC_NODE_CALL_MODULE) {
-        if (quantize_node(g, n, q)) return true;
-        memset(q, 0, sizeof *q);
-        q->axis = -1;
-        return false;
-    }
+    none(q);
+    if (n->kind != BPCC_NODE_CALL_MODULE) return quantize_node(g, n, q) || none(q);
     /* a calibrated observer: torch.ao.quantization.<...Observer> with scale and zero_point */
     const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
     if (!m || strncmp(m->type, "torch.ao.quantization.", 22)) return false;
@@ -141,33 +134,27 @@ bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, st
     if (!dt || dt->kind != BPCC_VAL_DTYPE || !is_qdtype(dt->u.dtype)) return false;
     bool pc = qs && qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel");
     q->dtype = dt->u.dtype;
-    if (from_tensors(bpcc_module_tensor(m, "scale"), bpcc_module_tensor(m, "zero_point"), pc,
-                     ax && ax->kind == BPCC_VAL_INT ? ax->u.i : 0, q))
-        return true;
-    memset(q, 0, sizeof *q);
-    q->axis = -1;
-    return false;
+    return from_tensors(bpcc_module_tensor(m, "scale"), bpcc_module_tensor(m, "zero_point"), pc,
+                        ax && ax->kind == BPCC_VAL_INT ? ax->u.i : 0, q) ||
+           none(q);
 }
 
 bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
 {
-    memset(q, 0, sizeof *q);
-    q->axis = -1;
+    none(q);
     const struct bpcc_value *qs = bpcc_module_attr(m, "weight_qscheme"), *dt = bpcc_module_attr(m, "weight_dtype");
     if (!dt || dt->kind != BPCC_VAL_DTYPE) return false;
     q->dtype = dt->u.dtype;
-    if (dt->u.dtype == BPCC_DTYPE_F16 || dt->u.dtype == BPCC_DTYPE_F32) {
+    if (dt->u.dtype == BPCC_DTYPE_F32) return none(q); /* a float weight: not quantized */
+    if (dt->u.dtype == BPCC_DTYPE_F16) {
         q->kind = BPCC_QPARAMS_FLOAT16;
-        return dt->u.dtype == BPCC_DTYPE_F16;
+        return true;
     }
     bool pc = qs && qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel");
     const struct bpcc_tensor *ax = bpcc_module_tensor(m, "weight_axis");
     int64_t axis = count(ax) == 1 ? (int64_t)num(ax, 0) : 0;
-    if (from_tensors(bpcc_module_tensor(m, "weight_scale"), bpcc_module_tensor(m, "weight_zero_point"), pc, axis, q))
-        return true;
-    memset(q, 0, sizeof *q);
-    q->axis = -1;
-    return false;
+    return from_tensors(bpcc_module_tensor(m, "weight_scale"), bpcc_module_tensor(m, "weight_zero_point"), pc, axis, q) ||
+           none(q);
 }
 
 const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n)

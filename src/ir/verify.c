@@ -51,19 +51,8 @@ static void count_def(struct bpcc_value *ref, void *ud)
 static bool attr_resolves(const struct bpcc_graph *g, const char *t)
 {
     if (bpcc_graph_find_module(g, t)) return true;
-    const char *dot = strrchr(t, '.');
-    char owner[512];
-    const char *leaf = t;
-    if (dot) {
-        size_t n = (size_t)(dot - t);
-        if (n >= sizeof owner) return false;
-        memcpy(owner, t, n);
-        owner[n] = 0;
-        leaf = dot + 1;
-    } else {
-        owner[0] = 0;
-    }
-    const struct bpcc_module *m = bpcc_graph_find_module(g, owner);
+    const char *leaf;
+    const struct bpcc_module *m = bpcc_graph_attr_owner(g, t, &leaf);
     return m && (bpcc_module_tensor(m, leaf) || bpcc_module_attr(m, leaf));
 }
 

@@ -564,18 +564,12 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
     if (!keep) return bpcc_diag_nomem(d);
     for (uint32_t i = 0; i < n; i++) g->modules[i]->mark = 0;
     uint32_t k = 0;
-    char owner[512];
     for (const struct bpcc_node *node = g->first; node; node = node->next) {
         if (node->kind != BPCC_NODE_CALL_MODULE && node->kind != BPCC_NODE_GET_ATTR) continue;
         struct bpcc_module *m = bpcc_graph_find_module(g, node->target);
         if (m) keep_subtree(m, keep, &k);
         if (node->kind != BPCC_NODE_GET_ATTR) continue;
-        const char *dot = strrchr(node->target, '.');
-        size_t ol = dot ? (size_t)(dot - node->target) : 0;
-        if (ol >= sizeof owner) continue;
-        memcpy(owner, node->target, ol);
-        owner[ol] = 0;
-        struct bpcc_module *o = bpcc_graph_find_module(g, owner);
+        struct bpcc_module *o = bpcc_graph_attr_owner(g, node->target, NULL);
         if (o && !o->mark) {
             o->mark = 1;
             keep[k++] = o;
