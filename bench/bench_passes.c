@@ -5,7 +5,8 @@
 **       counted in "passes"), convert, print (the IR text); the model's weights are faulted in
 **       after the load and before the passes, as PyTorch's model is in memory. Prints one JSON
 **       object: medians / min / max in ms per phase, "passes" = fuse + prepare + convert, node
-**       counts, the peak resident memory, and "weights_read_ms": one pass reading every weight
+**       counts, the peak resident memory (also after each phase of the first run:
+**       "peak_rss_after_kib"), and "weights_read_ms": one pass reading every weight
 **       (the floor for passes that must read them: batch-norm folding, weight observers).
 **   bench_passes --gen N OUT.bpcc
 **       writes a synthetic model of about N nodes: units of conv -> bn -> relu -> conv -> bn ->
@@ -224,6 +225,7 @@ int main(int argc, char **argv)
     struct bpcc_qconfig_mapping *qm;
     if (bpcc_config_load(backend, NULL, &c, &d) || bpcc_qconfig_load(qconfig, NULL, &qm, &d)) die(&d);
     long rss0 = peak_rss_kib();
+    long hwm[N_PHASES - 1] = {0}; /* the peak after each phase of the first run */
     double *t = calloc((size_t)runs * N_PHASES, sizeof *t), wread = 0;
     uint32_t n_in = 0, n_fused = 0, n_out = 0;
     uint64_t wbytes = 0;
@@ -232,7 +234,7 @@ int main(int argc, char **argv)
         double *p = t + (size_t)r * N_PHASES, t0 = now_ms();
         struct bpcc_graph *g;
         if (bpcc_graph_load(pos[0], &g, &d)) die(&d);
-        p[0] = now_ms() - t0;
+        p[0] = now_ms() - t0; if (!r) hwm[0] = peak_rss_kib();
         sink += read_weights(g, &wbytes); /* faulted in */
         t0 = now_ms();
         sink += read_weights(g, &wbytes);
@@ -241,24 +243,24 @@ int main(int argc, char **argv)
         n_in = bpcc_graph_n_nodes(g);
         t0 = now_ms();
         if (bpcc_fuse(g, c, NULL, NULL, &d)) die(&d);
-        p[1] = now_ms() - t0;
+        p[1] = now_ms() - t0; if (!r) hwm[1] = peak_rss_kib();
         n_fused = bpcc_graph_n_nodes(g);
         t0 = now_ms();
         if (bpcc_prepare(g, c, qm, NULL, NULL, &d)) die(&d);
-        p[2] = now_ms() - t0;
+        p[2] = now_ms() - t0; if (!r) hwm[2] = peak_rss_kib();
         struct bpcc_calibrate_options o = {.threads = 1};
         t0 = now_ms();
         if (bpcc_calibrate(g, &pos[1], 1, &o, &d)) die(&d);
-        p[3] = now_ms() - t0;
+        p[3] = now_ms() - t0; if (!r) hwm[3] = peak_rss_kib();
         t0 = now_ms();
         if (bpcc_convert(g, c, qm, NULL, NULL, &d)) die(&d);
-        p[4] = now_ms() - t0;
+        p[4] = now_ms() - t0; if (!r) hwm[4] = peak_rss_kib();
         n_out = bpcc_graph_n_nodes(g);
         char *text;
         size_t len;
         t0 = now_ms();
         if (bpcc_graph_print(g, "w.safetensors", &text, &len, &d)) die(&d);
-        p[5] = now_ms() - t0;
+        p[5] = now_ms() - t0; if (!r) hwm[5] = peak_rss_kib();
         bpcc_free(text);
         p[6] = p[1] + p[2] + p[4];
         bpcc_graph_free(g);
@@ -274,7 +276,9 @@ int main(int argc, char **argv)
         qsort(col, (size_t)runs, sizeof *col, cmp);
         printf(", \"%s\": [%.4f, %.4f, %.4f]", phase_names[k], col[runs / 2], col[0], col[runs - 1]);
     }
-    printf("}\n");
+    printf(", \"peak_rss_after_kib\": {");
+    for (int k = 0; k < N_PHASES - 1; k++) printf("%s\"%s\": %ld", k ? ", " : "", phase_names[k], hwm[k]);
+    printf("}}\n");
     free(col);
     free(t);
     bpcc_qconfig_free(qm);

@@ -239,12 +239,12 @@ struct bpcc_value {
             struct bpcc_value *items;
             const char **keys;      /* DICT only */
         } seq;
-        struct {                    /* TTYPE */
+        struct {                    /* TTYPE: n dims, owned like a sequence's items */
             enum bpcc_dtype dtype;
-            int64_t dims[BPCC_MAX_DIMS];
+            const int64_t *dims;
         } ttype;
     } u;
-};
+};                                  /* 24 bytes: values are the bulk of a graph's memory */
 
 /* Scalars need no allocation. */
 BPCC_API struct bpcc_value bpcc_value_none(void);

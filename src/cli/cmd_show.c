@@ -157,7 +157,7 @@ static void print_text(const char *path, struct bpcc_graph *g)
             struct bpcc_tensor *t = bpcc_module_tensor_at(m, k, &tn, &role);
             struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = bpcc_tensor_ndim(t)};
             tt.u.ttype.dtype = bpcc_tensor_dtype(t);
-            memcpy(tt.u.ttype.dims, bpcc_tensor_dims(t), tt.n * sizeof(int64_t));
+            tt.u.ttype.dims = bpcc_tensor_dims(t);
             char ty[256];
             meta_text(&tt, ty, sizeof ty);
             printf("%s%s %s", k ? ", " : "", tn, ty);

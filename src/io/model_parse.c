@@ -538,8 +538,9 @@ static enum bpcc_status parse_value(struct parser *ps, struct bpcc_value *out, i
     return out->u.s ? BPCC_OK : nomem(ps);
 }
 
-/* f32[1, 3, 224, 224] */
-static enum bpcc_status parse_ttype(struct parser *ps, struct bpcc_value *out)
+/* f32[1, 3, 224, 224] into *dtype, dims[0 .. *ndim) */
+static enum bpcc_status parse_ttype(struct parser *ps, enum bpcc_dtype *dtype, int64_t dims[BPCC_MAX_DIMS],
+                                    uint32_t *ndim)
 {
     skip_space(ps);
     const char *at = ps->p;
@@ -563,8 +564,8 @@ static enum bpcc_status parse_ttype(struct parser *ps, struct bpcc_value *out)
     if (ps->p >= ps->end || *ps->p != '[')
         return fail_at(ps, ps->p, "expected '[' right after element type '%s'", word);
     ps->p++;
-    *out = (struct bpcc_value){.kind = BPCC_VAL_TTYPE};
-    out->u.ttype.dtype = t;
+    *dtype = t;
+    *ndim = 0;
     if (accept(ps, ']')) return BPCC_OK;
     for (;;) {
         skip_space(ps);
@@ -572,9 +573,9 @@ static enum bpcc_status parse_ttype(struct parser *ps, struct bpcc_value *out)
         int64_t v;
         if (parse_int(ps, &v)) return ps->status;
         if (v < 0) return fail_at(ps, dim_at, "dimension %lld is negative", (long long)v);
-        if (out->n >= BPCC_MAX_DIMS)
+        if (*ndim >= BPCC_MAX_DIMS)
             return fail_limit(ps, dim_at, "tensor rank exceeds 8 dimensions");
-        out->u.ttype.dims[out->n++] = v;
+        dims[(*ndim)++] = v;
         if (accept(ps, ',')) continue;
         return expect(ps, ']');
     }
@@ -609,7 +610,17 @@ static enum bpcc_status parse_meta(struct parser *ps, struct bpcc_value *out, in
         if (n) memcpy(out->u.seq.items, items, n * sizeof *items);
         return BPCC_OK;
     }
-    return parse_ttype(ps, out);
+    enum bpcc_dtype dt;
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd;
+    if (parse_ttype(ps, &dt, dims, &nd)) return ps->status;
+    int64_t *kept = NULL;
+    if (nd && !(kept = BPCC_ARENA_NEWN(&ps->g->arena, int64_t, nd))) return nomem(ps);
+    if (nd) memcpy(kept, dims, nd * sizeof *dims);
+    *out = (struct bpcc_value){.kind = BPCC_VAL_TTYPE, .n = nd};
+    out->u.ttype.dtype = dt;
+    out->u.ttype.dims = kept;
+    return BPCC_OK;
 }
 
 static enum bpcc_status parse_header(struct parser *ps)
@@ -686,13 +697,9 @@ static enum bpcc_status parse_module(struct parser *ps, const char *kw_at)
             return fail_at(ps, tn_at, "tensor name '%s' must be a plain attribute name", tn);
         if (bpcc_module_tensor(m, tn)) return fail_at(ps, tn_at, "duplicate tensor '%s' in module '%s'", tn, name);
         if (expect(ps, ':')) return ps->status;
-        struct bpcc_value tt;
-        if (parse_ttype(ps, &tt) || expect_eol(ps)) return ps->status;
         struct bpcc_tensor *t = BPCC_ARENA_NEW(&ps->g->arena, struct bpcc_tensor);
         if (!t) return nomem(ps);
-        t->dtype = tt.u.ttype.dtype;
-        t->ndim = tt.n;
-        memcpy(t->dims, tt.u.ttype.dims, sizeof t->dims);
+        if (parse_ttype(ps, &t->dtype, t->dims, &t->ndim) || expect_eol(ps)) return ps->status;
         t->src_line = ps->line;
         t->src_col = col_of(ps, tat);
         bool overflow;

@@ -154,7 +154,7 @@ enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weight
             bpcc_buf_adds(&b, " : ");
             struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = mt->t->ndim};
             tt.u.ttype.dtype = mt->t->dtype;
-            memcpy(tt.u.ttype.dims, mt->t->dims, sizeof tt.u.ttype.dims);
+            tt.u.ttype.dims = mt->t->dims;
             print_ttype(&b, &tt);
             bpcc_buf_addc(&b, '\n');
         }

@@ -125,6 +125,14 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
         }
         return BPCC_OK;
     }
+    case BPCC_VAL_TTYPE: {
+        if (shared || !src->n) return BPCC_OK;
+        int64_t *dims = BPCC_ARENA_NEWN(&g->arena, int64_t, src->n);
+        if (!dims) return BPCC_ERR_NOMEM;
+        memcpy(dims, src->u.ttype.dims, src->n * sizeof *dims);
+        dst->u.ttype.dims = dims;
+        return BPCC_OK;
+    }
     default:
         return BPCC_OK;
     }
