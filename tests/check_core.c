@@ -83,6 +83,30 @@ START_TEST(buf_appends_and_formats)
 }
 END_TEST
 
+START_TEST(str_cat_builds_and_truncates_like_snprintf)
+{
+    char b[8];
+    size_t n = bpcc_str_cat_i64(b, sizeof b, bpcc_str_cat(b, sizeof b, 0, "ab"), -305);
+    ck_assert_uint_eq(n, 6);
+    ck_assert_str_eq(b, "ab-305");
+    n = bpcc_str_cat(b, sizeof b, n, "xyz"); /* 9 bytes wanted, 7 fit */
+    ck_assert_uint_eq(n, 9);
+    ck_assert_str_eq(b, "ab-305x");
+    n = bpcc_str_cat(b, sizeof b, n, "more"); /* already full: unchanged, length still counted */
+    ck_assert_uint_eq(n, 13);
+    ck_assert_str_eq(b, "ab-305x");
+    n = bpcc_str_catn(b, sizeof b, 0, "kindly", 4);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_str_eq(b, "kind");
+    char one[1] = {'q'};
+    ck_assert_uint_eq(bpcc_str_cat(one, 1, 0, "abc"), 3);
+    ck_assert_uint_eq(one[0], 0);
+    char e[24];
+    bpcc_str_cat_i64(e, sizeof e, 0, INT64_MIN);
+    ck_assert_str_eq(e, "-9223372036854775808");
+}
+END_TEST
+
 START_TEST(format_double_round_trips_and_is_short)
 {
     char out[32];
@@ -193,6 +217,7 @@ int main(void)
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, buf_appends_and_formats);
+    tcase_add_test(tc, str_cat_builds_and_truncates_like_snprintf);
     tcase_add_test(tc, format_double_round_trips_and_is_short);
     tcase_add_test(tc, diag_keeps_first_counts_rest);
     tcase_add_test(tc, diag_formats_offsets_and_plain_errors);

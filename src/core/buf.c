@@ -65,6 +65,27 @@ size_t bpcc_format_i64(int64_t v, char *out)
     return len;
 }
 
+size_t bpcc_str_catn(char *out, size_t size, size_t len, const char *s, size_t n)
+{
+    if (len < size) {
+        size_t room = size - len - 1, k = n < room ? n : room;
+        memcpy(out + len, s, k);
+        out[len + k] = 0;
+    }
+    return len + n;
+}
+
+size_t bpcc_str_cat(char *out, size_t size, size_t len, const char *s)
+{
+    return bpcc_str_catn(out, size, len, s, strlen(s));
+}
+
+size_t bpcc_str_cat_i64(char *out, size_t size, size_t len, int64_t v)
+{
+    char t[24];
+    return bpcc_str_catn(out, size, len, t, bpcc_format_i64(v, t));
+}
+
 void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...)
 {
     va_list ap;

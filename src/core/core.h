@@ -106,6 +106,13 @@ BPCC_INTERNAL void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...) BPC
 ** returns the length, NUL-terminated. */
 BPCC_INTERNAL void bpcc_buf_add_i64(struct bpcc_buf *b, int64_t v);
 BPCC_INTERNAL size_t bpcc_format_i64(int64_t v, char *out);
+/* Names built in fixed buffers, for the same reason: append s (at most n bytes of it) or v to
+** out[size] at len, which is the length so far (as returned by the previous call, starting at 0).
+** out stays NUL-terminated and is truncated like snprintf's; returns the untruncated length,
+** >= size when something did not fit. */
+BPCC_INTERNAL size_t bpcc_str_cat(char *out, size_t size, size_t len, const char *s);
+BPCC_INTERNAL size_t bpcc_str_catn(char *out, size_t size, size_t len, const char *s, size_t n);
+BPCC_INTERNAL size_t bpcc_str_cat_i64(char *out, size_t size, size_t len, int64_t v);
 /* Hand the NUL-terminated contents to the caller (free with bpcc_xfree); NULL after OOM. */
 BPCC_INTERNAL char *bpcc_buf_take(struct bpcc_buf *b, size_t *len_out);
 

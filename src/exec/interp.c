@@ -505,7 +505,6 @@ static bool has_quantized(const struct xval *pos, uint32_t np, const struct xval
 
 static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
 {
-    const struct bpcc_graph *g = e->g;
     struct xval *pos = NULL, *kw = NULL;
     enum bpcc_status s = BPCC_OK;
     uint32_t np = n->args.n, nk = n->kwargs.n;
@@ -522,7 +521,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
     struct xval out = {0};
     if (!s) {
         if (n->kind == BPCC_NODE_CALL_MODULE) {
-            const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+            const struct bpcc_module *m = bpcc_node_module(n);
             a.module = m;
             if (!m) s = bpcc_xerr(&a, "no module '%s'", n->target);
             else if (bpcc_obs_module_class(m) >= 0) {

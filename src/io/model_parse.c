@@ -729,7 +729,7 @@ static enum bpcc_status parse_node(struct parser *ps)
     const char *kind_at = ps->p;
     size_t kn = peek_word(ps);
     char kind_word[32];
-    snprintf(kind_word, sizeof kind_word, "%.*s", (int)(kn < 31 ? kn : 31), ps->p);
+    bpcc_str_catn(kind_word, sizeof kind_word, 0, ps->p, kn);
     enum bpcc_node_kind kind = kn ? bpcc_node_kind_from_name(kind_word) : BPCC_NODE_KIND_COUNT;
     if (kind == BPCC_NODE_KIND_COUNT) {
         char b[48];

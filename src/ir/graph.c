@@ -77,6 +77,7 @@ enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *sn
 {
     if (s) bpcc_graph_restore(g, snap);
     else bpcc_graph_free(snap);
+    bpcc_graph_resolve_modules(g); /* modules replaced during the pass, or the snapshot's nodes */
     return s;
 }
 
@@ -221,7 +222,7 @@ static void default_candidate(enum bpcc_node_kind kind, const char *target, char
     } else if (kind == BPCC_NODE_OUTPUT) {
         t = "output";
     }
-    snprintf(out, n, "%s", t);
+    bpcc_str_cat(out, n, 0, t);
 }
 
 /* }================================================ */
@@ -376,6 +377,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     n->kind = kind;
     n->target = bpcc_graph_intern(g, target);
     if (!n->target) return bpcc_diag_nomem(d);
+    if (kind == BPCC_NODE_CALL_MODULE) n->module = bpcc_graph_find_module(g, n->target);
     struct bpcc_value empty_tuple = {.kind = BPCC_VAL_TUPLE};
     struct bpcc_value empty_dict = {.kind = BPCC_VAL_DICT};
     if (!args) args = &empty_tuple;
@@ -394,7 +396,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
         nm = bpcc_graph_intern(g, name);
     } else {
         char cand[256];
-        if (name) snprintf(cand, sizeof cand, "%s", name);
+        if (name) bpcc_str_cat(cand, sizeof cand, 0, name);
         else default_candidate(kind, n->target, cand, sizeof cand);
         nm = unique_name(g, cand);
     }
@@ -530,6 +532,7 @@ enum bpcc_status bpcc_node_set_target(struct bpcc_node *n, const char *target,
     const char *t = bpcc_graph_intern(n->graph, target);
     if (!t) return bpcc_diag_nomem(d);
     n->target = t;
+    n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, t) : NULL;
     return BPCC_OK;
 }
 

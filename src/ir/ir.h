@@ -35,6 +35,7 @@ struct bpcc_node {
     uint32_t n_users, cap_users;
     uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
     uint32_t mark;              /* scratch for passes (topo sort, verify) */
+    struct bpcc_module *module; /* the module `target` last named: a cache, see bpcc_node_module */
 };
 
 struct bpcc_tensor {
@@ -139,6 +140,14 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, con
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
 
 /* module.c */
+/* bpcc_graph_find_module(n->graph, n->target) through the module remembered on the node: passes
+** ask for a node's module many times, and each table lookup is a few cache misses on a big graph.
+** The remembered module is used while it is still in the table (not unlinked) under the node's
+** target, else the table is asked. Only mutators remember (node creation, retargeting, and
+** bpcc_graph_resolve_modules at the end of each pass), so that readers of a const graph write
+** nothing. */
+BPCC_INTERNAL struct bpcc_module *bpcc_node_module(const struct bpcc_node *n);
+BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 /* The module a get_attr target names an attribute of: "a.b.c" -> module "a.b", leaf "c"; a name
 ** without dots -> the root module "". NULL when there is no such module. */
 BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,

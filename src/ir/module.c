@@ -216,6 +216,20 @@ struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const cha
     return e ? e->m : NULL;
 }
 
+struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
+{
+    const struct bpcc_module *m = n->module;
+    /* names and targets are interned in the same graph: equal strings are equal pointers */
+    if (m && !m->dead && m->name == n->target) return n->module;
+    return bpcc_graph_find_module(n->graph, n->target);
+}
+
+void bpcc_graph_resolve_modules(struct bpcc_graph *g)
+{
+    for (struct bpcc_node *n = g->first; n; n = n->next)
+        n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(g, n->target) : NULL;
+}
+
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
 {
     const char *dot = strrchr(target, '.');

@@ -25,6 +25,7 @@ static enum bpcc_status copy_nodes(struct bpcc_graph *dst, const struct bpcc_gra
         if (!c) return BPCC_ERR_NOMEM;
         *c = *n;
         c->graph = dst;
+        c->module = NULL; /* n's, not the snapshot's */
         c->prev = prev;
         c->next = NULL;
         if (prev) prev->next = c;

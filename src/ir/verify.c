@@ -97,7 +97,7 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
                                 "the output node may not have users");
             break;
         case BPCC_NODE_CALL_MODULE:
-            if (!bpcc_graph_find_module(g, n->target)) {
+            if (!bpcc_node_module(n)) {
                 bpcc_diag_error(d, BPCC_ERR_GRAPH, file, n->src_line, n->src_col,
                                 "node '%s' calls module '%s', which is not defined", n->name,
                                 n->target);

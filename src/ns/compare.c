@@ -318,7 +318,7 @@ enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *fg, const struct 
         if (l->mismatch || !l->prop.n) continue; /* not a float tensor in both, or shapes differ */
         struct bpcc_compare_row *row = &r->rows[r->n_rows++];
         row->name = row->float_name = l->qnode->name;
-        const struct bpcc_module *m = l->qnode->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(qg, l->qnode->target) : NULL;
+        const struct bpcc_module *m = l->qnode->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module(l->qnode) : NULL;
         row->what = m ? m->type : l->qnode->kind == BPCC_NODE_PLACEHOLDER ? "placeholder" : l->qnode->target;
         row->numel = l->prop.n;
         acc_result(&l->prop, &row->sqnr_db, &row->l2_error, &row->cosine, &row->max_abs_error);

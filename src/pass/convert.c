@@ -47,10 +47,10 @@ static bool none_qconfig(const struct conv *cv, const struct bpcc_node *n)
     return n->id < cv->n_ids && cv->in_map[n->id] && !cv->qc[n->id];
 }
 
-static bool is_obs_node(const struct bpcc_graph *g, const struct bpcc_node *n)
+static bool is_obs_node(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return false;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    const struct bpcc_module *m = bpcc_node_module(n);
     return m && bpcc_obs_module_class(m) >= 0;
 }
 
@@ -69,7 +69,7 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
     struct bpcc_module *root = root_module(cv);
     if (!root) return BPCC_ERR_NOMEM;
     char base[256], name[300];
-    snprintf(base, sizeof base, "%s", prefix);
+    size_t lb = bpcc_str_cat(base, sizeof base, 0, prefix);
     for (char *p = base; *p; p++)
         if (*p == '.') *p = '_';
     const char *key = bpcc_graph_intern(cv->g, base);
@@ -89,7 +89,7 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
     }
     /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile) */
     for (uint32_t i = pn->next;; i++) {
-        snprintf(name, sizeof name, "%s%u", base, i);
+        bpcc_str_cat_i64(name, sizeof name, bpcc_str_catn(name, sizeof name, 0, base, lb < sizeof base ? lb : sizeof base - 1), i);
         if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) {
             pn->next = i + 1;
             break;
@@ -141,7 +141,7 @@ static enum bpcc_status dequantize_before(struct conv *cv, struct bpcc_node *q, 
 static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
 {
     struct bpcc_graph *g = cv->g;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, obs->target);
+    const struct bpcc_module *m = bpcc_node_module(obs);
     struct observer_spec spec;
     bpcc_obs_spec_of_module(m, &spec);
     struct bpcc_node *in = obs->args.n && obs->args.u.seq.items[0].kind == BPCC_VAL_NODE ? obs->args.u.seq.items[0].u.node : NULL;
@@ -166,8 +166,10 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         const char *prefix;
         const char *path = module_path(cv, obs, &prefix);
         char p1[300], p2[300];
-        snprintf(p1, sizeof p1, "%s%s_scale_", path, prefix);
-        snprintf(p2, sizeof p2, "%s%s_zero_point_", path, prefix);
+        size_t lp = bpcc_str_cat(p1, sizeof p1, bpcc_str_cat(p1, sizeof p1, 0, path), prefix);
+        memcpy(p2, p1, sizeof p2);
+        bpcc_str_cat(p1, sizeof p1, lp, "_scale_");
+        bpcc_str_cat(p2, sizeof p2, lp, "_zero_point_");
         struct bpcc_tensor *ts, *tz;
         int64_t C = sc->ndim ? sc->dims[0] : 1;
         if (per_channel) {
@@ -271,7 +273,7 @@ static bool qconfig_supported(const struct qconfig *qc, const struct pattern_ent
 static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, bool observed)
 {
     struct bpcc_graph *g = cv->g;
-    struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    struct bpcc_module *m = bpcc_node_module(n);
     if (!m) return BPCC_OK;
     struct bpcc_module *root = m;
     const struct pattern_entry *e = entry_for(cv->c, m->type);
@@ -360,22 +362,22 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         uint32_t na = bpcc_qconfig_assignment_count(cv.qa);
         for (uint32_t i = 0; i < na; i++) {
             const struct bpcc_node_qconfig *nq = bpcc_qconfig_assignment_at(cv.qa, i);
-            if (is_obs_node(g, nq->node)) continue; /* PyTorch's map predates the observers */
+            if (is_obs_node(nq->node)) continue; /* PyTorch's map predates the observers */
             cv.qc[nq->node->id] = nq->qconfig;
             cv.in_map[nq->node->id] = 1;
         }
         /* weighted modules first (observed: an observer on an input or the output) */
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
-            if (n->kind != BPCC_NODE_CALL_MODULE || is_obs_node(g, n)) continue;
+            if (n->kind != BPCC_NODE_CALL_MODULE || is_obs_node(n)) continue;
             bool observed = false;
             for (uint32_t i = 0; i < n->args.n && !observed; i++)
-                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(g, n->args.u.seq.items[i].u.node);
-            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(g, n->users[i].node);
+                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(n->args.u.seq.items[i].u.node);
+            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(n->users[i].node);
             s = convert_module(&cv, n, observed);
         }
         for (struct bpcc_node *n = g->first; n && !s;) {
             struct bpcc_node *next = n->next;
-            if (is_obs_node(g, n)) s = convert_observer(&cv, n);
+            if (is_obs_node(n)) s = convert_observer(&cv, n);
             n = next;
         }
         /* the observer modules go (unlinked one by one, the table compacted once) */

@@ -165,7 +165,7 @@ static char *child_path(const char *root, const char *child)
 {
     size_t n = strlen(root) + strlen(child) + 2;
     char *p = bpcc_malloc(n);
-    if (p) snprintf(p, n, "%s.%s", root, child);
+    if (p) bpcc_str_cat(p, n, bpcc_str_cat(p, n, bpcc_str_cat(p, n, 0, root), "."), child);
     return p;
 }
 
@@ -178,8 +178,8 @@ static enum bpcc_status container(struct fuse_call *fc, const char *type,
     struct bpcc_module *c;
     enum bpcc_status s = new_module(fc->g, fc->root_path, type, true, &c, fc->d);
     for (uint32_t i = 0; !s && i < n_parts; i++) {
-        char idx[16];
-        snprintf(idx, sizeof idx, "%u", i);
+        char idx[24];
+        bpcc_format_i64(i, idx);
         char *p = child_path(fc->root_path, idx);
         if (!p) return bpcc_diag_nomem(fc->d);
         struct bpcc_module *m;
@@ -197,15 +197,16 @@ static enum bpcc_status container(struct fuse_call *fc, const char *type,
     return s;
 }
 
-static const char *conv_dim_type(const char *conv_type, const char *prefix, const char *suffix)
+/* prefix + "1d" / "2d" / "3d" after the conv's type, in buf[TYPE_NAME_MAX]; NULL for other types */
+#define TYPE_NAME_MAX 128
+static const char *conv_dim_type(char *buf, const char *conv_type, const char *prefix)
 {
-    static char buf[128];
     const char *d = NULL;
     if (!strcmp(conv_type, "torch.nn.Conv1d")) d = "1d";
     else if (!strcmp(conv_type, "torch.nn.Conv2d")) d = "2d";
     else if (!strcmp(conv_type, "torch.nn.Conv3d")) d = "3d";
     if (!d) return NULL;
-    snprintf(buf, sizeof buf, "%s%s%s", prefix, d, suffix);
+    bpcc_str_cat(buf, TYPE_NAME_MAX, bpcc_str_cat(buf, TYPE_NAME_MAX, 0, prefix), d);
     return buf;
 }
 
@@ -247,7 +248,8 @@ static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
     if (s) return s;
     if (fc->is_qat) {
         if ((s = qat_bn_checks(fc, conv, bn, "out_channels"))) return s;
-        const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvBn", "");
+        char type[TYPE_NAME_MAX];
+        const char *t = conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvBn");
         if (!t) return fail(fc, "cannot fuse train modules (%s, %s)", conv->type, bn->type);
         const struct bpcc_module *parts[] = {conv, bn};
         return container(fc, t, parts, 2, NULL);
@@ -264,15 +266,15 @@ static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
     if (s) return s;
     if (fc->is_qat) {
         if ((s = qat_bn_checks(fc, conv, bn, "out_channels"))) return s;
-        const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvBnReLU", "");
+        char type[TYPE_NAME_MAX];
+        const char *t = conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvBnReLU");
         if (!t) return fail(fc, "cannot fuse train modules (%s, %s, relu)", conv->type, bn->type);
         const struct bpcc_module *parts[] = {conv, bn, relu};
         return container(fc, t, parts, 3, NULL);
     }
-    const char *t = conv_dim_type(conv->type, "torch.ao.nn.intrinsic.ConvReLU", "");
-    if (!t) return fail(fc, "cannot fuse eval modules (%s, %s, relu)", conv->type, bn->type);
-    char type[128];
-    snprintf(type, sizeof type, "%s", t);
+    char type[TYPE_NAME_MAX];
+    if (!conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvReLU"))
+        return fail(fc, "cannot fuse eval modules (%s, %s, relu)", conv->type, bn->type);
     /* ConvReLU(fuse_conv_bn_eval(conv, bn), relu) */
     const struct bpcc_module *parts[] = {conv, relu};
     struct bpcc_module *children[2];
@@ -461,11 +463,11 @@ static bool has_fuser(const struct pattern_entry *e) { return e->fuser_method !=
 
 /* The leaf type PyTorch's get_fuser_method_new looks up: a call_module's module type, nn.ReLU
 ** for F.relu, a function or method target, MatchAllNode for anything else. */
-static const char *leaf_type(const struct bpcc_graph *g, const struct match *m, uint32_t i)
+static const char *leaf_type(const struct match *m, uint32_t i)
 {
     const struct bpcc_node *n = m->nodes[i];
     if (!strcmp(m->leaf_pattern[i]->op, "MatchAllNode") || !n) return "MatchAllNode";
-    if (n->kind == BPCC_NODE_CALL_MODULE) return bpcc_node_op(g, n);
+    if (n->kind == BPCC_NODE_CALL_MODULE) return bpcc_node_op(n);
     if (n->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(n->target, "torch.nn.functional.relu"))
         return "torch.nn.ReLU";
     if (n->kind == BPCC_NODE_CALL_FUNCTION || n->kind == BPCC_NODE_CALL_METHOD) return n->target;
@@ -485,12 +487,11 @@ static bool shape_is(const struct pattern *p, const struct pattern *like, const 
 
 /* get_fuser_method_new: the fuser registered for the matched types, trying MatchAllNode in
 ** place of leaves (the original first; the last position varies fastest). */
-static const struct pattern_entry *fuser_entry(const struct bpcc_config *c, const struct bpcc_graph *g,
-                                               const struct match *m)
+static const struct pattern_entry *fuser_entry(const struct bpcc_config *c, const struct match *m)
 {
     uint32_t L = m->n_leaves;
     const char *types[MATCH_MAX_LEAVES], *ops[MATCH_MAX_LEAVES];
-    for (uint32_t i = 0; i < L; i++) types[i] = leaf_type(g, m, i);
+    for (uint32_t i = 0; i < L; i++) types[i] = leaf_type(m, i);
     uint32_t limit = L < 10 ? (1u << L) : 1024;
     for (uint32_t mask = 0; mask < limit; mask++) {
         for (uint32_t i = 0; i < L; i++)
@@ -566,7 +567,7 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
     uint32_t k = 0;
     for (const struct bpcc_node *node = g->first; node; node = node->next) {
         if (node->kind != BPCC_NODE_CALL_MODULE && node->kind != BPCC_NODE_GET_ATTR) continue;
-        struct bpcc_module *m = bpcc_graph_find_module(g, node->target);
+        struct bpcc_module *m = bpcc_node_module(node);
         if (m) keep_subtree(m, keep, &k);
         if (node->kind != BPCC_NODE_GET_ATTR) continue;
         struct bpcc_module *o = bpcc_graph_attr_owner(g, node->target, NULL);
@@ -613,7 +614,7 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
                                "cannot fuse %s: its root op '%s' is not a module call (PyTorch's "
                                "fuser requires a call_module root)", WHERE(),
                                p->root ? p->root->name : "?");
-    p->fuser = fuser_entry(c, g, m);
+    p->fuser = fuser_entry(c, m);
     if (!p->fuser)
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->anchor->src_line,
                                m->anchor->src_col,
@@ -627,11 +628,11 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
     struct fuse_call *fc = &p->fc;
     *fc = (struct fuse_call){.g = g, .is_qat = is_qat, .fused_module = p->fuser->fused_module,
                              .n = m->n_leaves, .root_path = p->root->target, .d = d};
-    fc->root = bpcc_graph_find_module(g, p->root->target);
+    fc->root = bpcc_node_module(p->root);
     for (uint32_t i = 0; i < m->n_leaves; i++) {
         const struct bpcc_node *ln = m->nodes[i];
-        fc->op[i] = leaf_type(g, m, i);
-        fc->mod[i] = ln && ln->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(g, ln->target) : NULL;
+        fc->op[i] = leaf_type(m, i);
+        fc->mod[i] = ln && ln->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module(ln) : NULL;
     }
     return BPCC_OK;
 }
@@ -691,11 +692,11 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
         struct planned *p = &plans[i];
         p->fc.m = &p->m;
         /* the root's path now names the fused module */
-        struct bpcc_module *old = bpcc_graph_find_module(g, p->root->target);
+        struct bpcc_module *old = bpcc_node_module(p->root);
         if (old) bpcc_graph_unlink_module(g, old);
         if ((s = run_fuser(p->def, &p->fc)) || (s = rewire(g, p, d))) break;
         if (explain_out) {
-            const struct bpcc_module *fm = bpcc_graph_find_module(g, p->root->target);
+            const struct bpcc_module *fm = bpcc_node_module(p->root);
             bpcc_buf_printf(&ex, "%s -> %s (%s): ", p->root->name, fm ? fm->type : "?",
                             p->fuser->fuser_method);
             bool first = true;

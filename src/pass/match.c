@@ -6,11 +6,11 @@
 */
 #include "pass.h"
 
-const char *bpcc_node_op(const struct bpcc_graph *g, const struct bpcc_node *n)
+const char *bpcc_node_op(const struct bpcc_node *n)
 {
     switch (n->kind) {
     case BPCC_NODE_CALL_MODULE: {
-        const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+        const struct bpcc_module *m = bpcc_node_module(n);
         return m ? m->type : NULL;
     }
     case BPCC_NODE_CALL_FUNCTION:
@@ -35,7 +35,7 @@ bool bpcc_pattern_match(const struct bpcc_graph *g, const struct pattern *p,
     if (v->kind != BPCC_VAL_NODE) return false;
     const struct bpcc_node *n = v->u.node;
     if (n->n_users > max_uses) return false;
-    const char *op = bpcc_node_op(g, n);
+    const char *op = bpcc_node_op(n);
     if (!op || strcmp(op, p->op) != 0) return false; /* canonical names: one op, one name */
     uint32_t mark = m->n_leaves;
     m->leaf_pattern[m->n_leaves] = p;
@@ -69,7 +69,7 @@ enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g, const struct bpcc_
     uint32_t n = 0, cap = 0;
     for (struct bpcc_node *node = g->last; node; node = node->prev) {
         if (claimed[node->id]) continue;
-        const char *op = bpcc_node_op(g, node);
+        const char *op = bpcc_node_op(node);
         if (!op) continue;
         uint32_t n_cand;
         const uint32_t *cand = bpcc_registry_candidates(c, op, &n_cand);

@@ -23,7 +23,7 @@ struct match {
 
 /* The op a node is matched by: a call_module's module type, a call_function's or
 ** call_method's target; NULL for other kinds. */
-BPCC_INTERNAL const char *bpcc_node_op(const struct bpcc_graph *g, const struct bpcc_node *n);
+BPCC_INTERNAL const char *bpcc_node_op(const struct bpcc_node *n);
 
 /* PyTorch's _is_match: does `node` match pattern p (anchor: any users; interior: max_uses)?
 ** On success the leaves are appended to m. */

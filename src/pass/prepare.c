@@ -63,16 +63,16 @@ static bool is_original(const struct prep *p, const struct bpcc_node *n) { retur
 static const char *obs_type_prefix = "torch.ao.quantization.";
 
 /* The observer class of a call_module node's module, -1 when it is not an observer. */
-static int observer_class(const struct bpcc_graph *g, const struct bpcc_node *n)
+static int observer_class(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return -1;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    const struct bpcc_module *m = bpcc_node_module(n);
     return m ? bpcc_obs_module_class(m) : -1;
 }
 
-static enum bpcc_dtype observer_dtype(const struct bpcc_graph *g, const struct bpcc_node *n)
+static enum bpcc_dtype observer_dtype(const struct bpcc_node *n)
 {
-    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    const struct bpcc_module *m = bpcc_node_module(n);
     const struct bpcc_value *v = m ? bpcc_module_attr(m, "dtype") : NULL;
     return v && v->kind == BPCC_VAL_DTYPE ? v->u.dtype : BPCC_DTYPE_NONE;
 }
@@ -99,7 +99,7 @@ static enum bpcc_status find_matches(struct prep *p)
     uint32_t cap = 0;
     for (struct bpcc_node *node = g->last; node; node = node->prev) {
         if (!is_original(p, node) || p->owner[node->id] >= 0) continue; /* stubs' observers are not matched */
-        const char *op = bpcc_node_op(g, node);
+        const char *op = bpcc_node_op(node);
         if (!op) continue;
         uint32_t n_cand;
         const uint32_t *cand = bpcc_registry_candidates(p->c, op, &n_cand);
@@ -150,12 +150,11 @@ static bool node_no_tensors(struct prep *p, const struct bpcc_node *n)
 
 static bool compute_no_tensors(struct prep *p, const struct bpcc_node *n)
 {
-    const struct bpcc_graph *g = p->g;
     switch (n->kind) {
     case BPCC_NODE_PLACEHOLDER:
     case BPCC_NODE_GET_ATTR: return false;
     case BPCC_NODE_CALL_MODULE:
-        if (observer_class(g, n) >= 0) return n->args.n ? no_tensors_of(p, &n->args.u.seq.items[0]) : true;
+        if (observer_class(n) >= 0) return n->args.n ? no_tensors_of(p, &n->args.u.seq.items[0]) : true;
         return false;
     default: break;
     }
@@ -316,7 +315,7 @@ static unsigned arg_kind(const struct prep *p, const struct bpcc_node *n, const 
 static bool has_weight(const struct prep *p, const struct bpcc_node *n)
 {
     if (n->kind == BPCC_NODE_CALL_MODULE) {
-        const struct bpcc_module *m = bpcc_graph_find_module(p->g, n->target);
+        const struct bpcc_module *m = bpcc_node_module(n);
         if (!m) return false;
         if (bpcc_module_tensor(m, "weight")) return true;
         for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling)
@@ -447,7 +446,7 @@ static enum bpcc_status observer_attrs(struct bpcc_graph *g, struct bpcc_module 
     bool ranged = o->cls != OC_PLACEHOLDER && o->cls != OC_NOOP && o->cls != OC_REUSE_INPUT;
     if (ranged) {
         char q[64];
-        snprintf(q, sizeof q, "torch.%s", bpcc_qscheme_name(o->qscheme));
+        bpcc_str_cat(q, sizeof q, bpcc_str_cat(q, sizeof q, 0, "torch."), bpcc_qscheme_name(o->qscheme));
         struct bpcc_value qs;
         s = bpcc_value_str_new(g, BPCC_VAL_SYMBOL, q, &qs);
         if (!s) s = bpcc_module_set_attr(m, "qscheme", &qs, d);
@@ -495,11 +494,10 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
                                         const char *role, const struct bpcc_node *for_node, struct bpcc_node **out)
 {
     struct bpcc_graph *g = p->g;
-    char name[64];
-    do snprintf(name, sizeof name, "activation_post_process_%u", p->next_obs++);
+    char name[64], type[96];
+    do bpcc_str_cat_i64(name, sizeof name, bpcc_str_cat(name, sizeof name, 0, "activation_post_process_"), p->next_obs++);
     while (bpcc_graph_find_module(g, name));
-    char type[96];
-    snprintf(type, sizeof type, "%s%s", obs_type_prefix, bpcc_obs_class_name(o->cls));
+    bpcc_str_cat(type, sizeof type, bpcc_str_cat(type, sizeof type, 0, obs_type_prefix), bpcc_obs_class_name(o->cls));
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, type, &m, p->d);
     if (!s) s = observer_attrs(g, m, o, p->d);
@@ -518,10 +516,12 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
         r->observers = no;
         r->cap_observers = cap;
     }
-    char why[160];
-    snprintf(why, sizeof why, "%s of %s", role, for_node->name);
-    const char *w = bpcc_arena_strndup(&r->arena, why, strlen(why));
+    size_t lr = strlen(role), ln = strlen(for_node->name);
+    char *w = bpcc_arena_alloc_uninit(&r->arena, lr + 4 + ln + 1, 1); /* "<role> of <node>" */
     if (!w) return bpcc_diag_nomem(p->d);
+    memcpy(w, role, lr);
+    memcpy(w + lr, " of ", 4);
+    memcpy(w + lr + 4, for_node->name, ln + 1);
     r->observers[r->n_observers++] = (struct prep_observer){*out, arg, for_node, (*out)->target, *o, w};
     return BPCC_OK;
 }
@@ -553,7 +553,7 @@ static bool do_not_observe(uint8_t t) { return t == TD_PY_INT || t == TD_PY_FLOA
 static uint8_t arg_output_dtype(struct prep *p, const struct bpcc_node *arg)
 {
     if (arg->id >= p->stub_lo && arg->id - p->stub_lo < p->n_stubs) return p->stub_dtype[arg->id - p->stub_lo];
-    if (observer_class(p->g, arg) >= 0) {
+    if (observer_class(arg) >= 0) {
         const struct bpcc_node *o = arg_node(arg, 0);
         return o && pn(p, o) ? pn(p, o)->out : TD_ABSENT;
     }
@@ -597,8 +597,8 @@ static enum bpcc_status input_ref(struct input_ctx *c, struct bpcc_value *ref)
     /* an observer of the same class and of the wanted dtype already on this value is reused */
     for (uint32_t i = 0; i < arg->n_users && !obs; i++) {
         struct bpcc_node *u = arg->users[i].node;
-        int cls = observer_class(p->g, u);
-        if (cls == (int)ctr->cls && tdt_is_dtype(in_dt) && observer_dtype(p->g, u) == (enum bpcc_dtype)in_dt) obs = u;
+        int cls = observer_class(u);
+        if (cls == (int)ctr->cls && tdt_is_dtype(in_dt) && observer_dtype(u) == (enum bpcc_dtype)in_dt) obs = u;
     }
     if (!obs) {
         enum bpcc_status s = insert_observer(p, arg, ctr, weight ? "weight input" : "input", c->node, &obs);
@@ -659,7 +659,7 @@ static enum bpcc_status share_observers(struct prep *p, struct bpcc_node *n, boo
     }
     if (fa->kind != BPCC_VAL_NODE) return BPCC_OK;
     struct bpcc_node *up = fa->u.node;
-    for (uint32_t guard = 0; observer_class(p->g, up) < 0; guard++) {
+    for (uint32_t guard = 0; observer_class(up) < 0; guard++) {
         if (up->kind == BPCC_NODE_PLACEHOLDER || guard > 10000) return BPCC_OK;
         struct bpcc_node *next = NULL;
         bool last_is_node = false;
@@ -679,7 +679,7 @@ static enum bpcc_status share_observers(struct prep *p, struct bpcc_node *n, boo
             const struct bpcc_value *e = &first->u.seq.items[i];
             if (e->kind != BPCC_VAL_NODE) return BPCC_OK; /* PyTorch fails on it (AttributeError) */
             struct bpcc_node *in = e->u.node;
-            for (uint32_t guard = 0; observer_class(p->g, in) < 0; guard++) {
+            for (uint32_t guard = 0; observer_class(in) < 0; guard++) {
                 if (!in->args.n || guard > 10000) return BPCC_OK; /* the earlier inputs stay shared, as in PyTorch */
                 if (in->args.u.seq.items[0].kind != BPCC_VAL_NODE) return BPCC_OK;
                 in = in->args.u.seq.items[0].u.node;
@@ -762,14 +762,14 @@ static int stub_kind_of_type(const char *type)
     return 0;
 }
 
-static int stub_kind(const struct bpcc_graph *g, const struct bpcc_node *n)
+static int stub_kind(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return 0;
-    const struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+    const struct bpcc_module *m = bpcc_node_module(n);
     return m ? stub_kind_of_type(m->type) : 0;
 }
 
-static bool is_stub(const struct bpcc_graph *g, const struct bpcc_node *n) { return stub_kind(g, n) != 0; }
+static bool is_stub(const struct bpcc_node *n) { return stub_kind(n) != 0; }
 
 /* paddle.nn.quant.Stub -> QuanterStub: each call of a stub module becomes an observer of its
 ** input with the stub's own `observer` spec, else its qconfig's activation observer; a stub with
@@ -779,7 +779,7 @@ static enum bpcc_status replace_stubs(struct prep *p)
     struct bpcc_graph *g = p->g;
     struct bpcc_prepare_report *r = p->r;
     uint32_t n = 0;
-    for (uint32_t k = 0; k < r->n_nodes; k++) n += is_stub(g, r->nodes[k].node);
+    for (uint32_t k = 0; k < r->n_nodes; k++) n += is_stub(r->nodes[k].node);
     if (!n) return BPCC_OK;
     p->stub_dtype = bpcc_malloc(n);
     if (!p->stub_dtype) return bpcc_diag_nomem(p->d);
@@ -787,17 +787,17 @@ static enum bpcc_status replace_stubs(struct prep *p)
     for (uint32_t k = 0; k < r->n_nodes; k++) {
         struct prep_node *x = &r->nodes[k];
         struct bpcc_node *node = x->node;
-        if (!is_stub(g, node)) continue;
-        const struct bpcc_module *m = bpcc_graph_find_module(g, node->target);
+        if (!is_stub(node)) continue;
+        const struct bpcc_module *m = bpcc_node_module(node);
         struct bpcc_node *in = arg_node(node, 0);
         if (node->args.n != 1 || !in || node->kwargs.n)
             return bpcc_diag_error(p->d, BPCC_ERR_GRAPH, g->source_file, node->src_line, node->src_col,
                                    "stub '%s' (%s) takes exactly one tensor argument", node->name, stub_type);
-        const struct bpcc_value *attr = stub_kind(g, node) == 1 ? bpcc_module_attr(m, "observer") : NULL;
+        const struct bpcc_value *attr = stub_kind(node) == 1 ? bpcc_module_attr(m, "observer") : NULL;
         struct observer_spec own;
         const struct observer_spec *spec = NULL;
         const char *role = "stub (the qconfig's activation)";
-        if (stub_kind(g, node) == 2) {
+        if (stub_kind(node) == 2) {
             /* DeQuantStub: the value leaves quantization; it goes away */
         } else if (attr && attr->kind != BPCC_VAL_NONE) {
             enum bpcc_status s = bpcc_observer_spec_from_value(attr, g->source_file, m->src_line, m->src_col, &g->intern,
@@ -892,7 +892,7 @@ static enum bpcc_status validate_fixed_qparams(struct prep *p)
     for (uint32_t k = 0; k < p->r->n_nodes; k++) {
         const struct bpcc_node *n = p->r->nodes[k].node;
         if (n->kind != BPCC_NODE_CALL_FUNCTION && n->kind != BPCC_NODE_CALL_MODULE) continue;
-        const char *op = bpcc_node_op(p->g, n);
+        const char *op = bpcc_node_op(n);
         int f = fixed_qparams_op(n, op);
         const struct qconfig *qc = p->qc[n->id];
         if (!f || !qc) continue;
@@ -1020,7 +1020,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
     for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
     for (struct bpcc_node *n = g->first; n; n = n->next)
         if (n->kind == BPCC_NODE_CALL_MODULE) {
-            struct bpcc_module *m = bpcc_graph_find_module(g, n->target);
+            struct bpcc_module *m = bpcc_node_module(n);
             if (m) m->mark = 1;
         }
     for (uint32_t i = 0; i < g->n_modules; i++) { /* unlinked one by one, the table compacted once */

@@ -190,7 +190,7 @@ static void reason_text(const struct bpcc_prepare_report *r, const struct prep_n
         break;
     case PS_NO_QCONFIG: bpcc_buf_adds(b, "float: its qconfig is null"); break;
     case PS_NO_PATTERN:
-        bpcc_buf_printf(b, "float: no pattern of %s matches %s", config_name(r), bpcc_node_op(r->graph, n));
+        bpcc_buf_printf(b, "float: no pattern of %s matches %s", config_name(r), bpcc_node_op(n));
         break;
     case PS_REJECTED:
         bpcc_buf_adds(b, "float: the backend rejects its qconfig: ");

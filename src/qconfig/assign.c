@@ -204,7 +204,7 @@ static enum bpcc_status fusion(struct assigner *A)
     if (A->m->n_rules[QR_OBJECT_TYPE] == 0) return BPCC_OK;
     for (const struct bpcc_node *n = a->graph->first; n; n = n->next) {
         if (n->kind != BPCC_NODE_CALL_MODULE) continue;
-        const struct bpcc_module *mod = bpcc_graph_find_module(a->graph, n->target);
+        const struct bpcc_module *mod = bpcc_node_module(n);
         if (!mod || !is_fused_type(mod->type) || !mod->first_child) continue;
         struct pick none = {NULL, BPCC_QC_DEFAULT, NULL};
         struct pick first = object_type(A, mod->first_child->type, none);
@@ -285,7 +285,7 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
         p = type_or_name(A, n->scope_type, path, p);
         break;
     case BPCC_NODE_CALL_MODULE: {
-        const struct bpcc_module *mod = bpcc_graph_find_module(g, n->target);
+        const struct bpcc_module *mod = bpcc_node_module(n);
         if (!mod)
             return bpcc_diag_error(A->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                    "node '%s' calls '%s', which is not a module", n->name, n->target);
