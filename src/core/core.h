@@ -75,9 +75,17 @@ static inline void *bpcc_arena_alloc_n(struct bpcc_arena *a, size_t n, size_t si
 
 /* {==================== string interning (per arena) =================================== */
 
+#define BPCC_INTERN_RECENT 64
 struct bpcc_intern {
     struct intern_entry *table; /* uthash head */
     struct bpcc_arena *arena;
+    /* the answers for recent argument pointers, by pointer: most interning is of the same few
+    ** literals and buffers (attribute keys, tensor names, module types), and a table lookup costs
+    ** a few cache misses on a big graph. A hit is checked against the string's bytes. */
+    struct bpcc_intern_recent {
+        const char *arg, *str;
+        size_t len;
+    } recent[BPCC_INTERN_RECENT];
 };
 
 BPCC_INTERNAL void bpcc_intern_init(struct bpcc_intern *in, struct bpcc_arena *a);

@@ -18,21 +18,34 @@ struct intern_entry {
 
 void bpcc_intern_init(struct bpcc_intern *in, struct bpcc_arena *a)
 {
-    in->table = NULL;
+    memset(in, 0, sizeof *in);
     in->arena = a;
+}
+
+static unsigned recent_slot(const char *s)
+{
+    uintptr_t p = (uintptr_t)s;
+    return (unsigned)((p >> 3) ^ (p >> 9)) & (BPCC_INTERN_RECENT - 1);
 }
 
 void bpcc_intern_release(struct bpcc_intern *in)
 {
     HASH_CLEAR(hh, in->table);
     in->table = NULL;
+    memset(in->recent, 0, sizeof in->recent);
 }
 
 const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n)
 {
+    unsigned slot = recent_slot(s);
+    const struct bpcc_intern_recent *r = &in->recent[slot];
+    if (r->arg == s && r->len == n && !memcmp(r->str, s, n)) return r->str;
     struct intern_entry *e = NULL;
     HASH_FIND(hh, in->table, s, n, e);
-    if (e) return e->str;
+    if (e) {
+        in->recent[slot] = (struct bpcc_intern_recent){s, e->str, n};
+        return e->str;
+    }
     e = BPCC_ARENA_NEW(in->arena, struct intern_entry);
     if (!e) return NULL;
     char *copy = bpcc_arena_strndup(in->arena, s, n);
@@ -41,6 +54,7 @@ const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n)
     intern_oom = 0;
     HASH_ADD_KEYPTR(hh, in->table, copy, n, e);
     if (intern_oom) return NULL; /* rolled back by uthash; the arena copy is simply unused */
+    in->recent[slot] = (struct bpcc_intern_recent){s, copy, n};
     return copy;
 }
 
