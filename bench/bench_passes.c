@@ -1,6 +1,6 @@
 /*
 ** bench_passes.c — the graph passes of the quantization flow, timed phase by phase:
-**   bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG]
+**   bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG] [--no-rollback]
 **       per run: load (parse + map the weights), fuse, prepare, one calibration batch (not
 **       counted in "passes"), convert, print (the IR text); the model's weights are faulted in
 **       after the load and before the passes, as PyTorch's model is in memory. Prints one JSON
@@ -8,6 +8,8 @@
 **       counts, the peak resident memory (also after each phase of the first run:
 **       "peak_rss_after_kib"), and "weights_read_ms": one pass reading every weight
 **       (the floor for passes that must read them: batch-norm folding, weight observers).
+**       --no-rollback: the graph's passes take no snapshots (bpcc_graph_set_rollback), as in the
+**       bpcc tool.
 **   bench_passes --gen N OUT.bpcc
 **       writes a synthetic model of about N nodes: units of conv -> bn -> relu -> conv -> bn ->
 **       relu -> add (residual) -> cat -> conv -> relu on [1, 4, 4, 4] activations; convs without
@@ -204,13 +206,15 @@ int main(int argc, char **argv)
     if (argc >= 4 && !strcmp(argv[1], "--gen")) return generate((uint32_t)strtoul(argv[2], NULL, 10), argv[3]);
     const char *backend = "native", *qconfig = "fbgemm", *pos[3] = {NULL, NULL, NULL};
     int np = 0;
+    bool rollback = true;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-b") && i + 1 < argc) backend = argv[++i];
+        if (!strcmp(argv[i], "--no-rollback")) rollback = false;
+        else if (!strcmp(argv[i], "-b") && i + 1 < argc) backend = argv[++i];
         else if (!strcmp(argv[i], "-q") && i + 1 < argc) qconfig = argv[++i];
         else if (np < 3) pos[np++] = argv[i];
     }
     if (np < 2) {
-        fprintf(stderr, "usage: bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG] | --gen N OUT.bpcc\n");
+        fprintf(stderr, "usage: bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG] [--no-rollback] | --gen N OUT.bpcc\n");
         return 2;
     }
 #ifdef M_MMAP_THRESHOLD
@@ -234,7 +238,8 @@ int main(int argc, char **argv)
         double *p = t + (size_t)r * N_PHASES, t0 = now_ms();
         struct bpcc_graph *g;
         if (bpcc_graph_load(pos[0], &g, &d)) die(&d);
-        p[0] = now_ms() - t0; if (!r) hwm[0] = peak_rss_kib();
+        p[0] = now_ms() - t0;
+        bpcc_graph_set_rollback(g, rollback); if (!r) hwm[0] = peak_rss_kib();
         sink += read_weights(g, &wbytes); /* faulted in */
         t0 = now_ms();
         sink += read_weights(g, &wbytes);
@@ -266,10 +271,10 @@ int main(int argc, char **argv)
         bpcc_graph_free(g);
     }
     long rss = peak_rss_kib();
-    printf("{\"model\": \"%s\", \"backend\": \"%s\", \"qconfig\": \"%s\", \"runs\": %d, \"nodes\": %u, "
+    printf("{\"model\": \"%s\", \"backend\": \"%s\", \"qconfig\": \"%s\", \"rollback\": %s, \"runs\": %d, \"nodes\": %u, "
            "\"nodes_fused\": %u, \"nodes_converted\": %u, \"weight_bytes\": %llu, \"weights_read_ms\": %.4f, "
            "\"peak_rss_kib\": %ld, \"rss_before_kib\": %ld",
-           pos[0], backend, qconfig, runs, n_in, n_fused, n_out, (unsigned long long)wbytes, wread, rss, rss0);
+           pos[0], backend, qconfig, rollback ? "true" : "false", runs, n_in, n_fused, n_out, (unsigned long long)wbytes, wread, rss, rss0);
     double *col = calloc((size_t)runs, sizeof *col);
     for (int k = 0; k < N_PHASES; k++) {
         for (int r = 0; r < runs; r++) col[r] = t[(size_t)r * N_PHASES + k];

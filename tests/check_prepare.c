@@ -696,6 +696,61 @@ START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails)
 }
 END_TEST
 
+/* Rollback off: the same results, no snapshot's worth of allocations, and a pass that fails
+** (at any allocation) leaves a graph that frees cleanly (valgrind and LSan check the leaks). */
+START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct flow on = {.batch = tiny_batch()}, off;
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &on.c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &on.m, &d), BPCC_OK);
+    off = on;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &on.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &off.g, &d), BPCC_OK);
+    bpcc_graph_set_rollback(off.g, false);
+    static const char *const names[] = {"fuse", "prepare", "calibrate", "convert"};
+    for (int k = PASS_FUSE; k <= PASS_CONVERT; k++) {
+        bpcc_alloc_fail_at(0, false); /* counts from here */
+        ck_assert_int_eq(pass(&on, (enum pass_kind)k, &d), BPCC_OK);
+        uint64_t a_on = bpcc_alloc_fail_at(0, false);
+        ck_assert_int_eq(pass(&off, (enum pass_kind)k, &d), BPCC_OK);
+        uint64_t a_off = bpcc_alloc_fail_at(0, false);
+        char *fon = fingerprint(on.g), *foff = fingerprint(off.g);
+        ck_assert_msg(!strcmp(fon, foff), "%s: the model differs without rollback", names[k]);
+        ck_assert_msg(a_off < a_on, "%s: %llu allocations without rollback, %llu with", names[k],
+                      (unsigned long long)a_off, (unsigned long long)a_on);
+        free(fon);
+        free(foff);
+        /* every allocation of the pass failing in turn, each on a fresh copy of the graph so far */
+        int failures = 0;
+        for (uint64_t n = 1;; n++) {
+            struct flow f = off;
+            ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d), BPCC_OK);
+            bpcc_graph_set_rollback(f.g, false);
+            for (int j = PASS_FUSE; j < k; j++) ck_assert_int_eq(pass(&f, (enum pass_kind)j, &d), BPCC_OK);
+            struct bpcc_diag dn;
+            bpcc_diag_init(&dn);
+            bpcc_alloc_fail_at(n, false);
+            enum bpcc_status s = pass(&f, (enum pass_kind)k, &dn);
+            bpcc_alloc_fail_at(0, false);
+            bpcc_graph_free(f.g);
+            if (s == BPCC_OK) break;
+            ck_assert_msg(s == BPCC_ERR_NOMEM, "%s: allocation %llu: %s", names[k], (unsigned long long)n, tu_msg(&dn));
+            failures++;
+            ck_assert(n < 1000000);
+        }
+        ck_assert_msg(failures > 2, "%s: only %d allocation points", names[k], failures);
+    }
+    bpcc_graph_free(on.g);
+    bpcc_graph_free(off.g);
+    bpcc_config_free(on.c);
+    bpcc_qconfig_free(on.m);
+    unlink(on.batch);
+    free((char *)on.batch);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prepare");
@@ -725,6 +780,7 @@ int main(void)
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);
+    tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -86,6 +86,7 @@ int cmd_compare(int argc, char **argv)
     char *text = NULL, *page = NULL;
     enum bpcc_status s = bpcc_config_load(backend, NULL, &c, &d);
     if (!s) s = bpcc_graph_load(files[0], &fg, &d);
+    if (!s) bpcc_graph_set_rollback(fg, false); /* a failed fuse ends the command */
     if (!s) s = bpcc_graph_load(files[1], &qg, &d);
     if (!s) s = bpcc_fuse(fg, c, NULL, NULL, &d);
     if (!s) s = weights ? bpcc_compare_weights(fg, qg, &r, &d)

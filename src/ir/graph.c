@@ -75,6 +75,7 @@ void bpcc_graph_free(struct bpcc_graph *g)
 
 enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s)
 {
+    if (s && !snap) return s; /* rollback off: g is only fit for bpcc_graph_free */
     if (s) bpcc_graph_restore(g, snap);
     else bpcc_graph_free(snap);
     bpcc_graph_resolve_modules(g); /* modules replaced during the pass, or the snapshot's nodes */

@@ -86,6 +86,7 @@ struct bpcc_graph {
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
+    bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes take no snapshot */
     struct bpcc_safetensors *weights; /* kept open: tensors point into its mapping */
 };
 
@@ -129,7 +130,8 @@ BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node
 BPCC_INTERNAL enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, struct bpcc_graph **out,
                                                    struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap);
-/* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s */
+/* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s.
+** With rollback off (bpcc_graph_set_rollback), snapshot gives NULL and end_pass keeps g as it is. */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
 /* For snapshots, without hashing anything again (the names keep their pointers and hash values):
 ** every name ever given, to map[node id] or NULL for erased nodes, and the numbering state

@@ -53,9 +53,12 @@ static enum bpcc_status copy_nodes(struct bpcc_graph *dst, const struct bpcc_gra
     return BPCC_OK;
 }
 
+void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on) { g->no_rollback = !on; }
+
 enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, struct bpcc_graph **out, struct bpcc_diag *d)
 {
     *out = NULL;
+    if (g->no_rollback) return BPCC_OK; /* no snapshot: bpcc_graph_end_pass has nothing to restore */
     struct bpcc_graph *dst;
     enum bpcc_status s = bpcc_graph_new(&dst, d);
     if (s) return s;
