@@ -83,6 +83,30 @@ START_TEST(buf_appends_and_formats)
 }
 END_TEST
 
+START_TEST(buf_stays_failed_after_an_allocation_fails)
+{
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "ab"); /* room for 256 now */
+    bpcc_alloc_fail_at(1, false);
+    char big[300];
+    memset(big, 'x', sizeof big);
+    bpcc_buf_add(&b, big, sizeof big); /* needs to grow: fails */
+    bpcc_alloc_fail_at(0, false);
+    ck_assert(b.oom);
+    bpcc_buf_addc(&b, 'c'); /* would fit the old room, but the buffer has failed */
+    bpcc_buf_adds(&b, "de");
+    ck_assert_uint_eq(b.len, 2);
+    ck_assert_ptr_null(bpcc_buf_take(&b, NULL));
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "ok");
+    bpcc_buf_set_oom(&b);
+    bpcc_buf_addc(&b, '!');
+    ck_assert_uint_eq(b.len, 2);
+    ck_assert_ptr_null(bpcc_buf_take(&b, NULL));
+}
+END_TEST
+
 START_TEST(str_cat_builds_and_truncates_like_snprintf)
 {
     char b[8];
@@ -217,6 +241,7 @@ int main(void)
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, buf_appends_and_formats);
+    tcase_add_test(tc, buf_stays_failed_after_an_allocation_fails);
     tcase_add_test(tc, str_cat_builds_and_truncates_like_snprintf);
     tcase_add_test(tc, format_double_round_trips_and_is_short);
     tcase_add_test(tc, diag_keeps_first_counts_rest);

@@ -281,7 +281,8 @@ static void ydtype_configs(struct bpcc_buf *b, const struct pattern_entry *e, st
     }
     char *text = bpcc_buf_take(&body, NULL);
     if (!text) {
-        an->oom = b->oom = true;
+        an->oom = true;
+        bpcc_buf_set_oom(b);
         return;
     }
     /* a repeated list becomes an alias of its first use */
@@ -295,7 +296,8 @@ static void ydtype_configs(struct bpcc_buf *b, const struct pattern_entry *e, st
         uint32_t cap = an->cap ? an->cap * 2 : 16;
         char **t = bpcc_realloc(an->text, cap * sizeof *t);
         if (!t) {
-            an->oom = b->oom = true;
+            an->oom = true;
+            bpcc_buf_set_oom(b);
             bpcc_xfree(text);
             return;
         }

@@ -13,38 +13,37 @@ void bpcc_buf_release(struct bpcc_buf *b)
     memset(b, 0, sizeof *b);
 }
 
+static bool fail(struct bpcc_buf *b)
+{
+    b->oom = true;
+    b->cap = b->len; /* no room: the inline appends take the slow path, which refuses */
+    return false;
+}
+
+void bpcc_buf_set_oom(struct bpcc_buf *b) { fail(b); }
+
 static bool reserve(struct bpcc_buf *b, size_t extra)
 {
     if (b->oom) return false;
-    if (extra > SIZE_MAX - b->len - 1) {
-        b->oom = true;
-        return false;
-    }
+    if (extra > SIZE_MAX - b->len - 1) return fail(b);
     size_t need = b->len + extra + 1;
     if (need <= b->cap) return true;
     size_t cap = b->cap ? b->cap : 256;
     while (cap < need) cap = cap > SIZE_MAX / 2 ? need : cap * 2;
     char *p = bpcc_realloc(b->data, cap);
-    if (!p) {
-        b->oom = true;
-        return false;
-    }
+    if (!p) return fail(b);
     b->data = p;
     b->cap = cap;
     return true;
 }
 
-void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n)
+void bpcc_buf_add_slow(struct bpcc_buf *b, const void *p, size_t n)
 {
     if (!reserve(b, n)) return;
     memcpy(b->data + b->len, p, n);
     b->len += n;
     b->data[b->len] = 0;
 }
-
-void bpcc_buf_adds(struct bpcc_buf *b, const char *s) { bpcc_buf_add(b, s, strlen(s)); }
-
-void bpcc_buf_addc(struct bpcc_buf *b, char c) { bpcc_buf_add(b, &c, 1); }
 
 void bpcc_buf_add_i64(struct bpcc_buf *b, int64_t v)
 {

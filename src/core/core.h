@@ -99,15 +99,28 @@ BPCC_INTERNAL const char *bpcc_intern_lookup(const struct bpcc_intern *in, const
 
 struct bpcc_buf {
     char *data;
-    size_t len, cap;
-    bool oom; /* sticky: once an append failed, all later appends are no-ops */
+    size_t len, cap; /* len < cap once allocated: data[len] is the terminator; cap = len after OOM */
+    bool oom;        /* sticky: once an append failed, all later appends are no-ops */
 };
 
 BPCC_INTERNAL void bpcc_buf_init(struct bpcc_buf *b);
 BPCC_INTERNAL void bpcc_buf_release(struct bpcc_buf *b);
-BPCC_INTERNAL void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n);
-BPCC_INTERNAL void bpcc_buf_adds(struct bpcc_buf *b, const char *s);
-BPCC_INTERNAL void bpcc_buf_addc(struct bpcc_buf *b, char c);
+BPCC_INTERNAL void bpcc_buf_add_slow(struct bpcc_buf *b, const void *p, size_t n);
+/* Mark b as out of memory (later appends are no-ops, bpcc_buf_take gives NULL). */
+BPCC_INTERNAL void bpcc_buf_set_oom(struct bpcc_buf *b);
+/* appends that fit are inline: printers make several per node */
+static inline void bpcc_buf_add(struct bpcc_buf *b, const void *p, size_t n)
+{
+    if (n < b->cap - b->len) {
+        memcpy(b->data + b->len, p, n);
+        b->len += n;
+        b->data[b->len] = 0;
+    } else {
+        bpcc_buf_add_slow(b, p, n);
+    }
+}
+static inline void bpcc_buf_adds(struct bpcc_buf *b, const char *s) { bpcc_buf_add(b, s, strlen(s)); }
+static inline void bpcc_buf_addc(struct bpcc_buf *b, char c) { bpcc_buf_add(b, &c, 1); }
 BPCC_INTERNAL void bpcc_buf_printf(struct bpcc_buf *b, const char *fmt, ...) BPCC_PRINTF(2, 3);
 /* Decimal integers without printf (glibc's printf takes a slow path in processes where a library
 ** registered printf extensions, as libquadmath does under OpenBLAS). format: out needs 21 bytes;
