@@ -18,22 +18,19 @@ import tempfile
 import unittest
 import warnings
 
-try:
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-    import torchvision  # noqa: F401
-    from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
-    from torch.ao.quantization import observer as ob
-    from torch.ao.quantization.quantize_fx import prepare_fx, convert_to_reference_fx
-    from torch.ao.quantization.quantize import is_activation_post_process
-    from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
-except ImportError:
-    print("torch / torchvision not installed: skipping")
-    sys.exit(77)
+import conftools  # exits 77 without torch; tools/python on the path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+conftools.require_torch()
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision  # noqa: F401
+from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
+from torch.ao.quantization import observer as ob
+from torch.ao.quantization.quantize_fx import prepare_fx, convert_to_reference_fx
+from torch.ao.quantization.quantize import is_activation_post_process
+from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
+
 import bpcc_torch  # noqa: E402
 from bpcc_torch import _safetensors as st  # noqa: E402
 from bpcc_torch import backend_config as bcfg  # noqa: E402
@@ -352,8 +349,4 @@ for _n in ("resnet18", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0", 
 
 if __name__ == "__main__":
     BPCC = sys.argv[1]
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Calibrate)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    bad = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - bad, bad))
-    sys.exit(0 if bad == 0 else 1)
+    conftools.run(Calibrate)

@@ -21,20 +21,17 @@ import tempfile
 import unittest
 import warnings
 
-try:
-    import torch
-    import torchvision  # noqa: F401
-    import torch.ao.ns._numeric_suite_fx as ns
-    from torch.ao.ns.fx.utils import compute_sqnr
-    from torch.ao.quantization import get_default_qconfig_mapping
-    from torch.ao.quantization.backend_config import get_fbgemm_backend_config
-    from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
-except ImportError:
-    print("torch / torchvision not installed: skipping")
-    sys.exit(77)
+import conftools  # exits 77 without torch; tools/python on the path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+conftools.require_torch()
+import torch
+import torchvision  # noqa: F401
+import torch.ao.ns._numeric_suite_fx as ns
+from torch.ao.ns.fx.utils import compute_sqnr
+from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization.backend_config import get_fbgemm_backend_config
+from torch.ao.quantization.quantize_fx import convert_fx, convert_to_reference_fx, prepare_fx
+
 import bpcc_torch  # noqa: E402
 from bpcc_torch import _safetensors as st  # noqa: E402
 from bpcc_torch.__main__ import torchvision_model  # noqa: E402
@@ -150,8 +147,4 @@ class Compare(unittest.TestCase):
 
 if __name__ == "__main__":
     BPCC = sys.argv[1]
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Compare)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    bad = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - bad, bad))
-    sys.exit(0 if bad == 0 else 1)
+    conftools.run(Compare)

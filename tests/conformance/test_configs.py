@@ -15,15 +15,13 @@ import subprocess
 import sys
 import unittest
 
-try:
-    import torch  # noqa: F401
-    from torch.ao.quantization.backend_config import utils as bcu
-except ImportError:
-    print("torch not installed: skipping")
-    sys.exit(77)
+import conftools  # exits 77 without torch; tools/python on the path
+
+conftools.require_torch(torchvision=False)
+import torch  # noqa: F401
+from torch.ao.quantization.backend_config import utils as bcu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
 from bpcc_torch import backend_config as bc  # noqa: E402
 from bpcc_torch._names import class_name  # noqa: E402
 
@@ -133,10 +131,4 @@ class Tool(unittest.TestCase):
 
 if __name__ == "__main__":
     BPCC = sys.argv[1]
-    suite = unittest.TestSuite()
-    for case in (Configs, Tool):
-        suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    bad = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - bad, bad))
-    sys.exit(0 if bad == 0 else 1)
+    conftools.run(Configs, Tool)

@@ -14,18 +14,14 @@ import sys
 import tempfile
 import unittest
 
-try:
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-    import torchvision  # noqa: F401
-except ImportError:
-    print("torch / torchvision not installed: skipping")
-    sys.exit(77)
+import conftools  # exits 77 without torch; tools/python on the path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
-sys.path.insert(0, HERE)
+conftools.require_torch()
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torchvision  # noqa: F401
+
 import bpcc_torch  # noqa: E402
 from bpcc_torch import backend_config as bcfg  # noqa: E402
 from bpcc_torch.__main__ import torchvision_model, MIN_SIZE  # noqa: E402
@@ -197,8 +193,4 @@ if __name__ == "__main__":
     BPCC = sys.argv[1]
     for n in sys.argv[2:]:
         setattr(Fuse, "test_torchvision_" + n, make_test(n))
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(Fuse)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    bad = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - bad, bad))
-    sys.exit(0 if bad == 0 else 1)
+    conftools.run(Fuse)

@@ -14,17 +14,15 @@ import sys
 import unittest
 import warnings
 
-try:
-    import torch
-    from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
-    from torch.ao.quantization import observer as ob
-except ImportError:
-    print("torch not installed: skipping")
-    sys.exit(77)
+import conftools  # exits 77 without torch; tools/python on the path
+
+conftools.require_torch(torchvision=False)
+import torch
+from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
+from torch.ao.quantization import observer as ob
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
 from bpcc_torch import qconfig as bq  # noqa: E402
 
 warnings.simplefilter("ignore")
@@ -100,8 +98,4 @@ class QConfigs(unittest.TestCase):
 
 if __name__ == "__main__":
     BPCC = sys.argv[1]
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(QConfigs)
-    result = unittest.TextTestRunner(verbosity=2).run(suite)
-    bad = len(result.failures) + len(result.errors)
-    print("%d passed, %d failed" % (result.testsRun - bad, bad))
-    sys.exit(0 if bad == 0 else 1)
+    conftools.run(QConfigs)

@@ -1,0 +1,32 @@
+"""What the conformance scripts share: the skip (exit 77, meson's code for it) when PyTorch is not
+installed, the import path of the bridge (tools/python), and the runner, which ends with the
+"N passed, N failed" line.
+"""
+import os
+import sys
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "python"))
+
+
+def require_torch(torchvision=True):
+    """Exit 77 unless torch (and torchvision) can be imported."""
+    try:
+        import torch  # noqa: F401
+        if torchvision:
+            import torchvision as _tv  # noqa: F401
+    except ImportError:
+        print("%s not installed: skipping" % ("torch / torchvision" if torchvision else "torch"))
+        sys.exit(77)
+
+
+def run(*cases):
+    """Run the test cases, print the summary line, exit 0 or 1."""
+    suite = unittest.TestSuite()
+    for case in cases:
+        suite.addTests(unittest.defaultTestLoader.loadTestsFromTestCase(case))
+    result = unittest.TextTestRunner(verbosity=2).run(suite)
+    bad = len(result.failures) + len(result.errors)
+    print("%d passed, %d failed" % (result.testsRun - bad, bad))
+    sys.exit(0 if bad == 0 else 1)
