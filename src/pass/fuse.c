@@ -106,17 +106,18 @@ static const struct bpcc_tensor *tensor_f32(const struct bpcc_module *m, const c
     return t && t->dtype == BPCC_DTYPE_F32 && t->data ? t : NULL;
 }
 
-/* Fold batch norm `bn` into the weights of `conv` (a fresh clone): out_axis 0 for conv and
+/* Fold batch norm `bn` into the weights of `conv`, a fresh clone of the matched `from` (which the
+** messages name, as the user knows it): out_axis 0 for conv and
 ** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
 **   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
 **   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
-static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv,
+static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const struct bpcc_module *from,
                                 const struct bpcc_module *bn, int out_axis, bool linear)
 {
     const struct bpcc_tensor *w = tensor_f32(conv, "weight"), *b = tensor_f32(conv, "bias");
     const struct bpcc_tensor *rm = tensor_f32(bn, "running_mean"), *rv = tensor_f32(bn, "running_var");
     const struct bpcc_tensor *gw = tensor_f32(bn, "weight"), *gb = tensor_f32(bn, "bias");
-    if (!w) return fail(fc, "'%s' has no float32 weight", conv->name);
+    if (!w) return fail(fc, "'%s' has no float32 weight", from->name);
     if (!rm || !rv)
         return fail(fc, "batch norm '%s' has no running statistics (track_running_stats=False)", bn->name);
     if (linear && (!gw || !gb))
@@ -127,9 +128,9 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv,
         return fail(fc, "batch norm '%s' has inconsistent parameter sizes", bn->name);
     if (w->ndim < 2 || (uint64_t)w->dims[out_axis] != C)
         return fail(fc, "'%s' has %lld output channels in weight dimension %d but batch norm '%s' "
-                        "has %llu features", conv->name, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
+                        "has %llu features", from->name, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
                     out_axis, bn->name, (unsigned long long)C);
-    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", conv->name);
+    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", from->name);
     float eps = (float)attr_float(bn, "eps", 1e-5);
     struct bpcc_tensor *nw, *nb;
     int64_t cdim[1] = {(int64_t)C};
@@ -237,7 +238,7 @@ static enum bpcc_status folded(struct fuse_call *fc, const struct bpcc_module *c
 {
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
     enum bpcc_status s = clone_module(fc->g, conv, path, out, fc->d);
-    return s ? s : fold_bn(fc, *out, bn, axis, linear);
+    return s ? s : fold_bn(fc, *out, conv, bn, axis, linear);
 }
 
 static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
@@ -280,7 +281,7 @@ static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
     struct bpcc_module *children[2];
     if ((s = container(fc, type, parts, 2, children))) return s;
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
-    return fold_bn(fc, children[0], bn, 0, false);
+    return fold_bn(fc, children[0], conv, bn, 0, false);
 }
 
 static enum bpcc_status fuse_linear_bn(struct fuse_call *fc)
@@ -334,7 +335,7 @@ static enum bpcc_status fuse_linear_bn_leaky_relu(struct fuse_call *fc)
     const struct bpcc_module *parts[] = {lin, act};
     struct bpcc_module *children[2];
     if ((s = container(fc, "torch.ao.nn.intrinsic.LinearLeakyReLU", parts, 2, children))) return s;
-    return fold_bn(fc, children[0], bn, 0, true);
+    return fold_bn(fc, children[0], lin, bn, 0, true);
 }
 
 /* onednn's conv + add (+ relu): leaves in preorder, e.g. [add, conv, x] or
@@ -360,7 +361,7 @@ static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
     enum bpcc_status s = container(fc, type, parts, with_relu ? 2 : 1, children);
     if (!s && bn) {
         if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
-        s = fold_bn(fc, children[0], bn, 0, false);
+        s = fold_bn(fc, children[0], conv, bn, 0, false);
     }
     if (!s) {
         struct bpcc_value v;
