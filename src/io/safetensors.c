@@ -94,6 +94,8 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     bpcc_arena_init(&st->names);
     enum bpcc_status s = BPCC_OK;
     json_t *root = NULL;
+    struct bpcc_arena dom; /* the header's JSON document, dropped as a whole */
+    bpcc_arena_init(&dom);
     uint64_t size = (uint64_t)sb.st_size;
     if (size < 8) {
         s = bpcc_diag_error_at_offset(d, BPCC_ERR_FORMAT, path, 0,
@@ -132,6 +134,7 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     }
     json_error_t jerr;
     uint64_t failures = bpcc_alloc_failures();
+    bpcc_json_arena_begin(&dom);
     root = json_loadb(hdr, (size_t)hlen, JSON_REJECT_DUPLICATES, &jerr);
     /* jansson can drop an object member when an allocation fails and still return the rest:
     ** any failed allocation during the call means the result cannot be trusted. */
@@ -289,11 +292,15 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
         goto fail;
     }
     json_decref(root);
+    bpcc_json_arena_end();
+    bpcc_arena_release(&dom);
     close(fd);
     *out = st;
     return BPCC_OK;
 fail:
     if (root) json_decref(root);
+    bpcc_json_arena_end();
+    bpcc_arena_release(&dom);
     close(fd);
     bpcc_safetensors_close(st);
     return s;
