@@ -2,6 +2,7 @@
 ** check_graph.c — the graph API: naming, use-def, mutation, ordering, verification, modules.
 */
 #include "testutil.h"
+#include "ir/ir.h" /* bpcc_node_module */
 
 static struct bpcc_graph *g;
 static struct bpcc_diag d;
@@ -277,6 +278,34 @@ START_TEST(verify_resolves_modules_tensors_and_attributes)
 }
 END_TEST
 
+/* The module a call_module node remembers is only used while it is the table's under the target. */
+START_TEST(a_node_finds_the_module_its_target_names_now)
+{
+    struct bpcc_module *a, *b, *other;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "m", "torch.nn.ReLU", &a, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "n", "torch.nn.Identity", &other, &d), BPCC_OK);
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *c = mk(BPCC_NODE_CALL_MODULE, NULL, "m", refs(1, x));
+    ck_assert_ptr_eq(bpcc_node_module(c), a);
+    /* removed: no module; another under the same name: that one */
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "m", &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_node_module(c));
+    ck_assert_int_eq(bpcc_graph_add_module(g, "m", "torch.nn.ReLU6", &b, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_node_module(c), b);
+    /* retargeted */
+    ck_assert_int_eq(bpcc_node_set_target(c, "n", &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_node_module(c), other);
+    /* a node made before its module */
+    struct bpcc_node *e = mk(BPCC_NODE_CALL_MODULE, NULL, "later", refs(1, x));
+    ck_assert_ptr_null(bpcc_node_module(e));
+    struct bpcc_module *later;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "later", "torch.nn.Tanh", &later, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_node_module(e), later);
+    bpcc_graph_resolve_modules(g);
+    ck_assert_ptr_eq(e->module, later);
+}
+END_TEST
+
 START_TEST(module_attributes_may_not_hold_nodes)
 {
     struct bpcc_module *mod;
@@ -343,6 +372,7 @@ int main(void)
     tcase_add_test(tc, topo_sort_handles_a_long_chain_without_recursion);
     tcase_add_test(tc, verify_reports_each_broken_invariant);
     tcase_add_test(tc, verify_resolves_modules_tensors_and_attributes);
+    tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);
     tcase_add_test(tc, dtype_names_resolve);
