@@ -215,6 +215,69 @@ START_TEST(shapes_broadcasting_indexing_and_reductions)
 }
 END_TEST
 
+/* Elementwise ops over every kind of broadcast (same shapes, trailing and leading ones, size-1
+** dimensions on either side, a per-channel operand over H x W), each element against the formula
+** computed here with explicit indices: bit for bit, alpha included. */
+START_TEST(binary_ops_broadcast_exactly)
+{
+    static const struct { uint32_t nx, nz; int64_t dx[4], dz[4]; } cases[] = {
+        {3, 3, {2, 3, 4}, {2, 3, 4}}, {3, 2, {2, 3, 4}, {3, 1}}, {3, 3, {2, 1, 4}, {1, 3, 1}},
+        {3, 1, {2, 3, 4}, {4}},       {1, 2, {1}, {2, 3}},       {3, 3, {2, 3, 1}, {1, 1, 5}},
+        {4, 4, {1, 3, 2, 2}, {1, 3, 1, 1}}, {4, 4, {2, 1, 1, 3}, {2, 4, 2, 1}}, {2, 2, {1, 1}, {1, 1}},
+    };
+    static const char *const ops[] = {"torch.add", "torch.sub", "operator.mul", "operator.truediv"};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int op = 0; op < 4; op++) {
+            char text[512];
+            snprintf(text, sizeof text,
+                     "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%z = placeholder z ()\n"
+                     "  %%r = call_function %s (%%x, %%z)%s\n  %%output = output output (%%r,)\n",
+                     ops[op], op < 2 ? " {alpha: 2.5}" : "");
+            struct bpcc_graph *g = parse(text);
+            struct xtensor *x = input(cases[c].nx, cases[c].dx, ramp), *z = input(cases[c].nz, cases[c].dz, ramp2);
+            for (uint64_t i = 0; i < z->numel; i++)
+                if (z->data[i] == 0.0f) z->data[i] = 0.75f; /* no division by zero */
+            struct bpcc_exec *e;
+            struct bpcc_diag d;
+            bpcc_diag_init(&d);
+            ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+            struct xval in[2] = {{.k = XV_TENSOR, .u.t = x}, {.k = XV_TENSOR, .u.t = z}}, out;
+            ck_assert_msg(bpcc_exec_run(e, in, 2, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+            const struct xtensor *y = out.u.t;
+            uint32_t nd = cases[c].nx > cases[c].nz ? cases[c].nx : cases[c].nz;
+            int64_t dims[4], ex[4], ez[4];
+            for (uint32_t k = 0; k < nd; k++) {
+                int ix = (int)k - (int)(nd - cases[c].nx), iz = (int)k - (int)(nd - cases[c].nz);
+                ex[k] = ix >= 0 ? cases[c].dx[ix] : 1;
+                ez[k] = iz >= 0 ? cases[c].dz[iz] : 1;
+                dims[k] = ex[k] > ez[k] ? ex[k] : ez[k];
+                ck_assert_int_eq(y->dims[k], dims[k]);
+            }
+            for (uint64_t i = 0; i < y->numel; i++) {
+                uint64_t rest = i, fx = 0, fz = 0, mx = 1, mz = 1;
+                for (int k = (int)nd - 1; k >= 0; k--) {
+                    uint64_t at = rest % (uint64_t)dims[k];
+                    rest /= (uint64_t)dims[k];
+                    fx += (ex[k] == 1 ? 0 : at) * mx;
+                    fz += (ez[k] == 1 ? 0 : at) * mz;
+                    mx *= (uint64_t)ex[k];
+                    mz *= (uint64_t)ez[k];
+                }
+                float p = x->data[fx], q = z->data[fz];
+                if (op < 2) q *= 2.5f;
+                float want = op == 0 ? p + q : op == 1 ? p - q : op == 2 ? p * q : p / q;
+                ck_assert_msg(y->data[i] == want, "case %zu op %s element %llu: %g, want %g", c, ops[op],
+                              (unsigned long long)i, (double)y->data[i], (double)want);
+            }
+            bpcc_xval_release(&out);
+            bpcc_exec_free(e);
+            bpcc_xtensor_free(x);
+            bpcc_xtensor_free(z);
+            bpcc_graph_free(g);
+        }
+}
+END_TEST
+
 START_TEST(an_op_it_cannot_run_is_named)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -425,6 +488,7 @@ int main(void)
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
+    tcase_add_test(tc, binary_ops_broadcast_exactly);
     tcase_add_test(tc, an_op_it_cannot_run_is_named);
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
