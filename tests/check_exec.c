@@ -6,6 +6,7 @@
 #include "testutil.h"
 
 #include "exec/exec.h"
+#include "calib/observer.h" /* bpcc_div_floor */
 
 #include <math.h>
 
@@ -278,6 +279,55 @@ START_TEST(binary_ops_broadcast_exactly)
 }
 END_TEST
 
+/* HistogramObserver's floor division: the one-division path gives c10's result bit for bit (signed
+** zeros included) on random quotients of every size, quotients a few ulps off an integer, the
+** observer's own bin edges, and the special values. */
+static bool same_float(float x, float y) { return !memcmp(&x, &y, sizeof x) || (isnan(x) && isnan(y)); }
+
+START_TEST(floor_division_agrees_with_c10s_formula)
+{
+    uint64_t seed = 88172645463325252ull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+    uint64_t n = 0;
+    for (int i = 0; i < 2000000; i++) {
+        uint64_t r = NEXT();
+        float a = ldexpf((float)(int32_t)(uint32_t)r / 2147483648.0f, (int)(r >> 40 & 63) - 32);
+        float b = ldexpf((float)(int32_t)(uint32_t)(r >> 32) / 2147483648.0f, (int)(r >> 48 & 31) - 16);
+        if (i % 4 == 1) { /* a few ulps from an integer multiple of b */
+            float k = (float)((int64_t)(r >> 20 & 0xfffff) - 0x80000);
+            a = k * b;
+            for (int s = (int)(r >> 60 & 7) - 3; s; s += s > 0 ? -1 : 1) a = nextafterf(a, s > 0 ? INFINITY : -INFINITY);
+        }
+        float fast = bpcc_div_floor(a, b), ref = bpcc_div_floor_exact(a, b);
+        ck_assert_msg(same_float(fast, ref), "%a / %a: %a, c10 %a", (double)a, (double)b, (double)fast, (double)ref);
+        n++;
+    }
+    /* the observer's use: bin edges (i - s) * bin_width against dst_bin_width */
+    for (int t = 0; t < 200; t++) {
+        uint64_t r = NEXT();
+        float range = ldexpf(1.0f + (float)(r & 0xffff) / 65536.0f, (int)(r >> 16 & 15) - 8);
+        float bw = range / 2048.0f;
+        int64_t s = (int64_t)(r >> 24 & 1023), e = s + 1 + (int64_t)(r >> 40 & 1023);
+        float dbw = (float)((double)bw * (double)(e - s + 1) / 256.0);
+        for (int64_t i = 0; i < 2048; i++) {
+            float begin = (float)(i - s) * bw, end = begin + bw;
+            ck_assert(same_float(bpcc_div_floor(begin, dbw), bpcc_div_floor_exact(begin, dbw)));
+            ck_assert(same_float(bpcc_div_floor(end, dbw), bpcc_div_floor_exact(end, dbw)));
+            n += 2;
+        }
+    }
+    static const float special[] = {0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 3.0f, 1e-40f, -1e-40f, 1e30f, -1e30f,
+                                    INFINITY, -INFINITY, NAN, 4194304.0f, -4194304.5f, 8388608.0f};
+    for (size_t i = 0; i < sizeof special / sizeof *special; i++)
+        for (size_t j = 0; j < sizeof special / sizeof *special; j++) {
+            float a = special[i], b = special[j];
+            ck_assert_msg(same_float(bpcc_div_floor(a, b), bpcc_div_floor_exact(a, b)), "%g / %g", (double)a, (double)b);
+        }
+#undef NEXT
+    ck_assert_uint_gt(n, 2000000);
+}
+END_TEST
+
 START_TEST(an_op_it_cannot_run_is_named)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -364,6 +414,42 @@ START_TEST(histogram_observer_bins_as_pytorch_1_13_does)
     dims[0] = 1;
     ck_assert_int_eq(bpcc_obs_observe(&o, nanv, 1, dims, why, sizeof why), BPCC_ERR_GRAPH);
     ck_assert_ptr_nonnull(strstr(why, "NaN"));
+    bpcc_obs_release(&o);
+}
+END_TEST
+
+/* A big tensor (counted in integers) bins exactly as float counting one by one does: mostly one
+** value (a ReLU's zeros), a spread, values outside the second batch's range, 2048 bins. */
+START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
+{
+    struct observer_spec spec = {.cls = OC_HISTOGRAM, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
+                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f, .bins = 2048,
+                                 .upsample_rate = 128};
+    struct obs_state o;
+    ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+    enum { N = 100000 };
+    float *x = malloc(N * sizeof *x);
+    for (int i = 0; i < N; i++) x[i] = i % 3 ? 0.0f : (float)(i % 977) * 0.013f - 2.0f;
+    int64_t dims[1] = {N};
+    char why[128];
+    ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_OK);
+    /* the reference: histc over [int(min), int(max)] = [-2, 10], ATen's formula, float counts */
+    float *want = calloc(2048, sizeof *want), lo = -2.0f, hi = 10.0f;
+    for (int i = 0; i < N; i++) {
+        if (!(x[i] >= lo && x[i] <= hi)) continue;
+        int64_t pos = (int64_t)((x[i] - lo) * 2048.0f / (hi - lo));
+        if (pos >= 2048) pos = 2047;
+        want[pos] += 1.0f;
+    }
+    double total = 0;
+    for (int b = 0; b < 2048; b++) {
+        ck_assert_msg(o.hist[b] == want[b], "bin %d: %g, want %g", b, (double)o.hist[b], (double)want[b]);
+        total += o.hist[b];
+    }
+    ck_assert(total > N * 0.9 && total < N); /* the values above int(max) = 10 fall outside */
+    ck_assert(o.hist[(int)(2.0f * 2048.0f / 12.0f)] >= N * 2 / 3); /* the zeros' bin */
+    free(want);
+    free(x);
     bpcc_obs_release(&o);
 }
 END_TEST
@@ -489,9 +575,11 @@ int main(void)
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);
+    tcase_add_test(tc, floor_division_agrees_with_c10s_formula);
     tcase_add_test(tc, an_op_it_cannot_run_is_named);
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
+    tcase_add_test(tc, histogram_counts_of_a_big_tensor_equal_one_by_one_counting);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     suite_add_tcase(s, tc);

@@ -103,7 +103,11 @@ BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, floa
 
 /* torch.histc(x, bins, min=lo, max=hi) on float32 (ATen's LINEAR_INTERPOLATION kernel): equal
 ** bounds take the data's range, then widen by one; elements outside [lo, hi] and NaN are skipped;
-** the last bin holds its right edge. Counts are added to h. */
+** the last bin holds its right edge. Counts are added to h, which holds zeros. ATen counts in
+** float, one by one; while fewer than 2^24 elements are counted those floats are exact integers,
+** so they may be counted as integers, four interleaved counters per bin: consecutive elements
+** often fall in one bin (a ReLU's zeros), and a single counter makes them wait on each other. */
+#define HIST_FAST_BINS 2048
 BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double lo_d, double hi_d, float *h)
 {
     float lo = (float)lo_d, hi = (float)hi_d;
@@ -121,13 +125,27 @@ BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double
         hi += 1.0f;
     }
     float width = hi - lo, fb = (float)bins;
-    for (uint64_t i = 0; i < n; i++) {
-        float v = x[i];
-        if (!(v >= lo && v <= hi)) continue;
-        int64_t pos = (int64_t)((v - lo) * fb / width);
-        if (pos >= (int64_t)bins) pos = bins - 1;
-        h[pos] += 1.0f;
+    bool ints = n >= 8192 && n < ((uint64_t)1 << 24) && bins <= HIST_FAST_BINS;
+    uint32_t c[4][HIST_FAST_BINS];
+    if (ints) memset(c, 0, sizeof c);
+    /* the bin positions of a chunk first, in a loop the compiler vectorizes, then the counts */
+    enum { CHUNK = 256 };
+    float t[CHUNK];
+    for (uint64_t i0 = 0; i0 < n; i0 += CHUNK) {
+        uint64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        const float *xs = x + i0;
+        for (uint64_t k = 0; k < m; k++) t[k] = (xs[k] - lo) * fb / width;
+        for (uint64_t k = 0; k < m; k++) {
+            float v = xs[k];
+            if (!(v >= lo && v <= hi)) continue;
+            int64_t pos = (int64_t)t[k];
+            if (pos >= (int64_t)bins) pos = bins - 1;
+            if (ints) c[k & 3][pos]++;
+            else h[pos] += 1.0f;
+        }
     }
+    if (ints)
+        for (uint32_t b = 0; b < bins; b++) h[b] += (float)(c[0][b] + c[1][b] + c[2][b] + c[3][b]);
 }
 
 /* Python's int() of a float: truncation (the observer passes int(min_val) to histc) */
@@ -213,7 +231,7 @@ static enum bpcc_status histogram_observe(struct obs_state *o, const float *x, u
 }
 
 /* Python-style floor division of float32 values (c10's div_floor_floating) */
-static float div_floor(float a, float b)
+float bpcc_div_floor_exact(float a, float b)
 {
     if (b == 0.0f) return a / b;
     float mod = fmodf(a, b);
@@ -227,6 +245,18 @@ static float div_floor(float a, float b)
         fl = copysignf(0.0f, a / b);
     }
     return fl;
+}
+
+/* The same through one division where that is sure to agree. Rounding is monotonic and integers
+** of this size are floats, so when the rounded quotient q = a / b is not an integer, n < q < n + 1
+** for n = floor(q) puts the exact quotient strictly between n and n + 1 too: n is its floor, which
+** is c10's result for quotients of moderate size. An integral q (the exact quotient may lie just
+** below it), a huge one, NaN or b = 0 take c10's path. */
+float bpcc_div_floor(float a, float b)
+{
+    float q = a / b, f = floorf(q);
+    if (fabsf(q) < 4194304.0f && q != f) return f; /* 2^22; false for NaN */
+    return bpcc_div_floor_exact(a, b);
 }
 
 static float get_norm(float db, float de, float density) { return density * ((de * de * de - db * db * db) / 3.0f); }
@@ -247,7 +277,7 @@ static double quant_error(const struct obs_state *o, int64_t s, int64_t e)
     for (uint32_t i = 0; i < bins; i++) {
         float begin = (float)((int64_t)i - s) * bw;
         float end = begin + bw;
-        float db = div_floor(begin, fdbw), de = div_floor(end, fdbw);
+        float db = bpcc_div_floor(begin, fdbw), de = bpcc_div_floor(end, fdbw);
         db = db < 0 ? 0 : db > top ? top : db;
         de = de < 0 ? 0 : de > top ? top : de;
         float bcenter = (db + 0.5f) * fdbw;

@@ -32,6 +32,12 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float
 BPCC_INTERNAL enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, double **zero_point,
                                                 uint32_t *n);
 
+/* Python-style floor division of float32 values as c10's div_floor_floating (HistogramObserver's
+** error estimate uses it per bin): _exact is c10's formula (fmod and corrections), the other the
+** same result through one division where that is provably equal */
+BPCC_INTERNAL float bpcc_div_floor_exact(float a, float b);
+BPCC_INTERNAL float bpcc_div_floor(float a, float b);
+
 /* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
 ** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
 BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
