@@ -614,13 +614,8 @@ static enum bpcc_status parse_meta(struct parser *ps, struct bpcc_value *out, in
     int64_t dims[BPCC_MAX_DIMS];
     uint32_t nd;
     if (parse_ttype(ps, &dt, dims, &nd)) return ps->status;
-    int64_t *kept = NULL;
-    if (nd && !(kept = BPCC_ARENA_NEWN(&ps->g->arena, int64_t, nd))) return nomem(ps);
-    if (nd) memcpy(kept, dims, nd * sizeof *dims);
-    *out = (struct bpcc_value){.kind = BPCC_VAL_TTYPE, .n = nd};
-    out->u.ttype.dtype = dt;
-    out->u.ttype.dims = kept;
-    return BPCC_OK;
+    struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = nd, .u.ttype = {dt, dims}};
+    return bpcc_value_copy(ps->g, out, &tt) ? nomem(ps) : BPCC_OK; /* the dims into the arena */
 }
 
 static enum bpcc_status parse_header(struct parser *ps)

@@ -126,7 +126,9 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
         return BPCC_OK;
     }
     case BPCC_VAL_TTYPE: {
-        if (shared || !src->n) return BPCC_OK;
+        if (shared) return BPCC_OK;
+        dst->u.ttype.dims = NULL; /* nothing of src's kept */
+        if (!src->n) return BPCC_OK;
         int64_t *dims = BPCC_ARENA_NEWN(&g->arena, int64_t, src->n);
         if (!dims) return BPCC_ERR_NOMEM;
         memcpy(dims, src->u.ttype.dims, src->n * sizeof *dims);
