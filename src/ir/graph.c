@@ -378,7 +378,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     n->kind = kind;
     n->target = bpcc_graph_intern(g, target);
     if (!n->target) return bpcc_diag_nomem(d);
-    if (kind == BPCC_NODE_CALL_MODULE) n->module = bpcc_graph_find_module(g, n->target);
+    bpcc_node_resolve_module(n);
     struct bpcc_value empty_tuple = {.kind = BPCC_VAL_TUPLE};
     struct bpcc_value empty_dict = {.kind = BPCC_VAL_DICT};
     if (!args) args = &empty_tuple;
@@ -533,7 +533,7 @@ enum bpcc_status bpcc_node_set_target(struct bpcc_node *n, const char *target,
     const char *t = bpcc_graph_intern(n->graph, target);
     if (!t) return bpcc_diag_nomem(d);
     n->target = t;
-    n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, t) : NULL;
+    bpcc_node_resolve_module(n);
     return BPCC_OK;
 }
 

@@ -149,6 +149,7 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, s
 ** bpcc_graph_resolve_modules at the end of each pass), so that readers of a const graph write
 ** nothing. */
 BPCC_INTERNAL struct bpcc_module *bpcc_node_module(const struct bpcc_node *n);
+BPCC_INTERNAL void bpcc_node_resolve_module(struct bpcc_node *n);
 BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 /* The module a get_attr target names an attribute of: "a.b.c" -> module "a.b", leaf "c"; a name
 ** without dots -> the root module "". NULL when there is no such module. */

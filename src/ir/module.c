@@ -224,10 +224,14 @@ struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
     return bpcc_graph_find_module(n->graph, n->target);
 }
 
+void bpcc_node_resolve_module(struct bpcc_node *n)
+{
+    n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, n->target) : NULL;
+}
+
 void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
-    for (struct bpcc_node *n = g->first; n; n = n->next)
-        n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(g, n->target) : NULL;
+    for (struct bpcc_node *n = g->first; n; n = n->next) bpcc_node_resolve_module(n);
 }
 
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
