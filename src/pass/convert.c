@@ -69,7 +69,7 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
     struct bpcc_module *root = root_module(cv);
     if (!root) return BPCC_ERR_NOMEM;
     char base[256], name[300];
-    size_t lb = bpcc_str_cat(base, sizeof base, 0, prefix);
+    bpcc_str_cat(base, sizeof base, 0, prefix);
     for (char *p = base; *p; p++)
         if (*p == '.') *p = '_';
     const char *key = bpcc_graph_intern(cv->g, base);
@@ -88,8 +88,9 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
         }
     }
     /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile) */
+    size_t lb = bpcc_str_cat(name, sizeof name, 0, base);
     for (uint32_t i = pn->next;; i++) {
-        bpcc_str_cat_i64(name, sizeof name, bpcc_str_catn(name, sizeof name, 0, base, lb < sizeof base ? lb : sizeof base - 1), i);
+        bpcc_str_cat_i64(name, sizeof name, lb, i);
         if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) {
             pn->next = i + 1;
             break;
