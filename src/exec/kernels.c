@@ -210,9 +210,9 @@ static float bin(enum binop op, float x, float y)
                 if (scaled) q *= al;                                                                \
                 y[i] = EXPR;                                                                        \
             }                                                                                       \
-        else                                                                                        \
+        else /* x one value, z contiguous (a block never has both one value) */                     \
             for (int64_t i = 0; i < n; i++) {                                                       \
-                float p = x[mx ? i : 0], q = z[mz ? i : 0];                                         \
+                float p = x[0], q = z[i];                                                           \
                 if (scaled) q *= al;                                                                \
                 y[i] = EXPR;                                                                        \
             }                                                                                       \
