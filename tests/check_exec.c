@@ -389,15 +389,21 @@ START_TEST(observers_see_what_passes_and_shared_ones_see_every_use)
 }
 END_TEST
 
+/* a quint8 HistogramObserver with `bins` bins, PyTorch's other defaults */
+static void histogram_observer(struct obs_state *o, uint32_t bins)
+{
+    struct observer_spec spec = {.cls = OC_HISTOGRAM, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
+                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f, .bins = bins,
+                                 .upsample_rate = 128};
+    ck_assert_int_eq(bpcc_obs_init(o, &spec), BPCC_OK);
+}
+
 START_TEST(histogram_observer_bins_as_pytorch_1_13_does)
 {
     /* 1.13 passes int(min_val), int(max_val) to histc: [0.25, 1.5] is binned over [0, 1], and
     ** 1.5 falls outside */
-    struct observer_spec spec = {.cls = OC_HISTOGRAM, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
-                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f, .bins = 4,
-                                 .upsample_rate = 128};
     struct obs_state o;
-    ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+    histogram_observer(&o, 4);
     float x[4] = {0.25f, 0.5f, 0.75f, 1.5f};
     int64_t dims[1] = {4};
     char why[128];
@@ -419,14 +425,11 @@ START_TEST(histogram_observer_bins_as_pytorch_1_13_does)
 END_TEST
 
 /* A big tensor (counted in integers) bins exactly as float counting one by one does: mostly one
-** value (a ReLU's zeros), a spread, values outside the second batch's range, 2048 bins. */
+** value (a ReLU's zeros), a spread, values above the binned range [int(min), int(max)], 2048 bins. */
 START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
 {
-    struct observer_spec spec = {.cls = OC_HISTOGRAM, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
-                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f, .bins = 2048,
-                                 .upsample_rate = 128};
     struct obs_state o;
-    ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+    histogram_observer(&o, 2048);
     enum { N = 100000 };
     float *x = malloc(N * sizeof *x);
     for (int i = 0; i < N; i++) x[i] = i % 3 ? 0.0f : (float)(i % 977) * 0.013f - 2.0f;
