@@ -60,6 +60,35 @@ START_TEST(reads_tensors_in_offset_order)
 }
 END_TEST
 
+START_TEST(reads_past_unknown_fields)
+{
+    /* fields the format does not define, with nested values (and keys that look like the known
+    ** ones inside them), are skipped; the metadata may be empty */
+    unsigned char data[2] = {5, 6};
+    char *p = make_file("{\"__metadata__\":{},\"t\":{\"extra\":{\"shape\":[9,9],\"dtype\":[\"F64\",{}]},"
+                        "\"dtype\":\"U8\",\"more\":[[[]],null,true,1.5,\"s\"],\"shape\":[2],\"data_offsets\":[0,2]}}",
+                        data, sizeof data, true);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_safetensors *st;
+    ck_assert_msg(bpcc_safetensors_open(p, &st, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_uint_eq(bpcc_safetensors_count(st), 1);
+    enum bpcc_dtype dt;
+    uint32_t ndim;
+    const int64_t *dims;
+    const void *ptr;
+    ck_assert_int_eq(bpcc_safetensors_get(st, 0, NULL, &dt, &ndim, &dims, &ptr, NULL), BPCC_OK);
+    ck_assert_int_eq(dt, BPCC_DTYPE_U8);
+    ck_assert_uint_eq(ndim, 1);
+    ck_assert_int_eq(dims[0], 2);
+    ck_assert_int_eq(((const unsigned char *)ptr)[1], 6);
+    ck_assert_uint_eq(bpcc_safetensors_find(st, "t"), 0);
+    bpcc_safetensors_close(st);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 START_TEST(copies_misaligned_data_into_aligned_memory)
 {
     /* header of odd length, not padded: the F32 data starts at an odd offset */
@@ -97,9 +126,18 @@ static const struct bad_st bad[] = {
     {"truncated length", NULL, 0, "\x10\0\0\0", 4, BPCC_ERR_FORMAT, 0, "too short"},
     {"header past EOF", NULL, 0, "\x40\0\0\0\0\0\0\0{}", 10, BPCC_ERR_FORMAT, 0, "runs past the end"},
     {"huge header length", NULL, 0, "\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10, BPCC_ERR_LIMIT, 0, "100 MB limit"},
-    {"not json", "{\"t\": nope}", 0, NULL, 0, BPCC_ERR_FORMAT, 18, "not valid JSON"},
+    {"not json", "{\"t\": nope}", 0, NULL, 0, BPCC_ERR_FORMAT, 15, "not valid JSON"},
+    {"truncated json", "{\"t\":{\"dtype\":\"F32\"", 0, NULL, 0, BPCC_ERR_FORMAT, 8 + 19, "not valid JSON: parse error: premature EOF"},
+    {"trailing garbage", "{} x", 0, NULL, 0, BPCC_ERR_FORMAT, 12, "not valid JSON: parse error: trailing garbage"},
+    {"NUL in a key", "{\"t\\u0000x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 9, "\\u0000 is not allowed"},
+    {"NUL in a skipped value", "{\"t\":{\"x\":[{\"y\":\"a\\u0000\"}],\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 24, "\\u0000 is not allowed"},
     {"not an object", "[1, 2]", 0, NULL, 0, BPCC_ERR_FORMAT, 8, "not a JSON object"},
-    {"duplicate key", "{" T1 "," T1 "}", 8, NULL, 0, BPCC_ERR_FORMAT, 65, "duplicate object key"},
+    {"duplicate key", "{" T1 "," T1 "}", 8, NULL, 0, BPCC_ERR_FORMAT, 62, "duplicate key 't' in the header"},
+    {"duplicate metadata", "{\"__metadata__\":{},\"__metadata__\":{}}", 0, NULL, 0, BPCC_ERR_FORMAT, 27, "duplicate key '__metadata__'"},
+    {"field twice", "{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 28, "tensor 't' has \"dtype\" twice"},
+    {"shape not an array", "{\"t\":{\"dtype\":\"F32\",\"shape\":{\"a\":[2]},\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 9, "needs \"dtype\""},
+    {"nested shape entry", "{\"t\":{\"dtype\":\"F32\",\"shape\":[[2]],\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 9, "non-negative integers"},
+    {"offset beyond 64 bits", "{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,18446744073709551616]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 9, "0 <= begin <= end"},
     {"missing dtype", "{\"t\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, NULL, 0, BPCC_ERR_FORMAT, 9, "needs \"dtype\""},
     {"entry not an object", "{\"t\":5}", 0, NULL, 0, BPCC_ERR_FORMAT, 9, "needs \"dtype\""},
     {"unknown dtype", "{\"t\":{\"dtype\":\"F8_E4M3\",\"shape\":[2],\"data_offsets\":[0,2]}}", 2, NULL, 0, BPCC_ERR_FORMAT, 9, "dtype 'F8_E4M3'; supported"},
@@ -161,6 +199,7 @@ int main(void)
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
     tcase_add_test(tc, reads_tensors_in_offset_order);
+    tcase_add_test(tc, reads_past_unknown_fields);
     tcase_add_test(tc, copies_misaligned_data_into_aligned_memory);
     tcase_add_loop_test(tc, malformed_files_report_offsets, 0, (int)BPCC_ARRAY_LEN(bad));
     tcase_add_test(tc, missing_file_is_an_io_error);

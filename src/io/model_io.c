@@ -8,20 +8,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define HASH_NONFATAL_OOM 1
-#define uthash_malloc(sz) bpcc_malloc(sz)
-#define uthash_free(ptr, sz) bpcc_xfree(ptr)
-#define uthash_nonfatal_oom(e) (io_hash_oom = 1)
-static int io_hash_oom;
-#include <uthash.h>
-
-struct key_index {
-    const char *key;
-    uint32_t i;
-    bool used;
-    UT_hash_handle hh;
-};
-
 /* The safetensors key of a module tensor: "module.tensor", or "tensor" for the root. */
 static char *tensor_key(const struct bpcc_module *m, const char *tname)
 {
@@ -51,21 +37,10 @@ static enum bpcc_status bind_tensors(struct bpcc_graph *g, const char *wpath, st
     struct bpcc_safetensors *st = g->weights;
     const char *file = g->source_file;
     uint32_t n = bpcc_safetensors_count(st);
-    struct key_index *index = NULL;
-    struct key_index *slots = bpcc_malloc((n ? n : 1) * sizeof *slots);
-    if (!slots) return bpcc_diag_nomem(d);
+    bool *used = bpcc_malloc(n ? n : 1);
+    if (!used) return bpcc_diag_nomem(d);
+    memset(used, 0, n);
     enum bpcc_status s = BPCC_OK;
-    for (uint32_t i = 0; i < n; i++) {
-        bpcc_safetensors_get(st, i, &slots[i].key, NULL, NULL, NULL, NULL, NULL);
-        slots[i].i = i;
-        slots[i].used = false;
-        io_hash_oom = 0;
-        HASH_ADD_KEYPTR(hh, index, slots[i].key, strlen(slots[i].key), &slots[i]);
-        if (io_hash_oom) {
-            s = bpcc_diag_nomem(d);
-            goto out;
-        }
-    }
     for (uint32_t mi = 0; mi < g->n_modules; mi++) {
         struct bpcc_module *m = g->modules[mi];
         for (uint32_t k = 0; k < m->n_tensors; k++) {
@@ -76,22 +51,21 @@ static enum bpcc_status bind_tensors(struct bpcc_graph *g, const char *wpath, st
                 s = bpcc_diag_nomem(d);
                 goto out;
             }
-            struct key_index *e = NULL;
-            HASH_FIND_STR(index, key, e);
-            if (!e) {
+            uint32_t i = bpcc_safetensors_find(st, key);
+            if (i == UINT32_MAX) {
                 s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, t->src_line, t->src_col,
                                     "tensor '%s' is not in the weights file", key);
                 bpcc_diag_note(d, g->weights_line, g->weights_col, "weights file: %s", wpath);
                 bpcc_xfree(key);
                 continue;
             }
-            e->used = true;
+            used[i] = true;
             enum bpcc_dtype dt;
             uint32_t ndim;
             const int64_t *dims;
             const void *data;
             size_t nbytes;
-            bpcc_safetensors_get(st, e->i, NULL, &dt, &ndim, &dims, &data, &nbytes);
+            bpcc_safetensors_get(st, i, NULL, &dt, &ndim, &dims, &data, &nbytes);
             if (dt != bpcc_dtype_carrier(t->dtype)) {
                 s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, t->src_line, t->src_col,
                                     "tensor '%s' is declared %s but stored as %s", key,
@@ -111,15 +85,16 @@ static enum bpcc_status bind_tensors(struct bpcc_graph *g, const char *wpath, st
         }
     }
     for (uint32_t i = 0; i < n && !s; i++)
-        if (!slots[i].used) {
+        if (!used[i]) {
+            const char *key;
+            bpcc_safetensors_get(st, i, &key, NULL, NULL, NULL, NULL, NULL);
             s = bpcc_diag_error(d, BPCC_ERR_GRAPH, file, g->weights_line, g->weights_col,
                                 "weights file holds tensor '%s', which the model does not "
-                                "declare", slots[i].key);
+                                "declare", key);
             bpcc_diag_note(d, g->weights_line, g->weights_col, "weights file: %s", wpath);
         }
 out:
-    HASH_CLEAR(hh, index);
-    bpcc_xfree(slots);
+    bpcc_xfree(used);
     return s;
 }
 
