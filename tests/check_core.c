@@ -67,6 +67,59 @@ START_TEST(intern_gives_one_pointer_per_string)
 }
 END_TEST
 
+START_TEST(strmap_finds_removes_and_copies)
+{
+    /* 5000 keys (several growths), removed in a scattered order with lookups after each removal
+    ** (backward shifts across the table's end included), against a plain array as the truth */
+    enum { N = 5000 };
+    static char keys[N][16];
+    static bool present[N];
+    struct bpcc_strmap m = {0};
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "k%d", i);
+        size_t n = strlen(keys[i]);
+        ck_assert_ptr_null(bpcc_strmap_get(&m, keys[i], n, bpcc_str_hash(keys[i], n)));
+        ck_assert_int_eq(bpcc_strmap_put(&m, keys[i], n, bpcc_str_hash(keys[i], n), &present[i]), BPCC_OK);
+        present[i] = true;
+    }
+    ck_assert_uint_eq(m.n, N);
+    ck_assert_uint_le(4u * m.n, 3u * (m.mask + 1)); /* at most three quarters full */
+    struct bpcc_strmap c;
+    ck_assert_int_eq(bpcc_strmap_copy(&c, &m), BPCC_OK);
+    for (int r = 0; r < N; r++) {
+        int i = (int)((r * 7919L) % N); /* every key once, scattered */
+        size_t n = strlen(keys[i]);
+        struct bpcc_strmap_slot *e = bpcc_strmap_get(&m, keys[i], n, bpcc_str_hash(keys[i], n));
+        ck_assert_ptr_nonnull(e);
+        ck_assert_ptr_eq(e->value, &present[i]);
+        bpcc_strmap_remove(&m, e);
+        present[i] = false;
+        if (r % 97 == 0 || r > N - 50)
+            for (int j = 0; j < N; j++) {
+                size_t nj = strlen(keys[j]);
+                struct bpcc_strmap_slot *f = bpcc_strmap_get(&m, keys[j], nj, bpcc_str_hash(keys[j], nj));
+                ck_assert_msg(present[j] ? f && f->value == &present[j] : !f, "key %s after %d removals", keys[j], r + 1);
+            }
+    }
+    ck_assert_uint_eq(m.n, 0);
+    /* the copy is untouched, and a prefix or a longer key is another key */
+    ck_assert_uint_eq(c.n, N);
+    ck_assert_ptr_nonnull(bpcc_strmap_get(&c, "k42", 3, bpcc_str_hash("k42", 3)));
+    struct bpcc_strmap_slot *k4 = bpcc_strmap_get(&c, "k42", 2, bpcc_str_hash("k42", 2)); /* "k4" */
+    ck_assert_ptr_nonnull(k4);
+    ck_assert_str_eq(k4->key, "k4");
+    ck_assert_ptr_null(bpcc_strmap_get(&c, "k420000", 7, bpcc_str_hash("k420000", 7)));
+    uint32_t seen = 0;
+    BPCC_STRMAP_FOREACH(&c, e) seen++;
+    ck_assert_uint_eq(seen, N);
+    bpcc_strmap_release(&c);
+    bpcc_strmap_release(&m);
+    /* hashes depend on every byte and on the length */
+    ck_assert_uint_ne(bpcc_str_hash("conv1.weight", 12), bpcc_str_hash("conv1.weighu", 12));
+    ck_assert_uint_ne(bpcc_str_hash("a", 1), bpcc_str_hash("a\0", 2));
+}
+END_TEST
+
 START_TEST(buf_appends_and_formats)
 {
     struct bpcc_buf b;
@@ -240,6 +293,7 @@ int main(void)
     tcase_add_test(tc, arena_keeps_addresses_across_growth);
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
+    tcase_add_test(tc, strmap_finds_removes_and_copies);
     tcase_add_test(tc, buf_appends_and_formats);
     tcase_add_test(tc, buf_stays_failed_after_an_allocation_fails);
     tcase_add_test(tc, str_cat_builds_and_truncates_like_snprintf);

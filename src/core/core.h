@@ -73,11 +73,40 @@ static inline void *bpcc_arena_alloc_n(struct bpcc_arena *a, size_t n, size_t si
 
 /* }===================================================================================== */
 
+/* {==================== string index (strmap.c) ======================================== */
+
+/* A map from strings to pointers (open addressing; keys not copied, they must outlive the map).
+** Lookups take the key's hash (bpcc_str_hash), so a caller that asks several maps hashes once. */
+struct bpcc_strmap_slot {
+    const char *key; /* NULL: empty */
+    void *value;
+    uint32_t hash, len;
+};
+struct bpcc_strmap {
+    struct bpcc_strmap_slot *slots; /* mask + 1 of them, NULL while empty */
+    uint32_t mask, n;
+};
+
+BPCC_INTERNAL uint32_t bpcc_str_hash(const char *s, size_t n);
+/* the slot holding key s (its value may be read and written), NULL when absent */
+BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap *m, const char *s, size_t n, uint32_t h);
+/* add a key that is absent; slot pointers taken before are then invalid */
+BPCC_INTERNAL enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char *key, size_t n, uint32_t h, void *value);
+/* remove the slot's key (other slot pointers are then invalid) */
+BPCC_INTERNAL void bpcc_strmap_remove(struct bpcc_strmap *m, struct bpcc_strmap_slot *e);
+BPCC_INTERNAL enum bpcc_status bpcc_strmap_copy(struct bpcc_strmap *dst, const struct bpcc_strmap *src);
+BPCC_INTERNAL void bpcc_strmap_release(struct bpcc_strmap *m);
+#define BPCC_STRMAP_FOREACH(m, e) \
+    for (struct bpcc_strmap_slot *e = (m)->slots; (m)->slots && e <= (m)->slots + (m)->mask; e++) \
+        if (e->key)
+
+/* }===================================================================================== */
+
 /* {==================== string interning (per arena) =================================== */
 
 #define BPCC_INTERN_RECENT 64
 struct bpcc_intern {
-    struct intern_entry *table; /* uthash head */
+    struct bpcc_strmap table;   /* the arena copies, values unused */
     struct bpcc_arena *arena;
     /* the answers for recent argument pointers, by pointer: most interning is of the same few
     ** literals and buffers (attribute keys, tensor names, module types), and a table lookup costs
@@ -91,6 +120,8 @@ struct bpcc_intern {
 BPCC_INTERNAL void bpcc_intern_init(struct bpcc_intern *in, struct bpcc_arena *a);
 BPCC_INTERNAL void bpcc_intern_release(struct bpcc_intern *in);
 BPCC_INTERNAL const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n);
+/* the same, with the string's hash (bpcc_str_hash) already known */
+BPCC_INTERNAL const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 BPCC_INTERNAL const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s);
 
 /* }===================================================================================== */

@@ -4,24 +4,9 @@
 */
 #include "ir.h"
 
-#define HASH_NONFATAL_OOM 1
-#define uthash_malloc(sz) bpcc_malloc(sz)
-#define uthash_free(ptr, sz) bpcc_xfree(ptr)
-#define uthash_nonfatal_oom(e) (graph_hash_oom = 1)
-static int graph_hash_oom;
-#include <uthash.h>
-
-struct name_entry {
-    const char *name;       /* interned */
-    struct bpcc_node *node; /* NULL once erased: the name stays reserved */
-    UT_hash_handle hh;
-};
-
-struct name_base {
-    const char *base;       /* interned */
-    int64_t num;
-    UT_hash_handle hh;
-};
+/* g->names: every name ever given to a node -> the node (NULL once erased: the name stays
+** reserved); g->bases: FX-style numbering state, base name -> the last number handed out (an
+** int64_t in the arena). Both keyed by the interned strings. */
 
 static const char *const node_kind_names[BPCC_NODE_KIND_COUNT] = {
     [BPCC_NODE_PLACEHOLDER] = "placeholder",     [BPCC_NODE_GET_ATTR] = "get_attr",
@@ -58,8 +43,8 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
 /* the heap parts beside the arenas: hash tables, the module table */
 static void release_tables(struct bpcc_graph *g)
 {
-    HASH_CLEAR(hh, g->names);
-    HASH_CLEAR(hh, g->bases);
+    bpcc_strmap_release(&g->names);
+    bpcc_strmap_release(&g->bases);
     bpcc_graph_release_modules(g);
     bpcc_intern_release(&g->intern);
 }
@@ -90,7 +75,7 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     /* the failed state's intern table holds every string the snapshot shares (and those the pass
     ** made): the restored graph keeps it */
     struct bpcc_intern strings = failed.intern;
-    failed.intern.table = NULL;
+    failed.intern.table = (struct bpcc_strmap){0};
     release_tables(&failed);
     bpcc_intern_release(&snap->intern);
     /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
@@ -112,11 +97,15 @@ const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s)
 
 /* {==================== names ==================== */
 
-static struct name_entry *find_name(const struct bpcc_graph *g, const char *name)
+static struct bpcc_strmap_slot *find_name(const struct bpcc_graph *g, const char *name, size_t n, uint32_t h)
 {
-    struct name_entry *e = NULL;
-    HASH_FIND_STR(g->names, name, e);
-    return e;
+    return bpcc_strmap_get(&g->names, name, n, h);
+}
+
+static struct bpcc_strmap_slot *find_name_str(const struct bpcc_graph *g, const char *name)
+{
+    size_t n = strlen(name);
+    return find_name(g, name, n, bpcc_str_hash(name, n));
 }
 
 /* FX's _Namespace.create_name: split a trailing "_<digits>", then count up from the last
@@ -150,8 +139,9 @@ static const char *unique_name(struct bpcc_graph *g, const char *candidate)
     }
     const char *base = bpcc_intern_n(&g->intern, buf, base_len);
     if (!base) return NULL;
-    struct name_base *nb = NULL;
-    HASH_FIND_STR(g->bases, base, nb);
+    uint32_t bh = bpcc_str_hash(base, base_len);
+    struct bpcc_strmap_slot *be = bpcc_strmap_get(&g->bases, base, base_len, bh);
+    int64_t *last = be ? be->value : NULL;
     /* the candidate: base itself, or base_num as written */
     if (num < 0) {
         buf[base_len] = 0;
@@ -159,56 +149,39 @@ static const char *unique_name(struct bpcc_graph *g, const char *candidate)
         buf[base_len] = '_';
         bpcc_format_i64(num, buf + base_len + 1);
     }
-    if (num <= 0) num = nb ? nb->num : 0;
-    while (find_name(g, buf)) {
+    if (num <= 0) num = last ? *last : 0;
+    size_t len_c = strlen(buf);
+    uint32_t h = bpcc_str_hash(buf, len_c);
+    while (find_name(g, buf, len_c, h)) {
         num++;
         buf[base_len] = '_';
-        bpcc_format_i64(num, buf + base_len + 1);
+        len_c = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
+        h = bpcc_str_hash(buf, len_c);
     }
-    const char *result = bpcc_intern_n(&g->intern, buf, strlen(buf));
+    const char *result = bpcc_intern_nh(&g->intern, buf, len_c, h);
     if (!result) return NULL;
-    if (!nb) {
-        nb = BPCC_ARENA_NEW(&g->arena, struct name_base);
-        if (!nb) return NULL;
-        nb->base = base;
-        graph_hash_oom = 0;
-        HASH_ADD_KEYPTR(hh, g->bases, nb->base, strlen(nb->base), nb);
-        if (graph_hash_oom) return NULL;
+    if (!last) {
+        if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || bpcc_strmap_put(&g->bases, base, base_len, bh, last)) return NULL;
     }
-    nb->num = num;
+    *last = num;
     return result;
 }
 
 static enum bpcc_status reserve_name(struct bpcc_graph *g, const char *name, struct bpcc_node *n)
 {
-    struct name_entry *e = BPCC_ARENA_NEW(&g->arena, struct name_entry);
-    if (!e) return BPCC_ERR_NOMEM;
-    e->name = name;
-    e->node = n;
-    graph_hash_oom = 0;
-    HASH_ADD_KEYPTR(hh, g->names, e->name, strlen(e->name), e);
-    return graph_hash_oom ? BPCC_ERR_NOMEM : BPCC_OK;
+    size_t len = strlen(name);
+    return bpcc_strmap_put(&g->names, name, len, bpcc_str_hash(name, len), n) ? BPCC_ERR_NOMEM : BPCC_OK;
 }
 
 enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
 {
-    for (const struct name_entry *e = src->names; e; e = e->hh.next) {
-        struct name_entry *c = BPCC_ARENA_NEW(&dst->arena, struct name_entry);
-        if (!c) return BPCC_ERR_NOMEM;
-        c->name = e->name;
-        c->node = e->node ? map[e->node->id] : NULL;
-        graph_hash_oom = 0;
-        HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->names, c->name, e->hh.keylen, e->hh.hashv, c);
-        if (graph_hash_oom) return BPCC_ERR_NOMEM;
-    }
-    for (const struct name_base *b = src->bases; b; b = b->hh.next) {
-        struct name_base *c = BPCC_ARENA_NEW(&dst->arena, struct name_base);
-        if (!c) return BPCC_ERR_NOMEM;
-        c->base = b->base;
-        c->num = b->num;
-        graph_hash_oom = 0;
-        HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->bases, c->base, b->hh.keylen, b->hh.hashv, c);
-        if (graph_hash_oom) return BPCC_ERR_NOMEM;
+    if (bpcc_strmap_copy(&dst->names, &src->names) || bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
+    BPCC_STRMAP_FOREACH(&dst->names, e) if (e->value) e->value = map[((struct bpcc_node *)e->value)->id];
+    BPCC_STRMAP_FOREACH(&dst->bases, e) {
+        int64_t *num = BPCC_ARENA_NEW(&dst->arena, int64_t);
+        if (!num) return BPCC_ERR_NOMEM;
+        *num = *(const int64_t *)e->value;
+        e->value = num;
     }
     return BPCC_OK;
 }
@@ -393,7 +366,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     n->meta.kind = BPCC_VAL_NONE;
 
     const char *nm;
-    if (name && bpcc_node_name_valid(name) && !find_name(g, name)) {
+    if (name && bpcc_node_name_valid(name) && !find_name_str(g, name)) {
         nm = bpcc_graph_intern(g, name);
     } else {
         char cand[256];
@@ -426,8 +399,8 @@ uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g) { return g->n_nodes; }
 
 struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name)
 {
-    struct name_entry *e = find_name(g, name);
-    return e ? e->node : NULL;
+    const struct bpcc_strmap_slot *e = find_name_str(g, name);
+    return e ? e->value : NULL;
 }
 
 struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g)
@@ -648,8 +621,8 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
     unlink_node(g, n);
-    struct name_entry *e = find_name(g, n->name);
-    if (e) e->node = NULL;
+    struct bpcc_strmap_slot *e = find_name_str(g, n->name);
+    if (e) e->value = NULL;
     n->dead = true;
     g->n_nodes--;
     return BPCC_OK;

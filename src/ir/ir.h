@@ -53,9 +53,6 @@ struct module_tensor {
     struct bpcc_tensor *t;
 };
 
-struct module_index;
-struct name_entry;
-struct name_base;
 
 struct bpcc_module {
     const char *name, *type;  /* interned */
@@ -78,11 +75,11 @@ struct bpcc_graph {
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;
-    struct name_entry *names;  /* every name ever given to a node -> node (NULL once erased) */
-    struct name_base *bases;   /* FX-style numbering state per base name */
+    struct bpcc_strmap names;  /* every name ever given to a node -> node (NULL once erased) */
+    struct bpcc_strmap bases;  /* FX-style numbering state: base name -> int64_t last number */
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
-    struct module_index *module_index;
+    struct bpcc_strmap module_index; /* module name -> module (unlinked ones taken out) */
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;

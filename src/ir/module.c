@@ -3,19 +3,6 @@
 */
 #include "ir.h"
 
-#define HASH_NONFATAL_OOM 1
-#define uthash_malloc(sz) bpcc_malloc(sz)
-#define uthash_free(ptr, sz) bpcc_xfree(ptr)
-#define uthash_nonfatal_oom(e) (module_hash_oom = 1)
-static int module_hash_oom;
-#include <uthash.h>
-
-struct module_index {
-    const char *name;
-    struct bpcc_module *m;
-    UT_hash_handle hh;
-};
-
 static const char *const role_names[BPCC_TENSOR_ROLE_COUNT] = {"param", "buffer", "constant"};
 
 const char *bpcc_tensor_role_name(enum bpcc_tensor_role r)
@@ -26,8 +13,7 @@ const char *bpcc_tensor_role_name(enum bpcc_tensor_role r)
 
 void bpcc_graph_release_modules(struct bpcc_graph *g)
 {
-    struct module_index *e, *tmp;
-    HASH_ITER(hh, g->module_index, e, tmp) HASH_DEL(g->module_index, e);
+    bpcc_strmap_release(&g->module_index);
     bpcc_xfree(g->modules);
     g->modules = NULL;
     g->n_modules = g->cap_modules = 0;
@@ -49,22 +35,17 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
         g->cap_modules = cap;
     }
     struct bpcc_module *m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module);
-    struct module_index *e = BPCC_ARENA_NEW(&g->arena, struct module_index);
-    if (!m || !e) return bpcc_diag_nomem(d);
+    if (!m) return bpcc_diag_nomem(d);
     m->graph = g;
     m->name = bpcc_graph_intern(g, name);
     m->type = bpcc_graph_intern(g, type);
     if (!m->name || !m->type) return bpcc_diag_nomem(d);
     m->attrs.kind = BPCC_VAL_DICT;
-    e->name = m->name;
-    e->m = m;
-    module_hash_oom = 0;
-    HASH_ADD_KEYPTR(hh, g->module_index, e->name, strlen(e->name), e);
-    if (module_hash_oom) return bpcc_diag_nomem(d);
+    size_t len = strlen(m->name);
+    if (bpcc_strmap_put(&g->module_index, m->name, len, bpcc_str_hash(m->name, len), m)) return bpcc_diag_nomem(d);
     g->modules[g->n_modules++] = m;
     /* link into the tree under the nearest ancestor in the table */
     char buf[512];
-    size_t len = strlen(m->name);
     if (len < sizeof buf && len) {
         memcpy(buf, m->name, len + 1);
         for (char *dot = strrchr(buf, '.');; dot = strrchr(buf, '.')) {
@@ -88,9 +69,9 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
 static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
 {
     for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
-    struct module_index *e = NULL;
-    HASH_FIND_STR(g->module_index, m->name, e);
-    if (e && e->m == m) HASH_DEL(g->module_index, e);
+    size_t len = strlen(m->name);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, m->name, len, bpcc_str_hash(m->name, len));
+    if (e && e->value == m) bpcc_strmap_remove(&g->module_index, e);
     m->dead = true;
 }
 
@@ -179,18 +160,8 @@ enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_gra
             c->last_child = COPY_OF(m->last_child);
             c->next_sibling = COPY_OF(m->next_sibling);
         }
-        for (const struct module_index *e = src->module_index; e && !s; e = e->hh.next) {
-            struct module_index *c = BPCC_ARENA_NEW(&dst->arena, struct module_index);
-            if (!c) {
-                s = BPCC_ERR_NOMEM;
-                break;
-            }
-            c->m = COPY_OF(e->m);
-            c->name = c->m->name;
-            module_hash_oom = 0;
-            HASH_ADD_KEYPTR_BYHASHVALUE(hh, dst->module_index, c->name, e->hh.keylen, e->hh.hashv, c);
-            if (module_hash_oom) s = BPCC_ERR_NOMEM;
-        }
+        if (bpcc_strmap_copy(&dst->module_index, &src->module_index)) s = BPCC_ERR_NOMEM;
+        else BPCC_STRMAP_FOREACH(&dst->module_index, e) e->value = COPY_OF((const struct bpcc_module *)e->value);
 #undef COPY_OF
     }
     /* the marks back */
@@ -211,9 +182,9 @@ void bpcc_graph_compact_modules(struct bpcc_graph *g)
 
 struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name)
 {
-    struct module_index *e = NULL;
-    HASH_FIND_STR(g->module_index, name, e);
-    return e ? e->m : NULL;
+    size_t len = strlen(name);
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, name, len, bpcc_str_hash(name, len));
+    return e ? e->value : NULL;
 }
 
 struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
@@ -238,10 +209,9 @@ struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char
 {
     const char *dot = strrchr(target, '.');
     size_t len = dot ? (size_t)(dot - target) : 0;
-    struct module_index *e = NULL;
-    HASH_FIND(hh, g->module_index, dot ? target : "", len, e);
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, target, len, bpcc_str_hash(target, len));
     if (leaf_out) *leaf_out = dot ? dot + 1 : target;
-    return e ? e->m : NULL;
+    return e ? e->value : NULL;
 }
 
 uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g) { return g->n_modules; }
