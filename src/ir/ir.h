@@ -160,6 +160,9 @@ BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_mo
 BPCC_INTERNAL enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
                                                       const int64_t *dims, struct bpcc_tensor **out, struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
+/* room for n attributes (the arena cannot grow an array in place: a module whose attribute count
+** is known up front, a clone or an observer, takes it at once instead of by doubling) */
+BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n);
 
 /* dtype.c */
 BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);

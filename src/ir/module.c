@@ -240,6 +240,23 @@ const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const cha
     return bpcc_value_get(&m->attrs, key);
 }
 
+enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n)
+{
+    if (n <= m->attrs_cap) return BPCC_OK;
+    struct bpcc_value *a = &m->attrs;
+    struct bpcc_value *items = BPCC_ARENA_NEWN(&m->graph->arena, struct bpcc_value, n);
+    const char **keys = BPCC_ARENA_NEWN(&m->graph->arena, const char *, n);
+    if (!items || !keys) return BPCC_ERR_NOMEM;
+    if (a->n) {
+        memcpy(items, a->u.seq.items, a->n * sizeof *items);
+        memcpy(keys, a->u.seq.keys, a->n * sizeof *keys);
+    }
+    a->u.seq.items = items;
+    a->u.seq.keys = keys;
+    m->attrs_cap = n;
+    return BPCC_OK;
+}
+
 enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
                                       const struct bpcc_value *v, struct bpcc_diag *d)
 {
@@ -259,19 +276,8 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
         }
     const char *k = bpcc_graph_intern(g, key);
     if (!k) return bpcc_diag_nomem(d);
-    if (a->n == m->attrs_cap) {
-        uint32_t cap = m->attrs_cap ? m->attrs_cap * 2 : 8;
-        struct bpcc_value *items = BPCC_ARENA_NEWN(&g->arena, struct bpcc_value, cap);
-        const char **keys = BPCC_ARENA_NEWN(&g->arena, const char *, cap);
-        if (!items || !keys) return bpcc_diag_nomem(d);
-        if (a->n) {
-            memcpy(items, a->u.seq.items, a->n * sizeof *items);
-            memcpy(keys, a->u.seq.keys, a->n * sizeof *keys);
-        }
-        a->u.seq.items = items;
-        a->u.seq.keys = keys;
-        m->attrs_cap = cap;
-    }
+    if (a->n == m->attrs_cap && bpcc_module_reserve_attrs(m, m->attrs_cap ? 2 * m->attrs_cap : 4))
+        return bpcc_diag_nomem(d);
     a->u.seq.keys[a->n] = k;
     a->u.seq.items[a->n] = copy;
     a->n++;
@@ -411,7 +417,10 @@ static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, 
     if (overflow || t->nbytes > ((size_t)1 << 40))
         return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows or exceeds 1 TiB");
     size_t n = t->nbytes ? t->nbytes : 1;
-    t->data = zero ? bpcc_arena_alloc(&g->arena, n, 64) : bpcc_arena_alloc_uninit(&g->arena, n, 64);
+    /* cache-line aligned data for the kernels' vector loops; 16 bytes for the small ones (a
+    ** converted model has two scalars per quantize node: 64 would waste more than they hold) */
+    size_t align = n >= 64 ? 64 : 16;
+    t->data = zero ? bpcc_arena_alloc(&g->arena, n, align) : bpcc_arena_alloc_uninit(&g->arena, n, align);
     if (!t->data) return bpcc_diag_nomem(d);
     *out = t;
     return BPCC_OK;

@@ -39,6 +39,7 @@ static enum bpcc_status clone_module(struct bpcc_graph *g, const struct bpcc_mod
 {
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, src->type, &m, d);
+    if (!s && bpcc_module_reserve_attrs(m, src->attrs.n)) s = bpcc_diag_nomem(d);
     for (uint32_t i = 0; !s && i < src->attrs.n; i++)
         s = bpcc_module_set_attr(m, src->attrs.u.seq.keys[i], &src->attrs.u.seq.items[i], d);
     for (uint32_t i = 0; !s && i < src->n_tensors; i++)

@@ -500,6 +500,7 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
     bpcc_str_cat(type, sizeof type, bpcc_str_cat(type, sizeof type, 0, obs_type_prefix), bpcc_obs_class_name(o->cls));
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, type, &m, p->d);
+    if (!s && bpcc_module_reserve_attrs(m, 10)) s = bpcc_diag_nomem(p->d); /* observer_attrs sets at most 10 */
     if (!s) s = observer_attrs(g, m, o, p->d);
     struct bpcc_value args;
     if (!s && bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args)) s = bpcc_diag_nomem(p->d);
