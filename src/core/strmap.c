@@ -37,7 +37,8 @@ struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap *m, const char
     for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         struct bpcc_strmap_slot *e = &m->slots[i];
         if (!e->key) return NULL;
-        if (e->hash == h && e->len == n && !memcmp(e->key, s, n)) return e;
+        /* the key itself (an interned name looked up) matches without reading its bytes */
+        if (e->hash == h && (e->key == s || (e->len == n && !memcmp(e->key, s, n)))) return e;
     }
 }
 
