@@ -2,10 +2,13 @@
 """Calibration throughput, bpcc against PyTorch in one run: the same torchvision model, prepared
 for fbgemm with a MinMax mapping (MinMax activations, per-channel MinMax weights, the
 fixed-qparams entries), fed the same batches. PyTorch: the prepare_fx model's forward (eager, its
-observers in place); bpcc: `bpcc calibrate` (the reference interpreter, OpenBLAS). One thread each.
-usage: calibrate_bench.py BPCC NAME [BATCHES] [BATCH_SIZE] [SIZE]"""
+observers in place); bpcc: `bpcc calibrate` (the reference interpreter, OpenBLAS). One thread each,
+both timed warm (one batch first, not counted), in REPEATS pairs of runs taken in turn (this
+shared machine's speed drifts within a minute): medians, [min-max], and the ratio of each pair.
+usage: calibrate_bench.py BPCC NAME [BATCHES] [BATCH_SIZE] [SIZE] [REPEATS]"""
 import copy
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,6 +34,7 @@ bpcc, name = sys.argv[1], sys.argv[2]
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 5
 bs = int(sys.argv[4]) if len(sys.argv) > 4 else 1
 size = int(sys.argv[5]) if len(sys.argv) > 5 else 224
+repeats = int(sys.argv[6]) if len(sys.argv) > 6 else 3
 mapping = QConfigMapping().set_global(QConfig(
     activation=ob.MinMaxObserver.with_args(dtype=torch.quint8),
     weight=ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)))
@@ -61,19 +65,29 @@ with tempfile.TemporaryDirectory() as tmp:
     env["OPENBLAS_NUM_THREADS"] = "1"  # what the bpcc CLI asks OpenBLAS for (--threads 1)
     if "avx512f" in open("/proc/cpuinfo").read():
         env["OPENBLAS_CORETYPE"] = "SKYLAKEX"  # ... and on such CPUs
-    r = subprocess.run([inner, os.path.join(tmp, "p.bpcc"), *files], check=True, capture_output=True, text=True, env=env)
-    tr = float(r.stdout.split()[0])
+    gm = prepare_fx(copy.deepcopy(model), mapping, (batches[0],), backend_config=bcfg.get_backend_config("fbgemm"))
+
+    def torch_run():
+        with torch.no_grad():
+            gm(batches[0])  # warm-up (not counted)
+            t0 = time.perf_counter()
+            for b in batches:
+                gm(b)
+            return time.perf_counter() - t0
+
+    tr, tt = [], []
+    for _ in range(repeats):  # in turn, so that both sides see the same drift
+        r = subprocess.run([inner, os.path.join(tmp, "p.bpcc"), *files], check=True, capture_output=True, text=True,
+                           env=env)
+        tr.append(float(r.stdout.split()[0]))
+        tt.append(torch_run())
     # then the CLI (writing the calibrated model: after the timing above, not to compete with it)
     t0 = time.perf_counter()
     subprocess.run([bpcc, "calibrate", os.path.join(tmp, "p.bpcc"), "--data", *files, "-o", os.path.join(tmp, "c.bpcc")],
                    check=True, env=cli_env)
     tb = time.perf_counter() - t0
-gm = prepare_fx(copy.deepcopy(model), mapping, (batches[0],), backend_config=bcfg.get_backend_config("fbgemm"))
-with torch.no_grad():
-    gm(batches[0])  # warm-up (not counted)
-    t0 = time.perf_counter()
-    for b in batches:
-        gm(b)
-    tt = time.perf_counter() - t0
-print("calibrate %-13s %d x [%d, 3, %d, %d]: bpcc %6.2f batches/s (run alone; %6.2f with process start, load and "
-      "save), torch %6.2f batches/s, ratio %.2f" % (name, n, bs, size, size, n / tr, n / tb, n / tt, tt / tr))
+pairs = sorted(t / b for b, t in zip(tr, tt))
+print("calibrate %-13s %d x [%d, 3, %d, %d]: bpcc %6.2f batches/s [%.2f-%.2f] (run alone; %6.2f with process start, "
+      "load and save), torch %6.2f batches/s [%.2f-%.2f], ratio %.2f [%.2f-%.2f]" % (
+          name, n, bs, size, size, n / statistics.median(tr), n / max(tr), n / min(tr), n / tb,
+          n / statistics.median(tt), n / max(tt), n / min(tt), statistics.median(pairs), pairs[0], pairs[-1]))

@@ -93,9 +93,11 @@ def calibrate(build, models, batches):
         line = sh([PY, os.path.join(HERE, "calibrate_bench.py"), os.path.join(build, "bpcc"), m, str(batches)],
                   clean_env()).strip().splitlines()[-1]
         print(line, flush=True)
-        f = re.findall(r"([0-9.]+) batches/s", line)
-        rows.append({"model": m, "bpcc": float(f[0]), "bpcc_cli": float(re.search(r"; *([0-9.]+) with", line).group(1)),
-                     "torch": float(f[-1]), "ratio": float(line.rsplit("ratio", 1)[1])})
+        f = re.findall(r"([0-9.]+) batches/s \[([0-9.]+)-([0-9.]+)\]", line)
+        q = re.search(r"ratio ([0-9.]+) \[([0-9.]+)-([0-9.]+)\]", line)
+        rows.append({"model": m, "bpcc": [float(x) for x in f[0]],
+                     "bpcc_cli": float(re.search(r"; *([0-9.]+) with", line).group(1)),
+                     "torch": [float(x) for x in f[-1]], "ratio": [float(x) for x in q.groups()]})
     return rows
 
 
@@ -172,11 +174,14 @@ def document(res):
             r["ratio_import_included"]))
     L += ["", "### 3. Calibration throughput, one thread (%d batches of [1, 3, 224, 224], MinMax observers)" %
           res["calib_batches"], "",
-          "| model | bpcc (calibration run alone) | bpcc CLI (start, load, save) | PyTorch eager with observers | ratio |",
+          "Both timed warm (one batch first, not counted), three pairs of runs taken in turn: medians [min–max]; "
+          "the ratio is the median of the pairs' ratios [their range].", "",
+          "| model | bpcc (calibration run alone) | bpcc CLI (start, load, save; one run) | PyTorch eager with observers "
+          "| ratio |",
           "|---|---|---|---|---|"]
     for r in res["calibrate"]:
-        L.append("| %s | %.2f batches/s | %.2f | %.2f | %.2f |" % (r["model"], r["bpcc"], r["bpcc_cli"], r["torch"],
-                                                                    r["ratio"]))
+        L.append("| %s | %.2f batches/s [%.2f–%.2f] | %.2f | %.2f [%.2f–%.2f] | %.2f [%.2f–%.2f] |" % (
+            r["model"], *r["bpcc"], r["bpcc_cli"], *r["torch"], *r["ratio"]))
     L += ["", "### 4. Synthetic graphs (load + fuse + prepare + convert + print; one calibration batch between, not "
           "counted)", "",
           "Units of conv → bn → relu → conv → bn → relu → add → cat → conv → relu (convs without bias, batch norms "
