@@ -577,7 +577,7 @@ BPCC_API enum bpcc_status bpcc_safetensors_get(const struct bpcc_safetensors *st
                                                const char **name_out, enum bpcc_dtype *dtype_out,
                                                uint32_t *ndim_out, const int64_t **dims_out,
                                                const void **data_out, size_t *nbytes_out);
-/* Index of the tensor named `name`, or UINT32_MAX. */
+/* Index of the tensor named `name` (a hash lookup), or UINT32_MAX. */
 BPCC_API uint32_t bpcc_safetensors_find(const struct bpcc_safetensors *st, const char *name);
 
 /* }==================================================================================== */

@@ -210,7 +210,11 @@ const struct bpcc_value *bpcc_value_item(const struct bpcc_value *v, uint32_t i)
 const struct bpcc_value *bpcc_value_get(const struct bpcc_value *dict, const char *key)
 {
     if (!dict || dict->kind != BPCC_VAL_DICT) return NULL;
-    for (uint32_t i = 0; i < dict->n; i++)
-        if (strcmp(dict->u.seq.keys[i], key) == 0) return &dict->u.seq.items[i];
+    /* the first bytes before a call: attribute lookups are many (an observer's spec reads a dozen
+    ** keys from a dozen), and most keys differ at once */
+    for (uint32_t i = 0; i < dict->n; i++) {
+        const char *k = dict->u.seq.keys[i];
+        if (k[0] == key[0] && (!k[0] || strcmp(k + 1, key + 1) == 0)) return &dict->u.seq.items[i];
+    }
     return NULL;
 }

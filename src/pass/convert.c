@@ -10,20 +10,6 @@
 
 #include <stdio.h>
 
-#define HASH_NONFATAL_OOM 1
-#define uthash_malloc(sz) bpcc_malloc(sz)
-#define uthash_free(ptr, sz) bpcc_xfree(ptr)
-#define uthash_nonfatal_oom(e) (convert_hash_oom = 1)
-static _Thread_local int convert_hash_oom;
-#include <uthash.h>
-
-/* the next number to try per buffer-name prefix, so naming n buffers is not n^2 tries */
-struct prefix_next {
-    const char *prefix; /* interned */
-    uint32_t next;
-    UT_hash_handle hh;
-};
-
 struct conv {
     struct bpcc_graph *g;
     const struct bpcc_config *c;
@@ -33,7 +19,11 @@ struct conv {
     uint32_t n_ids;
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
-    struct prefix_next *prefixes;
+    struct bpcc_module *root;  /* the root module, once asked for */
+    /* the next number to try per buffer-name prefix (an uint32_t in `scratch`, keyed by a copy
+    ** there), so naming n buffers is not n^2 tries */
+    struct bpcc_strmap prefixes;
+    struct bpcc_arena scratch;
 };
 
 static const struct qconfig *qc_of(const struct conv *cv, const struct bpcc_node *n)
@@ -56,9 +46,10 @@ static bool is_obs_node(const struct bpcc_node *n)
 
 static struct bpcc_module *root_module(struct conv *cv)
 {
+    if (cv->root) return cv->root;
     struct bpcc_module *r = bpcc_graph_find_module(cv->g, "");
     if (!r && bpcc_graph_add_module(cv->g, "", "torch.fx.GraphModule", &r, cv->d)) return NULL;
-    return r;
+    return cv->root = r;
 }
 
 /* create_getattr_from_value: a root buffer <prefix><n> (dots as underscores, the first free n) and
@@ -72,27 +63,21 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
     bpcc_str_cat(base, sizeof base, 0, prefix);
     for (char *p = base; *p; p++)
         if (*p == '.') *p = '_';
-    const char *key = bpcc_graph_intern(cv->g, base);
-    if (!key) return bpcc_diag_nomem(cv->d);
-    struct prefix_next *pn;
-    HASH_FIND_PTR(cv->prefixes, &key, pn);
-    if (!pn) {
-        if (!(pn = bpcc_malloc(sizeof *pn))) return bpcc_diag_nomem(cv->d);
-        pn->prefix = key;
-        pn->next = 0;
-        convert_hash_oom = 0;
-        HASH_ADD_PTR(cv->prefixes, prefix, pn);
-        if (convert_hash_oom) {
-            bpcc_xfree(pn);
+    size_t kl = strlen(base);
+    uint32_t kh = bpcc_str_hash(base, kl);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&cv->prefixes, base, kl, kh);
+    uint32_t *next = e ? e->value : NULL;
+    if (!next) {
+        const char *key = bpcc_arena_strndup(&cv->scratch, base, kl);
+        if (!key || !(next = BPCC_ARENA_NEW(&cv->scratch, uint32_t)) || bpcc_strmap_put(&cv->prefixes, key, kl, kh, next))
             return bpcc_diag_nomem(cv->d);
-        }
     }
     /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile) */
     size_t lb = bpcc_str_cat(name, sizeof name, 0, base);
-    for (uint32_t i = pn->next;; i++) {
+    for (uint32_t i = *next;; i++) {
         bpcc_str_cat_i64(name, sizeof name, lb, i);
         if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) {
-            pn->next = i + 1;
+            *next = i + 1;
             break;
         }
     }
@@ -388,11 +373,8 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
     }
     if (!s && n_quantized_out) *n_quantized_out = cv.n_quantized;
     if (!s && n_modules_out) *n_modules_out = cv.n_modules;
-    struct prefix_next *pn, *tmp;
-    HASH_ITER(hh, cv.prefixes, pn, tmp) {
-        HASH_DEL(cv.prefixes, pn);
-        bpcc_xfree(pn);
-    }
+    bpcc_strmap_release(&cv.prefixes);
+    bpcc_arena_release(&cv.scratch);
     bpcc_xfree(cv.qc);
     bpcc_xfree(cv.in_map);
     bpcc_qconfig_assignment_free(cv.qa);
