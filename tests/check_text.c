@@ -81,6 +81,36 @@ START_TEST(free_form_text_prints_canonically)
 }
 END_TEST
 
+START_TEST(long_literals_keep_every_item)
+{
+    /* past the parser's on-stack room for items (8): a 20-item list, a 9-item tuple, 20 kwargs */
+    char in[4096] = "bpcc-model 1\ngraph\n  %x = placeholder x ()\n  %f = call_function f.g (%x, [";
+    size_t n = strlen(in);
+    for (int i = 0; i < 20; i++) n += (size_t)snprintf(in + n, sizeof in - n, "%s%d", i ? ", " : "", i);
+    n += (size_t)snprintf(in + n, sizeof in - n, "], (");
+    for (int i = 0; i < 9; i++) n += (size_t)snprintf(in + n, sizeof in - n, "%s%d", i ? ", " : "", 100 + i);
+    n += (size_t)snprintf(in + n, sizeof in - n, ")) {");
+    for (int i = 0; i < 20; i++) n += (size_t)snprintf(in + n, sizeof in - n, "%sk%d: %d", i ? ", " : "", i, -i);
+    snprintf(in + n, sizeof in - n, "}\n  %%output = output output (%%f,)\n");
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g;
+    ck_assert_msg(bpcc_graph_parse(in, strlen(in), NULL, &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    const struct bpcc_node *f = bpcc_graph_find_node(g, "f");
+    const struct bpcc_value *a = bpcc_node_args(f), *k = bpcc_node_kwargs(f);
+    ck_assert_uint_eq(a->n, 3);
+    ck_assert_uint_eq(a->u.seq.items[1].n, 20);
+    for (uint32_t i = 0; i < 20; i++) ck_assert_int_eq(a->u.seq.items[1].u.seq.items[i].u.i, i);
+    ck_assert_uint_eq(a->u.seq.items[2].n, 9);
+    ck_assert_int_eq(a->u.seq.items[2].u.seq.items[8].u.i, 108);
+    ck_assert_uint_eq(k->n, 20);
+    ck_assert_str_eq(k->u.seq.keys[19], "k19");
+    ck_assert_int_eq(k->u.seq.items[19].u.i, -19);
+    ck_assert_int_eq(bpcc_value_get(k, "k9")->u.i, -9);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(parsed_values_have_the_right_kinds)
 {
     size_t len = 0;
@@ -264,6 +294,7 @@ int main(void)
     TCase *tc = tcase_create("text");
     tcase_add_loop_test(tc, fixtures_round_trip_byte_for_byte, 0, (int)BPCC_ARRAY_LEN(fixtures));
     tcase_add_test(tc, free_form_text_prints_canonically);
+    tcase_add_test(tc, long_literals_keep_every_item);
     tcase_add_test(tc, parsed_values_have_the_right_kinds);
     tcase_add_loop_test(tc, malformed_text_reports_line_and_col, 0, (int)BPCC_ARRAY_LEN(bad));
     tcase_add_test(tc, duplicates_point_back_to_the_first_definition);

@@ -325,9 +325,12 @@ static enum bpcc_status parse_items(struct parser *ps, char close, bool dict,
                                     struct bpcc_value *out, enum bpcc_value_kind kind,
                                     int depth, bool *trailing_comma_out)
 {
-    struct bpcc_value *items = NULL;
-    const char **keys = NULL;
-    uint32_t n = 0, cap = 0;
+    /* the items gather on the stack while they fit (most argument tuples and attribute dicts
+    ** do), on the heap beyond, and are copied into the graph's arena at the end */
+    enum { SMALL = 8 };
+    struct bpcc_value small_items[SMALL], *items = small_items;
+    const char *small_keys[SMALL], **keys = small_keys;
+    uint32_t n = 0, cap = SMALL;
     bool trailing = false;
     enum bpcc_status s = BPCC_OK;
     for (;;) {
@@ -337,13 +340,15 @@ static enum bpcc_status parse_items(struct parser *ps, char close, bool dict,
                 s = fail_limit(ps, ps->p, "more than 16M items in one literal");
                 goto out;
             }
-            cap = cap ? cap * 2 : 8;
-            struct bpcc_value *ni = bpcc_realloc(items, cap * sizeof *ni);
+            cap *= 2;
+            struct bpcc_value *ni = bpcc_realloc(items == small_items ? NULL : items, cap * sizeof *ni);
             if (!ni) { s = nomem(ps); goto out; }
+            if (items == small_items) memcpy(ni, small_items, n * sizeof *ni);
             items = ni;
             if (dict) {
-                const char **nk = bpcc_realloc(keys, cap * sizeof *nk);
+                const char **nk = bpcc_realloc(keys == small_keys ? NULL : keys, cap * sizeof *nk);
                 if (!nk) { s = nomem(ps); goto out; }
+                if (keys == small_keys) memcpy(nk, small_keys, n * sizeof *nk);
                 keys = nk;
             }
         }
@@ -374,8 +379,8 @@ static enum bpcc_status parse_items(struct parser *ps, char close, bool dict,
     if (dict && n) memcpy(out->u.seq.keys, keys, n * sizeof *keys);
     if (trailing_comma_out) *trailing_comma_out = trailing;
 out:
-    bpcc_xfree(items);
-    bpcc_xfree(keys);
+    if (items != small_items) bpcc_xfree(items);
+    if (keys != small_keys) bpcc_xfree(keys);
     return s;
 }
 
