@@ -6,24 +6,9 @@
 
 #include <math.h>
 
-/* While a thread parses a document it drops as a whole, jansson's allocations come from an arena
-** (bpcc_json_arena_begin/end): a dozen small ones per object, and freeing them one by one costs as
-** much again. Frees are then no-ops; the document must be released before the arena ends. */
-static _Thread_local struct bpcc_arena *json_arena;
-
-static void *json_alloc(size_t n) { return json_arena ? bpcc_arena_alloc_uninit(json_arena, n, 16) : bpcc_malloc(n); }
-static void json_release(void *p)
-{
-    if (!json_arena) bpcc_xfree(p);
-}
-
-void bpcc_json_arena_begin(struct bpcc_arena *a)
-{
-    bpcc_json_init();
-    json_arena = a;
-}
-
-void bpcc_json_arena_end(void) { json_arena = NULL; }
+/* jansson's allocations go through bpcc's hook (failure injection, the caller's allocator) */
+static void *json_alloc(size_t n) { return bpcc_malloc(n); }
+static void json_release(void *p) { bpcc_xfree(p); }
 
 void bpcc_json_init(void)
 {

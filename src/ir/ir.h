@@ -174,12 +174,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path
                                                       const char *const *keys,
                                                       const struct bpcc_tensor *const *tensors,
                                                       uint32_t n, struct bpcc_diag *d);
-/* json.c: route jansson's allocations through bpcc's hook (idempotent); between begin and end, the
-** calling thread's jansson allocations come from arena a (for a parse whose document is released,
-** json_decref, before end; frees are no-ops meanwhile) */
+/* json.c: route jansson's allocations through bpcc's hook (idempotent) */
 BPCC_INTERNAL void bpcc_json_init(void);
-BPCC_INTERNAL void bpcc_json_arena_begin(struct bpcc_arena *a);
-BPCC_INTERNAL void bpcc_json_arena_end(void);
 
 /* tensor.c */
 BPCC_INTERNAL size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow);
