@@ -90,6 +90,8 @@ struct bpcc_strmap {
 BPCC_INTERNAL uint32_t bpcc_str_hash(const char *s, size_t n);
 /* the slot holding key s (its value may be read and written), NULL when absent */
 BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap *m, const char *s, size_t n, uint32_t h);
+/* the same for a NUL-terminated key, hashed here */
+BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get_str(const struct bpcc_strmap *m, const char *s);
 /* add a key that is absent; slot pointers taken before are then invalid */
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char *key, size_t n, uint32_t h, void *value);
 /* remove the slot's key (other slot pointers are then invalid) */

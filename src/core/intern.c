@@ -22,11 +22,17 @@ void bpcc_intern_release(struct bpcc_intern *in)
     memset(in->recent, 0, sizeof in->recent);
 }
 
-const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+/* the answer remembered for argument s, or NULL */
+static const char *recent(const struct bpcc_intern *in, const char *s, size_t n)
+{
+    const struct bpcc_intern_recent *r = &in->recent[recent_slot(s)];
+    return r->arg == s && r->len == n && !memcmp(r->str, s, n) ? r->str : NULL;
+}
+
+/* the table's copy of s, made when absent; remembered for argument s */
+static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
 {
     unsigned slot = recent_slot(s);
-    const struct bpcc_intern_recent *r = &in->recent[slot];
-    if (r->arg == s && r->len == n && !memcmp(r->str, s, n)) return r->str;
     const struct bpcc_strmap_slot *e = bpcc_strmap_get(&in->table, s, n, h);
     if (e) {
         in->recent[slot] = (struct bpcc_intern_recent){s, e->key, n};
@@ -38,17 +44,20 @@ const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint
     return copy;
 }
 
+const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+{
+    const char *r = recent(in, s, n);
+    return r ? r : intern_table(in, s, n, h);
+}
+
 const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n)
 {
-    unsigned slot = recent_slot(s);
-    const struct bpcc_intern_recent *r = &in->recent[slot];
-    if (r->arg == s && r->len == n && !memcmp(r->str, s, n)) return r->str;
-    return bpcc_intern_nh(in, s, n, bpcc_str_hash(s, n));
+    const char *r = recent(in, s, n); /* before hashing: most calls end here */
+    return r ? r : intern_table(in, s, n, bpcc_str_hash(s, n));
 }
 
 const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s)
 {
-    size_t n = strlen(s);
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&in->table, s, n, bpcc_str_hash(s, n));
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&in->table, s);
     return e ? e->key : NULL;
 }

@@ -42,6 +42,12 @@ struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap *m, const char
     }
 }
 
+struct bpcc_strmap_slot *bpcc_strmap_get_str(const struct bpcc_strmap *m, const char *s)
+{
+    size_t n = strlen(s);
+    return bpcc_strmap_get(m, s, n, bpcc_str_hash(s, n));
+}
+
 static void place(struct bpcc_strmap_slot *slots, uint32_t mask, const struct bpcc_strmap_slot *e)
 {
     uint32_t i = e->hash & mask;

@@ -97,21 +97,29 @@ const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s)
 
 /* {==================== names ==================== */
 
-static struct bpcc_strmap_slot *find_name(const struct bpcc_graph *g, const char *name, size_t n, uint32_t h)
+/* A node's name comes with its length and hash (struct name), computed once: looked up, interned
+** and reserved under the same hash. */
+struct name {
+    const char *s;
+    size_t len;
+    uint32_t hash;
+};
+
+static struct name name_of(const char *s)
 {
-    return bpcc_strmap_get(&g->names, name, n, h);
+    size_t len = strlen(s);
+    return (struct name){s, len, bpcc_str_hash(s, len)};
 }
 
-static struct bpcc_strmap_slot *find_name_str(const struct bpcc_graph *g, const char *name)
+static bool name_taken(const struct bpcc_graph *g, const struct name *nm)
 {
-    size_t n = strlen(name);
-    return find_name(g, name, n, bpcc_str_hash(name, n));
+    return bpcc_strmap_get(&g->names, nm->s, nm->len, nm->hash) != NULL;
 }
 
 /* FX's _Namespace.create_name: split a trailing "_<digits>", then count up from the last
 ** number handed out for that base until the candidate is free. Candidates are built on the stack
-** and only the chosen one is interned. */
-static const char *unique_name(struct bpcc_graph *g, const char *candidate)
+** and only the chosen one is interned (into *out; false when out of memory). */
+static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name *out)
 {
     size_t clen = strlen(candidate);
     if (clen > 4000) clen = 4000; /* names are shortened rather than refused */
@@ -138,7 +146,7 @@ static const char *unique_name(struct bpcc_graph *g, const char *candidate)
         base_len = j - 1;
     }
     const char *base = bpcc_intern_n(&g->intern, buf, base_len);
-    if (!base) return NULL;
+    if (!base) return false;
     uint32_t bh = bpcc_str_hash(base, base_len);
     struct bpcc_strmap_slot *be = bpcc_strmap_get(&g->bases, base, base_len, bh);
     int64_t *last = be ? be->value : NULL;
@@ -150,27 +158,25 @@ static const char *unique_name(struct bpcc_graph *g, const char *candidate)
         bpcc_format_i64(num, buf + base_len + 1);
     }
     if (num <= 0) num = last ? *last : 0;
-    size_t len_c = strlen(buf);
-    uint32_t h = bpcc_str_hash(buf, len_c);
-    while (find_name(g, buf, len_c, h)) {
+    struct name c = name_of(buf);
+    while (name_taken(g, &c)) {
         num++;
         buf[base_len] = '_';
-        len_c = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
-        h = bpcc_str_hash(buf, len_c);
+        c.len = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
+        c.hash = bpcc_str_hash(buf, c.len);
     }
-    const char *result = bpcc_intern_nh(&g->intern, buf, len_c, h);
-    if (!result) return NULL;
+    if (!(c.s = bpcc_intern_nh(&g->intern, buf, c.len, c.hash))) return false;
     if (!last) {
-        if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || bpcc_strmap_put(&g->bases, base, base_len, bh, last)) return NULL;
+        if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || bpcc_strmap_put(&g->bases, base, base_len, bh, last)) return false;
     }
     *last = num;
-    return result;
+    *out = c;
+    return true;
 }
 
-static enum bpcc_status reserve_name(struct bpcc_graph *g, const char *name, struct bpcc_node *n)
+static enum bpcc_status reserve_name(struct bpcc_graph *g, const struct name *nm, struct bpcc_node *n)
 {
-    size_t len = strlen(name);
-    return bpcc_strmap_put(&g->names, name, len, bpcc_str_hash(name, len), n) ? BPCC_ERR_NOMEM : BPCC_OK;
+    return bpcc_strmap_put(&g->names, nm->s, nm->len, nm->hash, n) ? BPCC_ERR_NOMEM : BPCC_OK;
 }
 
 enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
@@ -365,23 +371,27 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
                                    : bpcc_diag_error(d, s, NULL, 0, 0, "node arguments nest too deep");
     n->meta.kind = BPCC_VAL_NONE;
 
-    const char *nm;
-    if (name && bpcc_node_name_valid(name) && !find_name_str(g, name)) {
-        nm = bpcc_graph_intern(g, name);
+    struct name nm = {0};
+    bool free_as_given = false;
+    if (name && bpcc_node_name_valid(name)) {
+        nm = name_of(name);
+        free_as_given = !name_taken(g, &nm);
+    }
+    if (free_as_given) {
+        if (!(nm.s = bpcc_intern_nh(&g->intern, name, nm.len, nm.hash))) return bpcc_diag_nomem(d);
     } else {
         char cand[256];
         if (name) bpcc_str_cat(cand, sizeof cand, 0, name);
         else default_candidate(kind, n->target, cand, sizeof cand);
-        nm = unique_name(g, cand);
+        if (!unique_name(g, cand, &nm)) return bpcc_diag_nomem(d);
     }
-    if (!nm) return bpcc_diag_nomem(d);
-    n->name = nm;
+    n->name = nm.s;
     if ((s = add_uses(n, &n->args))) return bpcc_diag_nomem(d);
     if ((s = add_uses(n, &n->kwargs))) {
         remove_uses(n, &n->args);
         return bpcc_diag_nomem(d);
     }
-    if ((s = reserve_name(g, nm, n))) {
+    if ((s = reserve_name(g, &nm, n))) {
         remove_uses(n, &n->args);
         remove_uses(n, &n->kwargs);
         return bpcc_diag_nomem(d);
@@ -399,7 +409,7 @@ uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g) { return g->n_nodes; }
 
 struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name)
 {
-    const struct bpcc_strmap_slot *e = find_name_str(g, name);
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->names, name);
     return e ? e->value : NULL;
 }
 
@@ -621,7 +631,7 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
     unlink_node(g, n);
-    struct bpcc_strmap_slot *e = find_name_str(g, n->name);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->names, n->name);
     if (e) e->value = NULL;
     n->dead = true;
     g->n_nodes--;

@@ -69,8 +69,7 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
 static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
 {
     for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
-    size_t len = strlen(m->name);
-    struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, m->name, len, bpcc_str_hash(m->name, len));
+    struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->module_index, m->name);
     if (e && e->value == m) bpcc_strmap_remove(&g->module_index, e);
     m->dead = true;
 }
@@ -182,8 +181,7 @@ void bpcc_graph_compact_modules(struct bpcc_graph *g)
 
 struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name)
 {
-    size_t len = strlen(name);
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, name, len, bpcc_str_hash(name, len));
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->module_index, name);
     return e ? e->value : NULL;
 }
 
