@@ -104,7 +104,6 @@ struct hp {
     size_t hlen;
     uint64_t data_len;
     yajl_handle h;
-    struct bpcc_ymem ymem;
     enum bpcc_status s;    /* the error that stopped the parse */
     enum hp_ctx ctx;
     uint64_t skip;         /* > 0: in a value nobody reads, this many containers deep */
@@ -169,11 +168,17 @@ static bool parse_uint(const char *s, size_t n, uint64_t *out)
     return true;
 }
 
+/* the tensor's entry is not an object, or lacks a field of the right type */
+static int stop_needs_fields(struct hp *p)
+{
+    return stop(p, KEY_AT(p->name), "tensor '%s' needs \"dtype\" (string), \"shape\" (array) and \"data_offsets\" ([begin, end])",
+                p->name);
+}
+
 static int finish_entry(struct hp *p)
 {
     const char *key = p->name;
-    if (!p->dtype_ok || !p->shape_ok || !p->offsets_ok || p->n_offsets != 2)
-        return stop(p, KEY_AT(key), "tensor '%s' needs \"dtype\" (string), \"shape\" (array) and \"data_offsets\" ([begin, end])", key);
+    if (!p->dtype_ok || !p->shape_ok || !p->offsets_ok || p->n_offsets != 2) return stop_needs_fields(p);
     enum bpcc_dtype dtype = bpcc_dtype_from_st_name(p->dtype);
     if (dtype == BPCC_DTYPE_NONE)
         return stop(p, KEY_AT(key), "tensor '%s' has dtype '%s'; supported: %s", key, p->dtype, st_dtypes);
@@ -240,9 +245,7 @@ static int on_value(struct hp *p, enum hp_value k, const char *s, size_t n)
             p->ctx = HP_META;
             return 1;
         }
-        if (k != V_MAP)
-            return stop(p, KEY_AT(p->name), "tensor '%s' needs \"dtype\" (string), \"shape\" (array) and \"data_offsets\" ([begin, end])",
-                        p->name);
+        if (k != V_MAP) return stop_needs_fields(p);
         p->ctx = HP_ENTRY;
         return 1;
     case HP_META_VALUE:
@@ -257,10 +260,13 @@ static int on_value(struct hp *p, enum hp_value k, const char *s, size_t n)
             size_t m = n < sizeof p->dtype - 1 ? n : sizeof p->dtype - 1;
             memcpy(p->dtype, s, m);
             p->dtype[m] = 0;
-        } else if ((p->field == F_SHAPE || p->field == F_OFFSETS) && k == V_ARRAY) {
-            if (p->field == F_SHAPE) p->shape_ok = true;
-            else p->offsets_ok = true;
-            p->ctx = p->field == F_SHAPE ? HP_SHAPE : HP_OFFSETS;
+        } else if (p->field == F_SHAPE && k == V_ARRAY) {
+            p->shape_ok = true;
+            p->ctx = HP_SHAPE;
+            return 1;
+        } else if (p->field == F_OFFSETS && k == V_ARRAY) {
+            p->offsets_ok = true;
+            p->ctx = HP_OFFSETS;
             return 1;
         }
         if (k >= V_MAP) p->skip = 1; /* a container nobody reads (or of the wrong type) */
@@ -385,39 +391,27 @@ static const yajl_callbacks header_events = {
     .yajl_start_array = y_start_array, .yajl_end_array = y_end_array,
 };
 
-/* yajl's calls; an allocation of yajl's that fails comes back here through longjmp */
-static enum bpcc_status run_parser(struct hp *p)
+/* the header through yajl's events (under bpcc_ymem_run) */
+static enum bpcc_status parse_header(struct bpcc_ymem *m, void *ctx)
 {
-    p->h = yajl_alloc(&header_events, &p->ymem.funcs, p);
+    struct hp *p = ctx;
+    p->h = yajl_alloc(&header_events, &m->funcs, p);
     yajl_status ys = yajl_parse(p->h, (const unsigned char *)p->hdr, p->hlen);
     size_t at = yajl_get_bytes_consumed(p->h);
     if (ys == yajl_status_ok) {
         ys = yajl_complete_parse(p->h);
         at = p->hlen;
     }
-    if (ys == yajl_status_client_canceled) return p->s;
-    if (ys != yajl_status_ok) {
+    enum bpcc_status s = ys == yajl_status_client_canceled ? p->s : BPCC_OK;
+    if (ys == yajl_status_error) {
         unsigned char *msg = yajl_get_error(p->h, 0, NULL, 0);
         size_t len = strlen((const char *)msg);
         while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ' || msg[len - 1] == '.')) len--;
-        bpcc_diag_error_at_offset(p->d, BPCC_ERR_FORMAT, p->path, 8 + (uint64_t)at, "header is not valid JSON: %.*s",
-                                  (int)len, (const char *)msg);
+        s = bpcc_diag_error_at_offset(p->d, BPCC_ERR_FORMAT, p->path, 8 + (uint64_t)at, "header is not valid JSON: %.*s",
+                                      (int)len, (const char *)msg);
         yajl_free_error(p->h, msg);
-        return BPCC_ERR_FORMAT;
     }
-    return BPCC_OK;
-}
-
-static enum bpcc_status parse_header(struct hp *p)
-{
-    bpcc_ymem_init(&p->ymem);
-    if (setjmp(p->ymem.oom)) {
-        bpcc_ymem_release(&p->ymem); /* yajl's handle is dropped unused */
-        return bpcc_diag_nomem(p->d);
-    }
-    enum bpcc_status s = run_parser(p);
     yajl_free(p->h);
-    bpcc_ymem_release(&p->ymem);
     return s;
 }
 
@@ -480,7 +474,8 @@ enum bpcc_status bpcc_safetensors_open(const char *path, struct bpcc_safetensors
     }
     uint64_t data_len = size - 8 - hlen;
     struct hp p = {.st = st, .d = d, .path = path, .hdr = hdr, .hlen = (size_t)hlen, .data_len = data_len};
-    if ((s = parse_header(&p))) goto fail;
+    struct bpcc_ymem ym;
+    if ((s = bpcc_ymem_run(&ym, parse_header, &p, d))) goto fail;
     /* writers put the tensors in header order as a rule: sort only when they did not */
     bool sorted = true;
     for (uint32_t i = 1; i < st->n && sorted; i++) sorted = cmp_begin(&st->entries[i - 1], &st->entries[i]) <= 0;
@@ -575,25 +570,34 @@ static int cmp_align(const void *a, const void *b)
 
 static bool gen_str(yajl_gen g, const char *s) { return yajl_gen_string(g, (const unsigned char *)s, strlen(s)) == yajl_gen_status_ok; }
 
-/* the header's JSON for items (sorted), into fp; yajl's failed allocations come back through longjmp */
-static enum bpcc_status write_header(struct bpcc_ymem *ym, FILE *fp, const char *path, const struct wr_item *items, uint32_t n,
-                                     struct bpcc_diag *d)
+struct wr_header {
+    FILE *fp;
+    const char *path;
+    const struct wr_item *items; /* sorted */
+    uint32_t n;
+    struct bpcc_diag *d;
+};
+
+/* the header's JSON into fp (under bpcc_ymem_run) */
+static enum bpcc_status write_header(struct bpcc_ymem *m, void *ctx)
 {
-    yajl_gen g = yajl_gen_alloc(&ym->funcs);
+    const struct wr_header *w = ctx;
+    yajl_gen g = yajl_gen_alloc(&m->funcs);
     yajl_gen_config(g, yajl_gen_validate_utf8, 1);
+    enum bpcc_status s = BPCC_OK;
     bool ok = yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "__metadata__") &&
               yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "format") && gen_str(g, "bpcc") &&
               yajl_gen_map_close(g) == yajl_gen_status_ok;
     uint64_t off = 0;
-    for (uint32_t i = 0; ok && i < n; i++) {
-        const struct bpcc_tensor *t = items[i].t;
+    for (uint32_t i = 0; ok && i < w->n; i++) {
+        const struct bpcc_tensor *t = w->items[i].t;
         if (!t->data) {
-            yajl_gen_free(g);
-            return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "tensor '%s' has no data", items[i].key);
+            s = bpcc_diag_error(w->d, BPCC_ERR_INVALID, w->path, 0, 0, "tensor '%s' has no data", w->items[i].key);
+            goto done;
         }
-        if (!gen_str(g, items[i].key)) {
-            yajl_gen_free(g);
-            return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "tensor name '%s' is not valid UTF-8", items[i].key);
+        if (!gen_str(g, w->items[i].key)) {
+            s = bpcc_diag_error(w->d, BPCC_ERR_INVALID, w->path, 0, 0, "tensor name '%s' is not valid UTF-8", w->items[i].key);
+            goto done;
         }
         ok = yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "dtype") && gen_str(g, bpcc_dtype_st_name(t->dtype)) &&
              gen_str(g, "shape") && yajl_gen_array_open(g) == yajl_gen_status_ok;
@@ -608,29 +612,17 @@ static enum bpcc_status write_header(struct bpcc_ymem *ym, FILE *fp, const char 
     const unsigned char *hdr;
     size_t hlen;
     if (!ok || yajl_gen_get_buf(g, &hdr, &hlen) != yajl_gen_status_ok) {
-        yajl_gen_free(g);
-        return bpcc_diag_error(d, BPCC_ERR_INTERNAL, path, 0, 0, "cannot write the safetensors header");
+        s = bpcc_diag_error(w->d, BPCC_ERR_INTERNAL, w->path, 0, 0, "cannot write the safetensors header");
+        goto done;
     }
     size_t padded = (hlen + 7) & ~(size_t)7;
     unsigned char lenbuf[8];
     for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    fwrite(lenbuf, 1, 8, fp);
-    fwrite(hdr, 1, hlen, fp);
-    for (size_t i = hlen; i < padded; i++) fputc(' ', fp);
+    fwrite(lenbuf, 1, 8, w->fp);
+    fwrite(hdr, 1, hlen, w->fp);
+    for (size_t i = hlen; i < padded; i++) fputc(' ', w->fp);
+done:
     yajl_gen_free(g);
-    return BPCC_OK;
-}
-
-static enum bpcc_status write_header_guarded(struct bpcc_ymem *ym, FILE *fp, const char *path, const struct wr_item *items,
-                                             uint32_t n, struct bpcc_diag *d)
-{
-    bpcc_ymem_init(ym);
-    if (setjmp(ym->oom)) {
-        bpcc_ymem_release(ym);
-        return bpcc_diag_nomem(d);
-    }
-    enum bpcc_status s = write_header(ym, fp, path, items, n, d);
-    bpcc_ymem_release(ym);
     return s;
 }
 
@@ -643,7 +635,8 @@ enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path, const char *
     for (uint32_t i = 0; i < n; i++) items[i] = (struct wr_item){keys[i], tensors[i]};
     qsort(items, n, sizeof *items, cmp_align);
     struct bpcc_ymem ym;
-    enum bpcc_status s = write_header_guarded(&ym, fp, path, items, n, d);
+    struct wr_header w = {fp, path, items, n, d};
+    enum bpcc_status s = bpcc_ymem_run(&ym, write_header, &w, d);
     for (uint32_t i = 0; i < n && !s; i++)
         if (items[i].t->nbytes) fwrite(items[i].t->data, 1, items[i].t->nbytes, fp);
     /* errors surface through ferror at bpcc_atomic_finish */

@@ -57,17 +57,25 @@ static void *y_realloc(void *ctx, void *p, size_t n)
     return nb->align;
 }
 
-void bpcc_ymem_init(struct bpcc_ymem *m)
-{
-    m->funcs = (yajl_alloc_funcs){y_malloc, y_realloc, y_free, m};
-    m->live = NULL;
-}
-
-void bpcc_ymem_release(struct bpcc_ymem *m)
+static void release(struct bpcc_ymem *m)
 {
     while (m->live) {
         struct ymem_block *b = m->live;
         m->live = b->next;
         bpcc_xfree(b);
     }
+}
+
+enum bpcc_status bpcc_ymem_run(struct bpcc_ymem *m, enum bpcc_status (*fn)(struct bpcc_ymem *m, void *ctx), void *ctx,
+                               struct bpcc_diag *d)
+{
+    m->funcs = (yajl_alloc_funcs){y_malloc, y_realloc, y_free, m};
+    m->live = NULL;
+    if (setjmp(m->oom)) {
+        release(m);
+        return bpcc_diag_nomem(d);
+    }
+    enum bpcc_status s = fn(m, ctx);
+    release(m);
+    return s;
 }

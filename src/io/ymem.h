@@ -3,9 +3,9 @@
 ** (a header is the whole index of a model's weights: a DOM of it cost ~17k instructions per
 ** tensor, the event parser a tenth of that).
 **
-** yajl does not check its allocations, so it never sees a NULL: an allocation that fails jumps
-** to `oom` (set with setjmp by the caller around its yajl calls), and the caller then drops the
-** handle unused and calls bpcc_ymem_release, which frees every block yajl still held.
+** yajl does not check its allocations, so it never sees a NULL: bpcc_ymem_run calls a function
+** that uses yajl with this allocator, and an allocation that fails jumps back out of it (the
+** yajl handle is then dropped unused); every block yajl still holds is freed either way.
 */
 #ifndef BPCC_YMEM_H
 #define BPCC_YMEM_H
@@ -23,8 +23,9 @@ struct bpcc_ymem {
     jmp_buf oom;
 };
 
-BPCC_INTERNAL void bpcc_ymem_init(struct bpcc_ymem *m);
-/* free every block still allocated (after a jump to oom, or instead of yajl's own free) */
-BPCC_INTERNAL void bpcc_ymem_release(struct bpcc_ymem *m);
+/* fn(m, ctx), with m's allocator set up for it; fn's status, or BPCC_ERR_NOMEM (reported to d)
+** when one of yajl's allocations failed. m belongs to the caller (it must outlive the jump). */
+BPCC_INTERNAL enum bpcc_status bpcc_ymem_run(struct bpcc_ymem *m, enum bpcc_status (*fn)(struct bpcc_ymem *m, void *ctx),
+                                             void *ctx, struct bpcc_diag *d);
 
 #endif
