@@ -106,6 +106,101 @@ START_TEST(conv2d_with_stride_padding_dilation_and_groups_matches_the_formula)
 }
 END_TEST
 
+/* the input element at (iy, ix) of an H x W plane padded as torch's padding modes do */
+static float padded(const float *img, int H, int W, int iy, int ix, const char *mode)
+{
+    if (!strcmp(mode, "reflect")) {
+        iy = iy < 0 ? -iy : iy >= H ? 2 * H - 2 - iy : iy;
+        ix = ix < 0 ? -ix : ix >= W ? 2 * W - 2 - ix : ix;
+    } else if (!strcmp(mode, "replicate")) {
+        iy = iy < 0 ? 0 : iy >= H ? H - 1 : iy;
+        ix = ix < 0 ? 0 : ix >= W ? W - 1 : ix;
+    } else if (!strcmp(mode, "circular")) {
+        iy = (iy + H) % H;
+        ix = (ix + W) % W;
+    } else if (iy < 0 || iy >= H || ix < 0 || ix >= W) {
+        return 0.0f;
+    }
+    return img[iy * W + ix];
+}
+
+START_TEST(depthwise_conv_matches_the_formula_in_every_padding_mode)
+{
+    /* 3 input channels, multiplier 2; rows of 40 columns: two full 16-column blocks and a tail */
+    const char *modes[] = {"zeros", "reflect", "replicate", "circular"};
+    for (int mi = 0; mi < 4; mi++)
+        for (int sw = 1; sw <= 3; sw++) {
+            char text[1024];
+            snprintf(text, sizeof text,
+                     "bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 3, out_channels: 6, kernel_size: (3, 4), "
+                     "stride: (2, %d), padding: (2, 3), dilation: (1, 2), groups: 3, padding_mode: \"%s\"}\n"
+                     "  param weight : f32[6, 1, 3, 4]\n  param bias : f32[6]\n\ngraph\n"
+                     "  %%x = placeholder x ()\n  %%c = call_module c (%%x,)\n  %%output = output output (%%c,)\n",
+                     sw, modes[mi]);
+            struct bpcc_graph *g = parse(text);
+            set_tensor(g, "c", "weight", 4, (int64_t[]){6, 1, 3, 4}, ramp);
+            set_tensor(g, "c", "bias", 1, (int64_t[]){6}, ramp2);
+            int H = 5, W = 40;
+            struct xtensor *x = input(4, (int64_t[]){2, 3, H, W}, ramp2);
+            struct xval out;
+            RUN(g, x, &out);
+            const struct xtensor *y = out.u.t;
+            int OH = (H + 4 - 2 - 1) / 2 + 1, OW = (W + 6 - 6 - 1) / sw + 1;
+            ck_assert_int_eq(y->dims[2], OH);
+            ck_assert_int_eq(y->dims[3], OW);
+            const float *w = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "weight")->data;
+            const float *b = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "bias")->data;
+            for (int n = 0; n < 2; n++)
+                for (int co = 0; co < 6; co++)
+                    for (int oy = 0; oy < OH; oy++)
+                        for (int ox = 0; ox < OW; ox++) {
+                            double sum = b[co];
+                            const float *img = x->data + (n * 3 + co / 2) * H * W;
+                            for (int ky = 0; ky < 3; ky++)
+                                for (int kx = 0; kx < 4; kx++)
+                                    sum += (double)w[(co * 3 + ky) * 4 + kx] *
+                                           padded(img, H, W, oy * 2 - 2 + ky, ox * sw - 3 + kx * 2, modes[mi]);
+                            float got = y->data[((n * 6 + co) * OH + oy) * OW + ox];
+                            ck_assert_msg(fabs(got - sum) < 1e-5, "%s stride %d at %d %d %d %d: %g vs %g", modes[mi], sw, n,
+                                          co, oy, ox, got, sum);
+                        }
+            bpcc_xval_release(&out);
+            bpcc_xtensor_free(x);
+            bpcc_graph_free(g);
+        }
+}
+END_TEST
+
+START_TEST(padding_a_mode_cannot_do_is_refused)
+{
+    static const struct {
+        const char *attrs, *msg;
+    } cases[] = {
+        {"padding: 3, padding_mode: \"reflect\"", "padding (3, 3) is too large for reflect padding of a 3 x 5 input"},
+        {"padding: (4, 1), padding_mode: \"circular\"", "padding (4, 1) is too large for circular padding of a 3 x 5 input"},
+        {"padding: 1, padding_mode: \"mirror\"", "unknown padding_mode 'mirror'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 3, groups: 2, %s}\n"
+                 "  param weight : f32[2, 1, 3, 3]\n\ngraph\n  %%x = placeholder x ()\n  %%c = call_module c (%%x,)\n"
+                 "  %%output = output output (%%c,)\n",
+                 cases[i].attrs);
+        struct bpcc_graph *g = parse(text);
+        set_tensor(g, "c", "weight", 4, (int64_t[]){2, 1, 3, 3}, ramp);
+        struct xtensor *x = input(4, (int64_t[]){1, 2, 3, 5}, ramp2);
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "%s", tu_msg(&d));
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(linear_batch_norm_and_activations_match_the_formulas)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule bn : torch.nn.BatchNorm1d {num_features: 3, eps: 0.001}\n"
@@ -557,12 +652,15 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
 {
     struct bpcc_graph *g = parse(
         "bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 3, padding: 1}\n"
-        "  param weight : f32[2, 2, 3, 3]\nmodule o : torch.ao.quantization.PerChannelMinMaxObserver {dtype: torch.quint8, "
+        "  param weight : f32[2, 2, 3, 3]\nmodule dw : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 3, groups: 2}\n"
+        "  param weight : f32[2, 1, 3, 3]\nmodule o : torch.ao.quantization.PerChannelMinMaxObserver {dtype: torch.quint8, "
         "qscheme: torch.per_channel_affine, quant_min: 0, quant_max: 255, ch_axis: 1}\n\ngraph\n  %x = placeholder x ()\n"
-        "  %c = call_module c (%x,)\n  %o = call_module o (%c,)\n  %s = call_method size (%o,)\n"
+        "  %c0 = call_module c (%x,)\n  %dw = call_module dw (%c0,)\n  %c = call_function torch.sigmoid (%dw,)\n"
+        "  %o = call_module o (%c,)\n  %s = call_method size (%o,)\n"
         "  %p = call_function torch.nn.functional.max_pool2d (%o, 2)\n  %f = call_function torch.flatten (%p, 1)\n"
         "  %cat = call_function torch.cat ([%f, %f], 1)\n  %output = output output ((%cat, %s),)\n");
     set_tensor(g, "c", "weight", 4, (int64_t[]){2, 2, 3, 3}, ramp);
+    set_tensor(g, "dw", "weight", 4, (int64_t[]){2, 1, 3, 3}, ramp2);
     ck_assert_int_gt(tu_oom_loop("exec", run_small, g), 10);
     bpcc_graph_free(g);
 }
@@ -574,6 +672,8 @@ int main(void)
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
+    tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
+    tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);

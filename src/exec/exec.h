@@ -136,6 +136,41 @@ BPCC_INTERNAL enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct x
                                              struct xval *out, struct bpcc_diag *d);
 /* store every observer's statistics and qparams on its module, as bpcc_calibrate does after its runs
 ** (calibrate.c) */
+/* The value at (y, x) of a [H, W] image padded by mode: 0 zeros, 1 reflect (|y| < H, |x| < W
+** assumed), 2 replicate, 3 circular. */
+static inline float bpcc_pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x, int mode)
+{
+    if (mode == 1) {
+        if (y < 0) y = -y;
+        if (y >= H) y = 2 * H - 2 - y;
+        if (x < 0) x = -x;
+        if (x >= W) x = 2 * W - 2 - x;
+    } else if (mode == 2) {
+        y = y < 0 ? 0 : y >= H ? H - 1 : y;
+        x = x < 0 ? 0 : x >= W ? W - 1 : x;
+    } else if (mode == 3) {
+        y = ((y % H) + H) % H;
+        x = ((x % W) + W) % W;
+    } else if (y < 0 || y >= H || x < 0 || x >= W) {
+        return 0.0f;
+    }
+    return img[y * W + x];
+}
+
+/* dwconv.c: a 2-d convolution with one input channel per group (Cout a multiple of C), input
+** [N, C, H, W] and weight [Cout, 1, KH, KW], into y [N, Cout, OH, OW]; false on OOM */
+struct bpcc_dwconv {
+    int64_t N, C, H, W, Cout, KH, KW, OH, OW;
+    int64_t sh, sw, ph, pw, dh, dw;
+    int mode; /* padding, as for bpcc_pad_at */
+};
+BPCC_INTERNAL bool bpcc_dwconv(const struct bpcc_dwconv *p, const float *x, const float *w, const float *b, float *y);
+
+/* vmath.c: y[i] = f(x[i]) for i < n (x == y allowed), vectorized through libmvec where built */
+BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);
+BPCC_INTERNAL void bpcc_vtanhf(const float *x, float *y, uint64_t n);
+BPCC_INTERNAL void bpcc_verff(const float *x, float *y, uint64_t n);
+
 BPCC_INTERNAL enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_exec *e, struct bpcc_diag *d);
 /* observers after the runs: module -> state */
 BPCC_INTERNAL uint32_t bpcc_exec_n_observers(const struct bpcc_exec *e);

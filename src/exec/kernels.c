@@ -93,6 +93,49 @@ BPCC_HOT static void hardswish_loop(const float *restrict x, float *restrict y, 
     }
 }
 
+/* the ops over exp, tanh or erf, a block at a time: the block's arguments to the function, the
+** vectorized function (vmath.c), then the op's arithmetic around it (the formulas of apply) */
+BPCC_HOT static void transcendental(enum unop op, const float *restrict x, float *restrict y, uint64_t n, float p0)
+{
+    enum { BLOCK = 512 };
+    float t[BLOCK];
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (uint64_t at = 0; at < n; at += BLOCK) {
+        uint64_t m = n - at < BLOCK ? n - at : BLOCK;
+        const float *xs = x + at;
+        float *ys = y + at;
+        switch (op) {
+        case U_SIGMOID:
+        case U_SILU:
+            for (uint64_t i = 0; i < m; i++) t[i] = -xs[i];
+            bpcc_vexpf(t, t, m);
+            if (op == U_SIGMOID)
+                for (uint64_t i = 0; i < m; i++) ys[i] = 1.0f / (1.0f + t[i]);
+            else
+                for (uint64_t i = 0; i < m; i++) ys[i] = xs[i] / (1.0f + t[i]);
+            break;
+        case U_ELU:
+            bpcc_vexpf(xs, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = xs[i] > 0.0f ? xs[i] : p0 * (t[i] - 1.0f);
+            break;
+        case U_EXP: bpcc_vexpf(xs, ys, m); break;
+        case U_TANH: bpcc_vtanhf(xs, ys, m); break;
+        case U_GELU:
+            for (uint64_t i = 0; i < m; i++) t[i] = xs[i] * (float)M_SQRT1_2;
+            bpcc_verff(t, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = 0.5f * xs[i] * (1.0f + t[i]);
+            break;
+        case U_GELU_TANH:
+            for (uint64_t i = 0; i < m; i++) t[i] = k * (xs[i] + 0.044715f * xs[i] * xs[i] * xs[i]);
+            bpcc_vtanhf(t, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = 0.5f * xs[i] * (1.0f + t[i]);
+            break;
+        default:
+            for (uint64_t i = 0; i < m; i++) ys[i] = apply(op, xs[i], p0, 0.0f);
+        }
+    }
+}
+
 static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, float p1, struct xval *out)
 {
     const struct xtensor *x;
@@ -106,6 +149,13 @@ static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, flo
     case U_HARDSWISH: hardswish_loop(x->data, y->data, x->numel, false); break;
     case U_HARDSIGMOID: hardswish_loop(x->data, y->data, x->numel, true); break;
     case U_IDENTITY: memcpy(y->data, x->data, x->numel * sizeof(float)); break;
+    case U_SIGMOID:
+    case U_SILU:
+    case U_ELU:
+    case U_EXP:
+    case U_TANH:
+    case U_GELU:
+    case U_GELU_TANH: transcendental(op, x->data, y->data, x->numel, p0); break;
     default:
         for (uint64_t i = 0; i < x->numel; i++) y->data[i] = apply(op, x->data[i], p0, p1);
     }

@@ -62,26 +62,6 @@ static void set_threads(const struct xargs *a) { openblas_set_num_threads(bpcc_e
 
 /* {==================== convolution ==================== */
 
-/* padded copy of one image [C, H, W] for padding modes other than zeros */
-static float pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x, int mode)
-{
-    if (mode == 1) { /* reflect */
-        if (y < 0) y = -y;
-        if (y >= H) y = 2 * H - 2 - y;
-        if (x < 0) x = -x;
-        if (x >= W) x = 2 * W - 2 - x;
-    } else if (mode == 2) { /* replicate */
-        y = y < 0 ? 0 : y >= H ? H - 1 : y;
-        x = x < 0 ? 0 : x >= W ? W - 1 : x;
-    } else if (mode == 3) { /* circular */
-        y = ((y % H) + H) % H;
-        x = ((x % W) + W) % W;
-    } else if (y < 0 || y >= H || x < 0 || x >= W) {
-        return 0.0f;
-    }
-    return img[y * W + x];
-}
-
 static enum bpcc_status conv3d(const struct xargs *a, const struct xtensor *x, const float *w, const int64_t *wd,
                                const float *b, struct xval *out);
 
@@ -118,8 +98,11 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
         const struct bpcc_value *gv = bpcc_module_attr(a->module, "groups");
         groups = gv && gv->kind == BPCC_VAL_INT ? gv->u.i : 1;
         const struct bpcc_value *mv = bpcc_module_attr(a->module, "padding_mode");
-        if (mv && mv->kind == BPCC_VAL_STR)
-            mode = !strcmp(mv->u.s, "reflect") ? 1 : !strcmp(mv->u.s, "replicate") ? 2 : !strcmp(mv->u.s, "circular") ? 3 : 0;
+        if (mv && mv->kind == BPCC_VAL_STR) {
+            static const char *const modes[] = {"zeros", "reflect", "replicate", "circular"};
+            for (mode = 0; mode < 4 && strcmp(mv->u.s, modes[mode]); mode++) {}
+            if (mode == 4) return bpcc_xerr(a, "unknown padding_mode '%s'", mv->u.s);
+        }
     } else {
         if (!bpcc_xarg_ints(a, 3, "stride", sd, one, stride, NULL) || !bpcc_xarg_ints(a, 4, "padding", sd, zero, pad, NULL) ||
             !bpcc_xarg_ints(a, 5, "dilation", sd, one, dil, NULL) || !bpcc_xarg_int(a, 6, "groups", 1, &groups))
@@ -137,6 +120,10 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     if (sh < 1 || sw < 1 || dh < 1 || dw < 1 || ph < 0 || pw < 0) return bpcc_xerr(a, "invalid stride, dilation or padding");
     int64_t OH = (H + 2 * ph - dh * (KH - 1) - 1) / sh + 1, OW = (W + 2 * pw - dw * (KW - 1) - 1) / sw + 1;
     if (OH < 1 || OW < 1) return bpcc_xerr(a, "the input is smaller than the kernel");
+    /* torch's own limits for these modes (F.pad); reflect reads inside the image only */
+    if ((mode == 1 && (ph >= H || pw >= W)) || (mode == 3 && (ph > H || pw > W)))
+        return bpcc_xerr(a, "padding (%lld, %lld) is too large for %s padding of a %lld x %lld input", (long long)ph,
+                         (long long)pw, mode == 1 ? "reflect" : "circular", (long long)H, (long long)W);
     if (b && (bnd != 1 || bd[0] != Cout)) return bpcc_xerr(a, "bias has the wrong shape");
     int64_t odims[BPCC_MAX_DIMS];
     uint32_t ond = 0;
@@ -154,36 +141,13 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
         return bpcc_diag_nomem(a->d);
     }
     set_threads(a);
-    if (Cg == 1 && Cog == 1 && mode == 0) {
-        /* depthwise: a direct loop per channel (a GEMM per channel would be all call overhead) */
+    if (Cg == 1 && groups > 1) {
         bpcc_xfree(col);
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t c = 0; c < C; c++) {
-                const float *img = x->data + (n * C + c) * H * W, *k = w + c * KH * KW;
-                float *dst = y->data + (n * Cout + c) * P;
-                float bv = b ? b[c] : 0.0f;
-                for (int64_t p = 0; p < P; p++) dst[p] = bv;
-                /* row by row, so that the output row stays in cache across the KH x KW taps */
-                for (int64_t oy = 0; oy < OH; oy++) {
-                    float *r = dst + oy * OW;
-                    for (int64_t ky = 0; ky < KH; ky++) {
-                        int64_t iy = oy * sh - ph + ky * dh;
-                        if (iy < 0 || iy >= H) continue;
-                        for (int64_t kx = 0; kx < KW; kx++) {
-                            float kv = k[ky * KW + kx];
-                            int64_t x0 = kx * dw - pw, lo = 0, hi = OW;
-                            if (x0 < 0) lo = (-x0 + sw - 1) / sw;
-                            if (x0 + (OW - 1) * sw >= W) hi = (W - 1 - x0) >= 0 ? (W - 1 - x0) / sw + 1 : 0;
-                            if (hi < lo) hi = lo;
-                            const float *line = img + iy * W + x0;
-                            if (sw == 1)
-                                for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox];
-                            else
-                                for (int64_t ox = lo; ox < hi; ox++) r[ox] += kv * line[ox * sw];
-                        }
-                    }
-                }
-            }
+        struct bpcc_dwconv p = {N, C, H, W, Cout, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode};
+        if (!bpcc_dwconv(&p, x->data, w, b, y->data)) {
+            bpcc_xtensor_free(y);
+            return bpcc_diag_nomem(a->d);
+        }
         return put(a, y, out);
     }
     for (int64_t n = 0; n < N; n++)
@@ -200,7 +164,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                                 int64_t iy = oy * sh - ph + ky * dh;
                                 float *r = row + oy * OW;
                                 if (mode) {
-                                    for (int64_t ox = 0; ox < OW; ox++) r[ox] = pad_at(img, H, W, iy, ox * sw - pw + kx * dw, mode);
+                                    for (int64_t ox = 0; ox < OW; ox++) r[ox] = bpcc_pad_at(img, H, W, iy, ox * sw - pw + kx * dw, mode);
                                     continue;
                                 }
                                 if (iy < 0 || iy >= H) {
@@ -655,6 +619,34 @@ BPCC_HOT static enum bpcc_status pool(const struct xargs *a, bool avg, struct xv
 enum bpcc_status bpcc_k_max_pool(const struct xargs *a, struct xval *out) { return pool(a, false, out); }
 enum bpcc_status bpcc_k_avg_pool(const struct xargs *a, struct xval *out) { return pool(a, true, out); }
 
+/* the sum of img[ys..ye) x [xs..xe) (row stride W) in 8 running partial sums, which the compiler
+** keeps in vector registers (PyTorch's vectorized kernel also sums in lanes, not in order) */
+BPCC_HOT static float window_sum(const float *img, int64_t W, int64_t ys, int64_t ye, int64_t xs, int64_t xe)
+{
+    float acc[8] = {0};
+    float s = 0.0f;
+    for (int64_t iy = ys; iy < ye; iy++) {
+        const float *row = img + iy * W;
+        int64_t ix = xs;
+        for (; ix + 8 <= xe; ix += 8)
+            for (int k = 0; k < 8; k++) acc[k] += row[ix + k];
+        for (; ix < xe; ix++) s += row[ix];
+    }
+    return s + (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+}
+
+/* the largest of the window; NaN if any element is NaN (torch's max pooling propagates NaN) */
+static float window_max(const float *img, int64_t W, int64_t ys, int64_t ye, int64_t xs, int64_t xe)
+{
+    float m = -INFINITY;
+    for (int64_t iy = ys; iy < ye; iy++)
+        for (int64_t ix = xs; ix < xe; ix++) {
+            float v = img[iy * W + ix];
+            if (v > m || isnan(v)) m = v;
+        }
+    return m;
+}
+
 static enum bpcc_status adaptive(const struct xargs *a, bool avg, struct xval *out)
 {
     const struct xtensor *x;
@@ -692,14 +684,8 @@ static enum bpcc_status adaptive(const struct xargs *a, bool avg, struct xval *o
             int64_t ys = oy * H / os[0], ye = ((oy + 1) * H + os[0] - 1) / os[0];
             for (int64_t ox = 0; ox < os[1]; ox++) {
                 int64_t xs = ox * W / os[1], xe = ((ox + 1) * W + os[1] - 1) / os[1];
-                float s = 0, m = -INFINITY;
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++) {
-                        float v = img[iy * W + ix];
-                        s += v;
-                        if (v > m || isnan(v)) m = v;
-                    }
-                o[oy * os[1] + ox] = avg ? s / (float)((ye - ys) * (xe - xs)) : m;
+                float r = avg ? window_sum(img, W, ys, ye, xs, xe) : window_max(img, W, ys, ye, xs, xe);
+                o[oy * os[1] + ox] = avg ? r / (float)((ye - ys) * (xe - xs)) : r;
             }
         }
     }

@@ -273,6 +273,31 @@ class Calibrate(unittest.TestCase):
 
         self.check_run_multi(M().eval(), torch.randn(2, 2, 4, 7, 8), "layers")
 
+    def test_run_depthwise_and_transcendentals(self):
+        """depthwise convolutions of every shape the direct kernel takes (channel multiplier,
+        strides, dilation, padding modes, rows narrower and wider than its 16-column block, 1-d),
+        and the ops over exp / tanh / erf on sizes that are not a multiple of its blocks"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.d1 = nn.Conv2d(4, 8, 3, padding=1, groups=4)                    # multiplier 2
+                self.d2 = nn.Conv2d(8, 8, 5, stride=2, padding=2, groups=8)          # stride 2, 5x5
+                self.d3 = nn.Conv2d(8, 8, 3, stride=(1, 3), padding=(2, 1), dilation=(2, 1), groups=8, bias=False)
+                self.d4 = nn.Conv2d(8, 8, 3, padding=1, padding_mode="reflect", groups=8)
+                self.d5 = nn.Conv2d(8, 8, (1, 4), stride=(2, 2), padding=(0, 3), padding_mode="replicate", groups=8)
+                self.d6 = nn.Conv2d(8, 8, 3, dilation=3, padding=4, padding_mode="circular", groups=8)
+                self.d7 = nn.Conv1d(8, 16, 7, stride=2, padding=3, groups=8)
+
+            def forward(self, x):
+                y = self.d3(self.d2(F.silu(self.d1(x))))
+                y = torch.sigmoid(self.d6(self.d5(self.d4(y))))
+                z = self.d7(y.flatten(2))
+                return F.elu(y, 0.7), torch.tanh(z), torch.exp(z * 0.1), F.gelu(z), F.gelu(z, approximate="tanh")
+
+        self.check_run_multi(M().eval(), torch.randn(2, 4, 21, 37), "depthwise")
+
     def check_run_multi(self, model, x, name):
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (x,), src)
