@@ -106,6 +106,43 @@ START_TEST(conv2d_with_stride_padding_dilation_and_groups_matches_the_formula)
 }
 END_TEST
 
+START_TEST(a_convolution_unfolded_in_blocks_of_rows_matches_the_formula)
+{
+    /* K = 64 x 3 x 3 = 576 and 36 output columns: 2^19 / (576 x 36) = 25 rows per block, so the 36
+    ** output rows take a block of 25 and a block of 11 */
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 64, out_channels: 3, kernel_size: 3, "
+                                 "stride: 2, padding: 1}\n  param weight : f32[3, 64, 3, 3]\n  param bias : f32[3]\n\ngraph\n"
+                                 "  %x = placeholder x ()\n  %c = call_module c (%x,)\n  %output = output output (%c,)\n");
+    set_tensor(g, "c", "weight", 4, (int64_t[]){3, 64, 3, 3}, ramp);
+    set_tensor(g, "c", "bias", 1, (int64_t[]){3}, ramp2);
+    struct xtensor *x = input(4, (int64_t[]){1, 64, 71, 72}, ramp2);
+    struct xval out;
+    RUN(g, x, &out);
+    const struct xtensor *y = out.u.t;
+    ck_assert_int_eq(y->dims[2], 36);
+    ck_assert_int_eq(y->dims[3], 36);
+    const float *w = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "weight")->data;
+    const float *b = bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "bias")->data;
+    for (int co = 0; co < 3; co++)
+        for (int oy = 0; oy < 36; oy++)
+            for (int ox = 0; ox < 36; ox++) {
+                double sum = b[co];
+                for (int ci = 0; ci < 64; ci++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            int iy = oy * 2 - 1 + ky, ix = ox * 2 - 1 + kx;
+                            if (iy < 0 || iy >= 71 || ix < 0 || ix >= 72) continue;
+                            sum += (double)w[((co * 64 + ci) * 3 + ky) * 3 + kx] * x->data[(ci * 71 + iy) * 72 + ix];
+                        }
+                float got = y->data[(co * 36 + oy) * 36 + ox];
+                ck_assert_msg(fabs(got - sum) < 1e-4, "conv at %d %d %d: %g vs %g", co, oy, ox, got, sum);
+            }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 /* the input element at (iy, ix) of an H x W plane padded as torch's padding modes do */
 static float padded(const float *img, int H, int W, int iy, int ix, const char *mode)
 {
@@ -672,6 +709,7 @@ int main(void)
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
+    tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
     tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
