@@ -217,7 +217,7 @@ def main():
         res["passes"] = passes(build, models, 2 if a.quick else 5, tmp)
         res["quantize"] = quantize(build, models, 1 if a.quick else 3, tmp)
         res["calib_batches"] = 2 if a.quick else 10
-        res["calibrate"] = calibrate(build, models[:3] if not a.quick else models, res["calib_batches"])
+        res["calibrate"] = calibrate(build, models, res["calib_batches"])
         res["scale"] = scale(build, [1000, 10000] if a.quick else [1000, 10000, 100000, 1000000], tmp)
         res["config"] = config_load(build, 20 if a.quick else 200)
     text = document(res)

@@ -309,6 +309,52 @@ START_TEST(pooling_follows_pytorchs_window_rules)
 }
 END_TEST
 
+/* max pooling against the window formula: padding, dilation, ceil_mode, strides 1-3, rows wider than
+** the kernel's 16-column block; a NaN in a window makes that output NaN */
+START_TEST(max_pooling_matches_the_formula)
+{
+    static const struct {
+        int k, s, p, d;
+        bool ceil;
+    } cases[] = {{3, 2, 1, 1, false}, {3, 2, 1, 1, true}, {2, 3, 1, 2, true}, {3, 1, 1, 2, false}, {4, 3, 2, 1, true}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule mp : torch.nn.MaxPool2d {kernel_size: %d, stride: %d, padding: %d, dilation: %d, "
+                 "ceil_mode: %s}\n\ngraph\n  %%x = placeholder x ()\n  %%mp = call_module mp (%%x,)\n"
+                 "  %%output = output output (%%mp,)\n",
+                 cases[ci].k, cases[ci].s, cases[ci].p, cases[ci].d, cases[ci].ceil ? "True" : "False");
+        struct bpcc_graph *g = parse(text);
+        int H = 9, W = 53, k = cases[ci].k, st = cases[ci].s, pd = cases[ci].p, dl = cases[ci].d;
+        struct xtensor *x = input(4, (int64_t[]){2, 3, H, W}, ramp2);
+        x->data[(1 * H + 4) * W + 20] = NAN; /* plane 1 */
+        struct xval out;
+        RUN(g, x, &out);
+        const struct xtensor *y = out.u.t;
+        int OH = (int)y->dims[2], OW = (int)y->dims[3];
+        for (int c = 0; c < 6; c++)
+            for (int oy = 0; oy < OH; oy++)
+                for (int ox = 0; ox < OW; ox++) {
+                    float m = -INFINITY;
+                    bool nan = false;
+                    for (int ky = 0; ky < k; ky++)
+                        for (int kx = 0; kx < k; kx++) {
+                            int iy = oy * st - pd + ky * dl, ix = ox * st - pd + kx * dl;
+                            if (iy < 0 || iy >= H || ix < 0 || ix >= W) continue;
+                            float v = x->data[(c * H + iy) * W + ix];
+                            nan |= isnan(v);
+                            m = v > m ? v : m;
+                        }
+                    float got = y->data[(c * OH + oy) * OW + ox];
+                    ck_assert_msg(nan ? isnan(got) : got == m, "case %zu at %d %d %d: %g vs %g", ci, c, oy, ox, got, m);
+                }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -711,6 +757,7 @@ int main(void)
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
+    tcase_add_test(tc, max_pooling_matches_the_formula);
     tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);

@@ -157,14 +157,19 @@ static inline float bpcc_pad_at(const float *img, int64_t H, int64_t W, int64_t 
     return img[y * W + x];
 }
 
-/* dwconv.c: a 2-d convolution with one input channel per group (Cout a multiple of C), input
-** [N, C, H, W] and weight [Cout, 1, KH, KW], into y [N, Cout, OH, OW]; false on OOM */
-struct bpcc_dwconv {
-    int64_t N, C, H, W, Cout, KH, KW, OH, OW;
+/* window.c: a 2-d sliding window over [H, W] planes (1-d: H = KH = 1) */
+struct bpcc_window {
+    int64_t H, W, KH, KW, OH, OW;
     int64_t sh, sw, ph, pw, dh, dw;
-    int mode; /* padding, as for bpcc_pad_at */
+    int mode;   /* padding, as for bpcc_pad_at */
+    float fill; /* mode 0's padding value */
 };
-BPCC_INTERNAL bool bpcc_dwconv(const struct bpcc_dwconv *p, const float *x, const float *w, const float *b, float *y);
+/* convolution with one input channel per group (Cout a multiple of C): input [N, C, H, W], weight
+** [Cout, 1, KH, KW], bias [Cout] or NULL, into y [N, Cout, OH, OW]; false on OOM */
+BPCC_INTERNAL bool bpcc_dwconv(const struct bpcc_window *p, int64_t N, int64_t C, int64_t Cout, const float *x,
+                               const float *w, const float *b, float *y);
+/* max pooling of n_planes planes into y [n_planes, OH, OW] (pad with fill = -inf; NaN wins); false on OOM */
+BPCC_INTERNAL bool bpcc_maxpool2d(const struct bpcc_window *p, uint64_t n_planes, const float *x, float *y);
 
 /* vmath.c: y[i] = f(x[i]) for i < n (x == y allowed), vectorized through libmvec where built */
 BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);

@@ -192,8 +192,8 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     set_threads(a);
     if (Cg == 1 && groups > 1) {
         bpcc_xfree(col);
-        struct bpcc_dwconv p = {N, C, H, W, Cout, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode};
-        if (!bpcc_dwconv(&p, x->data, w, b, y->data)) {
+        struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
+        if (!bpcc_dwconv(&p, N, C, Cout, x->data, w, b, y->data)) {
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
         }
@@ -604,43 +604,32 @@ BPCC_HOT static enum bpcc_status pool(const struct xargs *a, bool avg, struct xv
     struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
     if (!y) return bpcc_diag_nomem(a->d);
     uint64_t planes = x->numel / nz((uint64_t)(H * W));
+    if (!avg) {
+        struct bpcc_window p = {H, W, pp.k[0], pp.k[1], OH, OW, pp.s[0], pp.s[1], pp.p[0], pp.p[1], pp.d[0], pp.d[1], 0,
+                                -INFINITY};
+        if (!bpcc_maxpool2d(&p, planes, x->data, y->data)) {
+            bpcc_xtensor_free(y);
+            return bpcc_diag_nomem(a->d);
+        }
+        return put(a, y, out);
+    }
     for (uint64_t c = 0; c < planes; c++) {
         const float *img = x->data + c * H * W;
         float *o = y->data + c * OH * OW;
         for (int64_t oy = 0; oy < OH; oy++)
             for (int64_t ox = 0; ox < OW; ox++) {
                 int64_t y0 = oy * pp.s[0] - pp.p[0], x0 = ox * pp.s[1] - pp.p[1];
-                if (avg) {
-                    int64_t y1 = y0 + pp.k[0], x1 = x0 + pp.k[1];
-                    int64_t ye = y1 < H + pp.p[0] ? y1 : H + pp.p[0], xe = x1 < W + pp.p[1] ? x1 : W + pp.p[1];
-                    int64_t pool_size = (ye - y0) * (xe - x0);
-                    int64_t ys = y0 > 0 ? y0 : 0, xs = x0 > 0 ? x0 : 0;
-                    ye = ye < H ? ye : H;
-                    xe = xe < W ? xe : W;
-                    float s = 0;
-                    for (int64_t iy = ys; iy < ye; iy++)
-                        for (int64_t ix = xs; ix < xe; ix++) s += img[iy * W + ix];
-                    int64_t div = pp.divisor ? pp.divisor : pp.count_include_pad ? pool_size : (ye - ys) * (xe - xs);
-                    o[oy * OW + ox] = div ? s / (float)div : 0.0f;
-                } else {
-                    /* the window clipped to the input, then a loop without bounds checks; NaN wins */
-                    int64_t dy = pp.d[0], dx = pp.d[1];
-                    int64_t ky0 = y0 < 0 ? (-y0 + dy - 1) / dy : 0, kx0 = x0 < 0 ? (-x0 + dx - 1) / dx : 0;
-                    int64_t ky1 = H - 1 - y0 < 0 ? 0 : (H - 1 - y0) / dy + 1, kx1 = W - 1 - x0 < 0 ? 0 : (W - 1 - x0) / dx + 1;
-                    if (ky1 > pp.k[0]) ky1 = pp.k[0];
-                    if (kx1 > pp.k[1]) kx1 = pp.k[1];
-                    float m = -INFINITY;
-                    int bad = 0;
-                    for (int64_t ky = ky0; ky < ky1; ky++) {
-                        const float *row = img + (y0 + ky * dy) * W + x0;
-                        for (int64_t kx = kx0; kx < kx1; kx++) {
-                            float v = row[kx * dx];
-                            bad |= v != v;
-                            m = v > m ? v : m;
-                        }
-                    }
-                    o[oy * OW + ox] = bad ? NAN : m;
-                }
+                int64_t y1 = y0 + pp.k[0], x1 = x0 + pp.k[1];
+                int64_t ye = y1 < H + pp.p[0] ? y1 : H + pp.p[0], xe = x1 < W + pp.p[1] ? x1 : W + pp.p[1];
+                int64_t pool_size = (ye - y0) * (xe - x0);
+                int64_t ys = y0 > 0 ? y0 : 0, xs = x0 > 0 ? x0 : 0;
+                ye = ye < H ? ye : H;
+                xe = xe < W ? xe : W;
+                float s = 0;
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++) s += img[iy * W + ix];
+                int64_t div = pp.divisor ? pp.divisor : pp.count_include_pad ? pool_size : (ye - ys) * (xe - xs);
+                o[oy * OW + ox] = div ? s / (float)div : 0.0f;
             }
     }
     return put(a, y, out);
