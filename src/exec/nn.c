@@ -77,9 +77,9 @@ struct im2col {
 };
 
 /* unfold output rows [oy0, oy0 + nr) of the image in [Cg, H, W] into col [Cg KH KW, nr OW] */
-static void im2col_rows(const struct im2col *q, const float *in, int64_t oy0, int64_t nr, float *col)
+BPCC_HOT static void im2col_rows(const struct im2col *q, const float *in, int64_t oy0, int64_t nr, float *restrict col)
 {
-    int64_t H = q->H, W = q->W, OW = q->OW, pb = nr * OW;
+    int64_t H = q->H, W = q->W, OW = q->OW, pb = nr * OW, sw = q->sw;
     for (int64_t c = 0; c < q->Cg; c++)
         for (int64_t ky = 0; ky < q->KH; ky++)
             for (int64_t kx = 0; kx < q->KW; kx++) {
@@ -87,13 +87,13 @@ static void im2col_rows(const struct im2col *q, const float *in, int64_t oy0, in
                 const float *img = in + c * H * W;
                 /* the output columns whose input column lies inside [0, W) */
                 int64_t x0 = kx * q->dw - q->pw, lo = 0, hi = OW;
-                while (lo < OW && x0 + lo * q->sw < 0) lo++;
-                while (hi > lo && x0 + (hi - 1) * q->sw >= W) hi--;
+                while (lo < OW && x0 + lo * sw < 0) lo++;
+                while (hi > lo && x0 + (hi - 1) * sw >= W) hi--;
                 for (int64_t i = 0; i < nr; i++) {
                     int64_t iy = (oy0 + i) * q->sh - q->ph + ky * q->dh;
                     float *r = row + i * OW;
                     if (q->mode) {
-                        for (int64_t ox = 0; ox < OW; ox++) r[ox] = bpcc_pad_at(img, H, W, iy, x0 + ox * q->sw, q->mode);
+                        for (int64_t ox = 0; ox < OW; ox++) r[ox] = bpcc_pad_at(img, H, W, iy, x0 + ox * sw, q->mode);
                         continue;
                     }
                     if (iy < 0 || iy >= H) {
@@ -102,9 +102,14 @@ static void im2col_rows(const struct im2col *q, const float *in, int64_t oy0, in
                     }
                     const float *line = img + iy * W;
                     for (int64_t ox = 0; ox < lo; ox++) r[ox] = 0.0f;
-                    if (q->sw == 1) memcpy(r + lo, line + x0 + lo, (size_t)(hi - lo) * sizeof *r);
+                    const float *src = line + x0 + lo * sw; /* the first column inside */
+                    float *dst = r + lo;
+                    int64_t m = hi - lo;
+                    if (sw == 1) memcpy(dst, src, (size_t)m * sizeof *r);
+                    else if (sw == 2)
+                        for (int64_t i = 0; i < m; i++) dst[i] = src[2 * i];
                     else
-                        for (int64_t ox = lo; ox < hi; ox++) r[ox] = line[x0 + ox * q->sw];
+                        for (int64_t i = 0; i < m; i++) dst[i] = src[i * sw];
                     for (int64_t ox = hi; ox < OW; ox++) r[ox] = 0.0f;
                 }
             }

@@ -12,7 +12,8 @@
 ** reference loop does (padded taps add kv x 0); max pooling pads with -inf and lets NaN win, as
 ** PyTorch does.
 **
-** The kernels are compiled twice, for the baseline ISA and for AVX2 (chosen at run time).
+** The kernels are compiled twice, for the baseline ISA and for AVX2 (chosen at run time); neither
+** may fuse the multiply and the add (no FMA in the target), so both give the same bits.
 */
 #include "exec.h"
 
