@@ -2,9 +2,10 @@
 ** bench_passes.c — the graph passes of the quantization flow, timed phase by phase:
 **   bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG] [--no-rollback]
 **       per run: load (parse + map the weights), fuse, prepare, one calibration batch (not
-**       counted in "passes"), convert, print (the IR text); the model's weights are faulted in
+**       counted in "passes"), qparams (the end of bpcc_calibrate: observers' statistics to
+**       qparams, which PyTorch's convert_fx does; counted), convert, print (the IR text); the model's weights are faulted in
 **       after the load and before the passes, as PyTorch's model is in memory. Prints one JSON
-**       object: medians / min / max in ms per phase, "passes" = fuse + prepare + convert, node
+**       object: medians / min / max in ms per phase, "passes" = fuse + prepare + qparams + convert, node
 **       counts, the peak resident memory (also after each phase of the first run:
 **       "peak_rss_after_kib"), and "weights_read_ms": one pass reading every weight
 **       (the floor for passes that must read them: batch-norm folding, weight observers).
@@ -198,8 +199,17 @@ static double read_weights(struct bpcc_graph *g, uint64_t *bytes_out)
     return sum;
 }
 
-#define N_PHASES 7
-static const char *const phase_names[N_PHASES] = {"load", "fuse", "prepare", "calibrate", "convert", "print", "passes"};
+#define N_PHASES 8
+static const char *const phase_names[N_PHASES] = {"load",    "fuse",  "prepare", "calibrate", "qparams",
+                                                  "convert", "print", "passes"};
+
+/* bpcc_calibrate's progress callback: the time its last batch finished. What follows until it
+** returns is the qparams step (each observer's statistics to scale and zero_point, stored on the
+** observer), which PyTorch runs inside convert_fx: the passes count it. */
+static void batch_done(uint32_t done, uint32_t total, void *ud)
+{
+    if (done == total) *(double *)ud = now_ms();
+}
 
 int main(int argc, char **argv)
 {
@@ -256,24 +266,27 @@ int main(int argc, char **argv)
         if (bpcc_prepare(g, c, qm, NULL, NULL, &d)) die(&d);
         p[2] = now_ms() - t0;
         if (!r) hwm[2] = peak_rss_kib();
-        struct bpcc_calibrate_options o = {.threads = 1};
+        double last_batch = 0;
+        struct bpcc_calibrate_options o = {.threads = 1, .progress = batch_done, .progress_ud = &last_batch};
         t0 = now_ms();
         if (bpcc_calibrate(g, &pos[1], 1, &o, &d)) die(&d);
-        p[3] = now_ms() - t0;
-        if (!r) hwm[3] = peak_rss_kib();
+        double t1 = now_ms();
+        p[3] = last_batch - t0;
+        p[4] = t1 - last_batch;
+        if (!r) hwm[3] = hwm[4] = peak_rss_kib();
         t0 = now_ms();
         if (bpcc_convert(g, c, qm, NULL, NULL, &d)) die(&d);
-        p[4] = now_ms() - t0;
-        if (!r) hwm[4] = peak_rss_kib();
+        p[5] = now_ms() - t0;
+        if (!r) hwm[5] = peak_rss_kib();
         n_out = bpcc_graph_n_nodes(g);
         char *text;
         size_t len;
         t0 = now_ms();
         if (bpcc_graph_print(g, "w.safetensors", &text, &len, &d)) die(&d);
-        p[5] = now_ms() - t0;
-        if (!r) hwm[5] = peak_rss_kib();
+        p[6] = now_ms() - t0;
+        if (!r) hwm[6] = peak_rss_kib();
         bpcc_free(text);
-        p[6] = p[1] + p[2] + p[4];
+        p[7] = p[1] + p[2] + p[4] + p[5];
         bpcc_graph_free(g);
     }
     long rss = peak_rss_kib();

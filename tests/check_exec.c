@@ -602,6 +602,58 @@ START_TEST(histogram_observer_bins_as_pytorch_1_13_does)
 }
 END_TEST
 
+/* _compute_quantization_error transcribed bin by bin (PyTorch's formula, c10's floor division):
+** what the vectorized bpcc_obs_quant_error must equal bit for bit */
+static double quant_error_ref(const struct obs_state *o, int64_t s, int64_t e)
+{
+    double bin_width = ((double)o->max[0] - (double)o->min[0]) / (double)o->bins;
+    double dbw = bin_width * (double)(e - s + 1) / 256.0;
+    if (dbw == 0.0) return 0.0;
+    float bw = (float)bin_width, fdbw = (float)dbw, half = (float)(dbw / 2), nhalf = (float)(-dbw / 2);
+    float mid = 1.0f * ((half * half * half - nhalf * nhalf * nhalf) / 3.0f);
+    double sum = 0;
+    for (uint32_t i = 0; i < o->bins; i++) {
+        float begin = (float)((int64_t)i - s) * bw, end = begin + bw;
+        float db = bpcc_div_floor_exact(begin, fdbw), de = bpcc_div_floor_exact(end, fdbw);
+        db = db < 0 ? 0 : db > 255 ? 255 : db;
+        de = de < 0 ? 0 : de > 255 ? 255 : de;
+        float density = o->hist[i] / bw, bc = (db + 0.5f) * fdbw, ec = de * fdbw + half;
+        float x = begin - bc, y = end - ec, norm = 0.0f;
+        norm += density * ((half * half * half - x * x * x) / 3.0f);
+        norm += (de - db - 1.0f) * (density * mid);
+        norm += density * ((y * y * y - nhalf * nhalf * nhalf) / 3.0f);
+        sum += norm;
+    }
+    return (double)(float)sum;
+}
+
+START_TEST(histogram_quantization_error_equals_the_formula_bit_for_bit)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+    static const uint32_t sizes[] = {2048, 2047, 13, 256, 5};
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        struct obs_state o;
+        histogram_observer(&o, sizes[si]);
+        for (int t = 0; t < 20; t++) {
+            uint64_t r = NEXT();
+            o.min[0] = -ldexpf(1.0f + (float)(r & 0xff) / 256.0f, (int)(r >> 8 & 7) - 4) * (float)(t % 3);
+            o.max[0] = o.min[0] + ldexpf(1.0f + (float)(r >> 16 & 0xffff) / 65536.0f, (int)(r >> 32 & 15) - 8);
+            for (uint32_t i = 0; i < o.bins; i++) o.hist[i] = (float)(NEXT() % 7 == 0 ? NEXT() % 5000 : 0);
+            for (int k = 0; k < 30; k++) {
+                int64_t s = (int64_t)(NEXT() % o.bins), e = s + (int64_t)(NEXT() % (o.bins - (uint64_t)s));
+                if (k == 0) s = 0, e = o.bins - 1;
+                double got = bpcc_obs_quant_error(&o, s, e), want = quant_error_ref(&o, s, e);
+                ck_assert_msg(got == want, "bins %u [%lld, %lld]: %.17g vs %.17g", o.bins, (long long)s, (long long)e, got,
+                              want);
+            }
+        }
+        bpcc_obs_release(&o);
+    }
+#undef NEXT
+}
+END_TEST
+
 /* A big tensor (counted in integers) bins exactly as float counting one by one does: mostly one
 ** value (a ReLU's zeros), a spread, values above the binned range [int(min), int(max)], 2048 bins. */
 START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
@@ -758,6 +810,7 @@ int main(void)
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
     tcase_add_test(tc, max_pooling_matches_the_formula);
+    tcase_add_test(tc, histogram_quantization_error_equals_the_formula_bit_for_bit);
     tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);

@@ -247,47 +247,132 @@ float bpcc_div_floor_exact(float a, float b)
     return fl;
 }
 
-/* The same through one division where that is sure to agree. Rounding is monotonic and integers
-** of this size are floats, so when the rounded quotient q = a / b is not an integer, n < q < n + 1
-** for n = floor(q) puts the exact quotient strictly between n and n + 1 too: n is its floor, which
-** is c10's result for quotients of moderate size. An integral q (the exact quotient may lie just
-** below it), a huge one, NaN or b = 0 take c10's path. */
+/* The same through one division where that is sure to agree. For quotients of moderate size c10's
+** result is the exact quotient's floor (fmod is exact, and its rounded (a - mod) / b lies within
+** 1/2 of the integer it snaps to). Rounding is monotonic and integers of this size are floats, so
+** when the rounded quotient q = a / b is not an integer, n < q < n + 1 for n = floor(q) puts the
+** exact quotient strictly between n and n + 1 too: n is its floor. When q is a nonzero integer the
+** exact quotient may lie just below it: a - q b, whose sign tells, is computed in double, where
+** q b is exact (two 24-bit significands) and the sign of a rounded difference is the exact one's.
+** Zero, huge quotients, NaN and b = 0 take c10's path. */
 float bpcc_div_floor(float a, float b)
 {
     float q = a / b, f = floorf(q);
-    if (fabsf(q) < 4194304.0f && q != f) return f; /* 2^22; false for NaN */
+    if (fabsf(q) < 4194304.0f && q != 0.0f) { /* 2^22; false for NaN */
+        if (q != f) return f;
+        double r = (double)a - (double)q * (double)b;
+        return r != 0.0 && (r < 0.0) != (b < 0.0f) ? q - 1.0f : q;
+    }
     return bpcc_div_floor_exact(a, b);
 }
 
 static float get_norm(float db, float de, float density) { return density * ((de * de * de - db * db * db) / 3.0f); }
 
 /* _compute_quantization_error (bin_width as a Python double of the float32 range, the vectors in
-** float32; the final sum in double, where PyTorch sums float32 in its own order) */
-static double quant_error(const struct obs_state *o, int64_t s, int64_t e)
+** float32; the final sum in double, where PyTorch sums float32 in its own order).
+** Four bins at a time in GCC/clang vector types (16 bytes: every operation, comparisons included,
+** is one SSE2 instruction; 32-byte types get their comparisons split lane by lane there): the floor divisions take bpcc_div_floor's
+** one-division path (its floor by truncation, exact below 2^22) and the bins where that path does
+** not apply take c10's path one by one; each bin's norm is the same float operations in the same
+** order as the scalar formula (no FMA in the baseline target), and the sum runs in bin order. */
+typedef float v4f __attribute__((vector_size(16)));
+typedef int32_t v4i __attribute__((vector_size(16)));
+#define V4SEL(m, a, b) ((v4f)(((v4i)(a) & (m)) | ((v4i)(b) & ~(m)))) /* m ? a : b, lanewise */
+
+struct qe_params {
+    float bw, fdbw, half, nhalf, top, mid;
+    int32_t s;
+};
+
+/* one bin's norm, given its floor divisions */
+static float qe_norm(const struct qe_params *q, float begin, float db, float de, float hist)
+{
+    float end = begin + q->bw;
+    db = db < 0 ? 0 : db > q->top ? q->top : db;
+    de = de < 0 ? 0 : de > q->top ? q->top : de;
+    float bcenter = (db + 0.5f) * q->fdbw;
+    float density = hist / q->bw;
+    float norm = 0.0f;
+    norm += get_norm(begin - bcenter, q->half, density);
+    norm += (de - db - 1.0f) * (density * q->mid);
+    float ecenter = de * q->fdbw + q->half;
+    norm += get_norm(q->nhalf, end - ecenter, density);
+    return norm;
+}
+
+/* the norms of bins i0 .. i0 + 3 */
+static inline __attribute__((always_inline)) void qe_norm4(const struct qe_params *q, uint32_t i0, const float *hist,
+                                                           float *out)
+{
+    v4i idx = {0, 1, 2, 3};
+    idx += (int32_t)i0 - q->s;
+    v4f begin = __builtin_convertvector(idx, v4f) * q->bw;
+    v4f end = begin + q->bw;
+    v4f qb = begin / q->fdbw, qe = end / q->fdbw;
+    const v4i absmask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
+    const v4f zero = {0}, one = zero + 1.0f, big = zero + 4194304.0f; /* 2^22 */
+    v4i okb = (v4f)((v4i)qb & absmask) < big, oke = (v4f)((v4i)qe & absmask) < big; /* false for NaN */
+    v4f cb = V4SEL(okb, qb, zero), ce = V4SEL(oke, qe, zero);
+    v4f db = __builtin_convertvector(__builtin_convertvector(cb, v4i), v4f); /* truncation */
+    v4f de = __builtin_convertvector(__builtin_convertvector(ce, v4i), v4f);
+    db -= V4SEL(db > cb, one, zero); /* floor */
+    de -= V4SEL(de > ce, one, zero);
+    /* bpcc_div_floor one by one where the quotient is integral (a bin edge on a destination edge:
+    ** every few bins), huge or NaN */
+    v4i slowb = ~(okb & (qb != db)), slowe = ~(oke & (qe != de));
+    v4i slow = slowb | slowe;
+    if (slow[0] | slow[1] | slow[2] | slow[3]) {
+        float b[4], e[4], fb[4], fe[4];
+        memcpy(b, &begin, sizeof b);
+        memcpy(e, &end, sizeof e);
+        memcpy(fb, &db, sizeof fb);
+        memcpy(fe, &de, sizeof fe);
+        for (int k = 0; k < 4; k++) {
+            if (slowb[k]) fb[k] = bpcc_div_floor(b[k], q->fdbw);
+            if (slowe[k]) fe[k] = bpcc_div_floor(e[k], q->fdbw);
+        }
+        memcpy(&db, fb, sizeof db);
+        memcpy(&de, fe, sizeof de);
+    }
+    v4f top = zero + q->top;
+    db = V4SEL(db < zero, zero, db);
+    db = V4SEL(db > top, top, db);
+    de = V4SEL(de < zero, zero, de);
+    de = V4SEL(de > top, top, de);
+    v4f h;
+    memcpy(&h, hist + i0, sizeof h);
+    v4f bcenter = (db + 0.5f) * q->fdbw;
+    v4f density = h / q->bw;
+    v4f norm = zero;
+    v4f x = begin - bcenter;
+    norm += density * ((q->half * q->half * q->half - x * x * x) / 3.0f);
+    norm += (de - db - 1.0f) * (density * q->mid);
+    v4f ecenter = de * q->fdbw + q->half;
+    v4f y = end - ecenter;
+    norm += density * ((y * y * y - q->nhalf * q->nhalf * q->nhalf) / 3.0f);
+    memcpy(out, &norm, sizeof norm);
+}
+
+BPCC_HOT double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e)
 {
     uint32_t bins = o->bins;
     double bin_width = ((double)o->max[0] - (double)o->min[0]) / (double)bins;
     double dst_nbins = ldexp(1.0, 8 * (int)(o->spec.dtype == BPCC_DTYPE_QINT32 ? 4 : 1));
     double dbw = bin_width * (double)(e - s + 1) / dst_nbins;
     if (dbw == 0.0) return 0.0;
-    float bw = (float)bin_width, fdbw = (float)dbw, half = (float)(dbw / 2), nhalf = (float)(-dbw / 2);
-    float top = (float)(dst_nbins - 1);
-    float mid = get_norm(nhalf, half, 1.0f); /* times density below, elementwise */
+    struct qe_params q = {.bw = (float)bin_width, .fdbw = (float)dbw, .half = (float)(dbw / 2),
+                          .nhalf = (float)(-dbw / 2), .top = (float)(dst_nbins - 1), .s = (int32_t)s}; /* bins <= 2^20 */
+    q.mid = get_norm(q.nhalf, q.half, 1.0f); /* times density below, elementwise */
     double sum = 0;
-    for (uint32_t i = 0; i < bins; i++) {
-        float begin = (float)((int64_t)i - s) * bw;
-        float end = begin + bw;
-        float db = bpcc_div_floor(begin, fdbw), de = bpcc_div_floor(end, fdbw);
-        db = db < 0 ? 0 : db > top ? top : db;
-        de = de < 0 ? 0 : de > top ? top : de;
-        float bcenter = (db + 0.5f) * fdbw;
-        float density = o->hist[i] / bw;
-        float norm = 0.0f;
-        norm += get_norm(begin - bcenter, half, density);
-        norm += (de - db - 1.0f) * (density * mid);
-        float ecenter = de * fdbw + half;
-        norm += get_norm(nhalf, end - ecenter, density);
-        sum += norm;
+    uint32_t i = 0;
+    for (; i + 4 <= bins; i += 4) {
+        float norm[4];
+        qe_norm4(&q, i, o->hist, norm);
+        for (int k = 0; k < 4; k++) sum += norm[k];
+    }
+    for (; i < bins; i++) {
+        float begin = (float)((int32_t)i - q.s) * q.bw;
+        sum += qe_norm(&q, begin, bpcc_div_floor(begin, q.fdbw), bpcc_div_floor(begin + q.bw, q.fdbw), o->hist[i]);
     }
     return (double)(float)sum;
 }
@@ -326,7 +411,7 @@ static void histogram_range(const struct obs_state *o, float *new_min, float *ne
             beta = nb;
         }
         if (ns == start && ne == end) continue;
-        double norm = quant_error(o, ns, ne);
+        double norm = bpcc_obs_quant_error(o, ns, ne);
         if (norm > norm_min) break;
         norm_min = norm;
         start = ns;

@@ -38,6 +38,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float
 BPCC_INTERNAL float bpcc_div_floor_exact(float a, float b);
 BPCC_INTERNAL float bpcc_div_floor(float a, float b);
 
+/* HistogramObserver's _compute_quantization_error for the bins [s, e] of o's histogram */
+BPCC_INTERNAL double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e);
+
 /* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
 ** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
 BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
