@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Graph passes alone, bpcc against PyTorch in one run, on torchvision models.
 
-bpcc: bench/bench_passes (library calls: fuse + prepare + convert; the load, the one calibration
-batch between prepare and convert and the print are timed apart and not counted). PyTorch 1.13:
+bpcc: bench/bench_passes (library calls: fuse + prepare + qparams + convert, where qparams is the
+end of bpcc_calibrate that turns observer statistics into scale and zero point, which PyTorch does
+inside convert_fx; the load, the one calibration batch between prepare and convert and the print
+are timed apart and not counted). PyTorch 1.13:
 prepare_fx (its symbolic trace included, as a user calls it) + convert_to_reference_fx, with the
 same batch run between them and not counted. Same backend (fbgemm) and qconfig mapping (fbgemm),
 one thread, medians of RUNS with min and max.
@@ -84,9 +86,10 @@ def main():
         t = torch_passes(model, x, a.runs)
         r = {"model": name, "bpcc": b, "torch": t, "ratio": t["passes"][0] / b["passes"][0]}
         results.append(r)
-        print("passes %-16s %4d nodes  bpcc %8.2f ms (fuse %.2f, prepare %.2f, convert %.2f; weights read once %.2f)"
-              "  torch %8.1f ms (prepare_fx %.1f, convert %.1f)  ratio %6.1fx"
-              % (name, b["nodes"], b["passes"][0], b["fuse"][0], b["prepare"][0], b["convert"][0], b["weights_read_ms"],
+        print("passes %-16s %4d nodes  bpcc %8.2f ms (fuse %.2f, prepare %.2f, qparams %.2f, convert %.2f; weights read "
+              "once %.2f)  torch %8.1f ms (prepare_fx %.1f, convert %.1f)  ratio %6.1fx"
+              % (name, b["nodes"], b["passes"][0], b["fuse"][0], b["prepare"][0], b["qparams"][0], b["convert"][0],
+                 b["weights_read_ms"],
                  t["passes"][0], t["prepare_fx"][0], t["convert_to_reference_fx"][0], r["ratio"]), flush=True)
     if a.json:
         with open(a.json, "w") as f:
