@@ -664,6 +664,66 @@ START_TEST(histogram_quantization_error_equals_the_formula_bit_for_bit)
 }
 END_TEST
 
+/* _non_linear_param_search transcribed step by step (every alpha/beta step, edges scanned from
+** scratch): what bpcc_obs_histogram_range, which skips the steps that change nothing, must equal */
+static void histogram_range_ref(const struct obs_state *o, float *lo, float *hi)
+{
+    uint32_t bins = o->bins;
+    float bin_width = (o->max[0] - o->min[0]) / (float)bins;
+    double total = 0, acc = 0;
+    for (uint32_t i = 0; i < bins; i++) total += o->hist[i];
+    total = (double)(float)total;
+    float *csum = malloc(bins * sizeof *csum);
+    for (uint32_t i = 0; i < bins; i++) csum[i] = (float)(acc += o->hist[i]);
+    double alpha = 0.0, beta = 1.0, norm_min = INFINITY;
+    int64_t start = 0, end = bins - 1;
+    while (alpha < beta) {
+        double na = alpha + 1e-5, nb = beta - 1e-5;
+        int64_t l = start, r = end;
+        while (l < end && csum[l] < (float)(na * total)) l++;
+        while (r > start && csum[r] > (float)(nb * total)) r--;
+        int64_t ns = start, ne = end;
+        if (l - start > end - r) ns = l, alpha = na;
+        else ne = r, beta = nb;
+        if (ns == start && ne == end) continue;
+        double norm = bpcc_obs_quant_error(o, ns, ne);
+        if (norm > norm_min) break;
+        norm_min = norm;
+        start = ns;
+        end = ne;
+    }
+    free(csum);
+    *lo = o->min[0] + bin_width * (float)start;
+    *hi = o->min[0] + bin_width * (float)(end + 1);
+}
+
+START_TEST(histogram_range_search_equals_the_step_by_step_search)
+{
+    uint64_t seed = 0x2545f4914f6cdd1dull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+    struct obs_state o;
+    histogram_observer(&o, 2048);
+    for (int t = 0; t < 60; t++) {
+        o.min[0] = -(float)(NEXT() % 100) / 16.0f;
+        o.max[0] = o.min[0] + 0.5f + (float)(NEXT() % 1000) / 8.0f;
+        /* a peak, a spread and long sparse tails, as activations have */
+        uint32_t peak = (uint32_t)(NEXT() % 2048), width = 1 + (uint32_t)(NEXT() % 300);
+        for (uint32_t i = 0; i < 2048; i++) {
+            uint32_t d = i > peak ? i - peak : peak - i;
+            o.hist[i] = d < width ? (float)(1000 + NEXT() % 9000) / (float)(1 + d) : (NEXT() % 53 == 0 ? 1.0f : 0.0f);
+        }
+        if (t % 10 == 0) memset(o.hist, 0, 2048 * sizeof *o.hist), o.hist[NEXT() % 2048] = 5.0f; /* one value */
+        float lo, hi, rlo, rhi;
+        bpcc_obs_histogram_range(&o, &lo, &hi);
+        histogram_range_ref(&o, &rlo, &rhi);
+        ck_assert_msg(lo == rlo && hi == rhi, "case %d: [%a, %a] vs [%a, %a]", t, (double)lo, (double)hi, (double)rlo,
+                      (double)rhi);
+    }
+    bpcc_obs_release(&o);
+#undef NEXT
+}
+END_TEST
+
 /* A big tensor (counted in integers) bins exactly as float counting one by one does: mostly one
 ** value (a ReLU's zeros), a spread, values above the binned range [int(min), int(max)], 2048 bins. */
 START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
@@ -821,6 +881,7 @@ int main(void)
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
     tcase_add_test(tc, max_pooling_matches_the_formula);
     tcase_add_test(tc, histogram_quantization_error_equals_the_formula_bit_for_bit);
+    tcase_add_test(tc, histogram_range_search_equals_the_step_by_step_search);
     tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);

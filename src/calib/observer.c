@@ -386,7 +386,7 @@ BPCC_HOT double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64
 }
 
 /* _non_linear_param_search: the [min, max] that minimizes the L2 quantization error */
-static void histogram_range(const struct obs_state *o, float *new_min, float *new_max)
+void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max)
 {
     uint32_t bins = o->bins;
     float bin_width = (o->max[0] - o->min[0]) / (float)bins;
@@ -405,9 +405,21 @@ static void histogram_range(const struct obs_state *o, float *new_min, float *ne
     double alpha = 0.0, beta = 1.0, norm_min = INFINITY;
     int64_t start = 0, end = bins - 1;
     while (alpha < beta) {
-        double na = alpha + step, nb = beta - step;
+        double na = alpha + step;
+        float ta = (float)(na * total);
+        if (!(start < end && csum[start] < ta)) {
+            /* the left edge stays while alpha does: step beta on alone (each step the same double
+            ** subtraction as a full iteration's) until the right edge would move */
+            while (alpha < beta) {
+                double nb = beta - step;
+                if (end > start && csum[end] > (float)(nb * total)) break;
+                beta = nb;
+            }
+            if (!(alpha < beta)) break;
+        }
+        double nb = beta - step;
         int64_t l = start, r = end;
-        float ta = (float)(na * total), tb = (float)(nb * total);
+        float tb = (float)(nb * total);
         while (l < end && csum[l] < ta) l++;
         while (r > start && csum[r] > tb) r--;
         int64_t ns = start, ne = end;
@@ -589,7 +601,7 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
         zp[0] = 0;
     } else if (s->cls == OC_HISTOGRAM) {
         float lo, hi;
-        histogram_range(o, &lo, &hi);
+        bpcc_obs_histogram_range(o, &lo, &hi);
         qparams_one(s, lo, hi, &sc[0], &zp[0]);
     } else {
         for (uint32_t i = 0; i < k; i++) qparams_one(s, o->min[i], o->max[i], &sc[i], &zp[i]);

@@ -38,8 +38,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float
 BPCC_INTERNAL float bpcc_div_floor_exact(float a, float b);
 BPCC_INTERNAL float bpcc_div_floor(float a, float b);
 
-/* HistogramObserver's _compute_quantization_error for the bins [s, e] of o's histogram */
+/* HistogramObserver's _compute_quantization_error for the bins [s, e] of o's histogram, and its
+** _non_linear_param_search: the [min, max] of least error */
 BPCC_INTERNAL double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e);
+BPCC_INTERNAL void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max);
 
 /* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
 ** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
