@@ -121,10 +121,11 @@ def scale(build, sizes, tmp):
             r["work_ms"] = work
             r["ns_per_node"] = work * 1e6 / r["nodes"]
             r["bytes_per_node"] = (r["peak_rss_kib"] - r["rss_before_kib"]) * 1024 / r["nodes"]
-            print("scale %8d nodes%s: load %.1f  fuse %.1f  prepare %.1f  convert %.1f  print %.1f ms  = %.1f ms "
-                  "(%.0f ns/node)  peak %.0f bytes/node" % (
+            print("scale %8d nodes%s: load %.1f  fuse %.1f  prepare %.1f  qparams %.1f  convert %.1f  print %.1f ms  = "
+                  "%.1f ms (%.0f ns/node)  peak %.0f bytes/node" % (
                       r["nodes"], " without rollback" if extra else "", r["load"][0], r["fuse"][0], r["prepare"][0],
-                      r["convert"][0], r["print"][0], work, r["ns_per_node"], r["bytes_per_node"]), flush=True)
+                      r["qparams"][0], r["convert"][0], r["print"][0], work, r["ns_per_node"], r["bytes_per_node"]),
+                  flush=True)
             both.append(r)
         both[0]["no_rollback"] = both[1]
         rows.append(both[0])
@@ -185,20 +186,22 @@ def document(res):
     for r in res["calibrate"]:
         L.append("| %s | %.2f batches/s [%.2f–%.2f] | %.2f | %.2f [%.2f–%.2f] | %.2f [%.2f–%.2f] |" % (
             r["model"], *r["bpcc"], r["bpcc_cli"], *r["torch"], *r["ratio"]))
-    L += ["", "### 4. Synthetic graphs (load + fuse + prepare + convert + print; one calibration batch between, not "
-          "counted)", "",
+    L += ["", "### 4. Synthetic graphs (load + fuse + prepare + qparams + convert + print; one calibration batch "
+          "between, not counted)", "",
           "Units of conv → bn → relu → conv → bn → relu → add → cat → conv → relu (convs without bias, batch norms "
           "without affine parameters: 0.7 tensors per node); native backend, MinMax mapping "
           "(bench/minmax.yaml). Memory: peak resident set above the process's before the first load, per input node. "
           "The passes as the library runs them by default (each takes a snapshot to roll back to if it fails), and "
           "without rollback (bpcc_graph_set_rollback(g, false), as the bpcc tool runs them).",
-          "", "| nodes | load | fuse | prepare | convert | print | total | per node | peak memory per node "
+          "", "| nodes | load | fuse | prepare | qparams | convert | print | total | per node | peak memory per node "
           "| without rollback: total | per node | peak memory per node |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in res["scale"]:
         o = r["no_rollback"]
-        L.append("| %d | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %.0f ns | %.0f bytes | %s ms | %.0f ns | %.0f bytes |"
-                 % (r["nodes"], ms(r["load"][0]), ms(r["fuse"][0]), ms(r["prepare"][0]), ms(r["convert"][0]),
+        L.append("| %d | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %s ms | %.0f ns | %.0f bytes | %s ms | %.0f ns "
+                 "| %.0f bytes |"
+                 % (r["nodes"], ms(r["load"][0]), ms(r["fuse"][0]), ms(r["prepare"][0]), ms(r["qparams"][0]),
+                    ms(r["convert"][0]),
                     ms(r["print"][0]), ms(r["work_ms"]), r["ns_per_node"], r["bytes_per_node"], ms(o["work_ms"]),
                     o["ns_per_node"], o["bytes_per_node"]))
     L += ["", "### 5. Loading the built-in backend configs", "", "```", res["config"][0].rstrip(), "",
