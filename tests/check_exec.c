@@ -235,6 +235,19 @@ START_TEST(padding_a_mode_cannot_do_is_refused)
         bpcc_xtensor_free(x);
         bpcc_graph_free(g);
     }
+    /* a weight with a zero-size dimension (found by fuzzing: the unfolding divided by it) */
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: (0, 3)}\n"
+                                 "  param weight : f32[2, 2, 0, 3]\n\ngraph\n  %x = placeholder x ()\n  %c = call_module c (%x,)\n"
+                                 "  %output = output output (%c,)\n");
+    set_tensor(g, "c", "weight", 4, (int64_t[]){2, 2, 0, 3}, ramp);
+    struct xtensor *x = input(4, (int64_t[]){1, 2, 3, 5}, ramp2);
+    struct xval out;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "the weight has a zero-size dimension (2)"), "%s", tu_msg(&d));
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
 }
 END_TEST
 

@@ -127,6 +127,8 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     if (wnd == 5) return conv3d(a, x, w, wd, b, out);
     if (wnd < 3 || wnd > 4) return bpcc_xerr(a, "only 1-d, 2-d and 3-d convolutions are supported (weight has %u dims)", wnd);
     if (x->ndim != wnd && x->ndim != wnd - 1) return bpcc_xerr(a, "input has %u dims for a %u-d convolution", x->ndim, sd);
+    for (uint32_t i = 0; i < wnd; i++)
+        if (wd[i] < 1) return bpcc_xerr(a, "the weight has a zero-size dimension (%u)", i);
     int64_t one[2] = {1, 1}, zero[2] = {0, 0};
     int64_t stride[2], pad[2], dil[2], groups;
     int mode = 0;
