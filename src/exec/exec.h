@@ -134,8 +134,6 @@ typedef enum bpcc_status (*bpcc_exec_hook)(void *ud, const struct bpcc_node *n, 
 BPCC_INTERNAL void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud);
 BPCC_INTERNAL enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, uint32_t n_inputs,
                                              struct xval *out, struct bpcc_diag *d);
-/* store every observer's statistics and qparams on its module, as bpcc_calibrate does after its runs
-** (calibrate.c) */
 /* The value at (y, x) of a [H, W] image padded by mode: 0 zeros, 1 reflect (|y| < H, |x| < W
 ** assumed), 2 replicate, 3 circular. */
 static inline float bpcc_pad_at(const float *img, int64_t H, int64_t W, int64_t y, int64_t x, int mode)
@@ -176,6 +174,8 @@ BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);
 BPCC_INTERNAL void bpcc_vtanhf(const float *x, float *y, uint64_t n);
 BPCC_INTERNAL void bpcc_verff(const float *x, float *y, uint64_t n);
 
+/* store every observer's statistics and qparams on its module, as bpcc_calibrate does after its runs
+** (calibrate.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_exec *e, struct bpcc_diag *d);
 /* observers after the runs: module -> state */
 BPCC_INTERNAL uint32_t bpcc_exec_n_observers(const struct bpcc_exec *e);

@@ -185,6 +185,14 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     odims[ond++] = OW;
     struct xtensor *y = bpcc_xtensor_new(ond, odims);
     if (!y) return bpcc_diag_nomem(a->d);
+    if (Cg == 1 && groups > 1) {
+        struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
+        if (!bpcc_dwconv(&p, N, C, Cout, x->data, w, b, y->data)) {
+            bpcc_xtensor_free(y);
+            return bpcc_diag_nomem(a->d);
+        }
+        return put(a, y, out);
+    }
     int64_t K = Cg * KH * KW, P = OH * OW, Cog = Cout / groups;
     bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
     /* the unfolded block: whole output rows, about COL_BLOCK floats (all of them if fewer) */
@@ -197,15 +205,6 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
         return bpcc_diag_nomem(a->d);
     }
     set_threads(a);
-    if (Cg == 1 && groups > 1) {
-        bpcc_xfree(col);
-        struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
-        if (!bpcc_dwconv(&p, N, C, Cout, x->data, w, b, y->data)) {
-            bpcc_xtensor_free(y);
-            return bpcc_diag_nomem(a->d);
-        }
-        return put(a, y, out);
-    }
     for (int64_t n = 0; n < N; n++)
         for (int64_t g = 0; g < groups; g++) {
             const float *in = x->data + (n * C + g * Cg) * H * W;

@@ -48,9 +48,7 @@ static uint64_t map4(enum vfn f, const float *x, float *y, uint64_t n)
 
 static void vmap(enum vfn f, const float *x, float *y, uint64_t n)
 {
-    static int avx2 = -1; /* a benign race: every thread computes the same answer */
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") ? 1 : 0;
-    uint64_t i = avx2 ? map8(f, x, y, n) : map4(f, x, y, n);
+    uint64_t i = __builtin_cpu_supports("avx2") ? map8(f, x, y, n) : map4(f, x, y, n);
     for (; i < n; i++) y[i] = f == V_EXP ? expf(x[i]) : f == V_TANH ? tanhf(x[i]) : erff(x[i]);
 }
 

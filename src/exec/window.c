@@ -180,13 +180,13 @@ BPCC_HOT __attribute__((target("avx2"))) static void max_plane_avx2(const struct
 }
 #endif
 
-static bool avx2(void)
+/* the kernel's AVX2 build where the CPU has AVX2, else its baseline build */
+static plane_fn choose(bool conv)
 {
 #ifdef HAVE_AVX2_CLONES
-    return __builtin_cpu_supports("avx2");
-#else
-    return false;
+    if (__builtin_cpu_supports("avx2")) return conv ? conv_plane_avx2 : max_plane_avx2;
 #endif
+    return conv ? conv_plane : max_plane;
 }
 
 bool bpcc_dwconv(const struct bpcc_window *p, int64_t N, int64_t C, int64_t Cout, const float *x, const float *w,
@@ -194,10 +194,7 @@ bool bpcc_dwconv(const struct bpcc_window *p, int64_t N, int64_t C, int64_t Cout
 {
     struct planes pl;
     if (!planes_new(p, &pl)) return false;
-    plane_fn fn = conv_plane;
-#ifdef HAVE_AVX2_CLONES
-    if (avx2()) fn = conv_plane_avx2;
-#endif
+    plane_fn fn = choose(true);
     int64_t mult = Cout / C, taps = p->KH * p->KW, P = p->OH * p->OW;
     for (int64_t n = 0; n < N; n++)
         for (int64_t c = 0; c < C; c++) {
@@ -215,10 +212,7 @@ bool bpcc_maxpool2d(const struct bpcc_window *p, uint64_t n_planes, const float 
 {
     struct planes pl;
     if (!planes_new(p, &pl)) return false;
-    plane_fn fn = max_plane;
-#ifdef HAVE_AVX2_CLONES
-    if (avx2()) fn = max_plane_avx2;
-#endif
+    plane_fn fn = choose(false);
     for (uint64_t c = 0; c < n_planes; c++) {
         planes_fill(p, &pl, x + c * p->H * p->W);
         fn(p, &pl, NULL, 0.0f, y + c * p->OH * p->OW);
