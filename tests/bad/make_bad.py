@@ -225,6 +225,13 @@ x2 = MODEL.replace('"conv_bn_relu.safetensors"', '"x_unknown_op.safetensors"').r
     "%relu = call_module relu (%bn,)", "%relu = call_function torch.frobnicate (%bn,)")
 put("x_unknown_op.bpcc", x2)
 put("x_unknown_op.safetensors", WEIGHTS)
+# convolution padding the interpreter must refuse: reflect padding as large as the input (it read
+# outside the image), and a padding mode that does not exist (it ran as zeros)
+for name, mode, pad in (("x_reflect_pad_too_large", "reflect", "(8, 1)"), ("x_padding_mode_unknown", "mirror", "(1, 1)")):
+    put(name + ".bpcc", MODEL.replace('"conv_bn_relu.safetensors"', '"%s.safetensors"' % name).replace(
+        'padding: (1, 1), dilation: (1, 1), groups: 1, bias: True, padding_mode: "zeros"',
+        'padding: %s, dilation: (1, 1), groups: 1, bias: True, padding_mode: "%s"' % (pad, mode)))
+    put(name + ".safetensors", WEIGHTS)
 # batch-norm statistics for 5 channels after a conv with 4: folding must refuse
 x3 = MODEL.replace('"conv_bn_relu.safetensors"', '"x_bn_size_mismatch.safetensors"').replace("num_features: 4", "num_features: 5")
 x3 = x3.replace("param weight : f32[4]\n  param bias : f32[4]\n  buffer running_mean : f32[4]\n  buffer running_var : f32[4]",
