@@ -208,6 +208,159 @@ START_TEST(depthwise_conv_matches_the_formula_in_every_padding_mode)
 }
 END_TEST
 
+/* values with full mantissas (the ramps' eighths would make any order of the sum exact) */
+static float noise(uint64_t i) { return (float)((int64_t)(i * 2654435761u % 1999) - 999) / 337.0f; }
+
+/* the direct sum of a 3x3 convolution at stride 1 (groups g, padding ph/pw in `mode`) at one
+** output, and the sum of its terms' magnitudes (the scale of any summation order's rounding) */
+static double conv3x3_at(const float *x, const float *w, const float *b, int C, int H, int W, int groups, int Cout,
+                         int ph, int pw, const char *mode, int n, int co, int oy, int ox, double *mag)
+{
+    int Cg = C / groups, g = co / (Cout / groups);
+    double sum = b ? b[co] : 0.0;
+    *mag = fabs(sum);
+    for (int ci = 0; ci < Cg; ci++)
+        for (int ky = 0; ky < 3; ky++)
+            for (int kx = 0; kx < 3; kx++) {
+                double t = (double)w[((co * Cg + ci) * 3 + ky) * 3 + kx] *
+                           padded(x + ((size_t)n * C + g * Cg + ci) * H * W, H, W, oy - ph + ky, ox - pw + kx, mode);
+                sum += t;
+                *mag += fabs(t);
+            }
+    return sum;
+}
+
+START_TEST(winograd_3x3_convolution_matches_the_formula)
+{
+    /* odd and even output sizes (the last tile cut), every padding mode, groups, with and without
+    ** bias, two images; reflect padding of H - 1 with odd output sizes (the cut tile reaches past
+    ** the padding); and an image tall enough to take several blocks of tile rows */
+    struct {
+        int N, C, Cout, groups, H, W, ph, pw, mode;
+        bool bias;
+    } cases[] = {
+        {2, 16, 24, 1, 15, 13, 1, 1, 0, true},  {2, 16, 16, 1, 14, 16, 0, 0, 0, false}, {1, 32, 32, 2, 13, 12, 2, 1, 0, true},
+        {2, 16, 16, 1, 15, 13, 1, 1, 1, true},  {1, 16, 16, 1, 12, 11, 2, 2, 1, false}, {2, 16, 20, 1, 15, 13, 1, 2, 2, true},
+        {1, 16, 16, 1, 13, 15, 3, 3, 2, true},  {2, 16, 16, 1, 15, 13, 1, 1, 3, true},  {1, 32, 48, 2, 11, 14, 2, 3, 3, false},
+        {1, 16, 16, 1, 5, 7, 4, 6, 1, true}, {1, 16, 16, 1, 75, 128, 1, 1, 0, true},
+    };
+    const char *modes[] = {"zeros", "reflect", "replicate", "circular"};
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        int N = cases[k].N, C = cases[k].C, Cout = cases[k].Cout, groups = cases[k].groups, H = cases[k].H, W = cases[k].W;
+        int ph = cases[k].ph, pw = cases[k].pw, OH = H + 2 * ph - 2, OW = W + 2 * pw - 2, Cg = C / groups;
+        float *x = malloc(sizeof(float) * N * C * H * W), *w = malloc(sizeof(float) * Cout * Cg * 9), b[64];
+        float *y = malloc(sizeof(float) * N * Cout * OH * OW);
+        float *U = malloc(sizeof(float) * bpcc_winograd3x3_size(groups, C, Cout));
+        for (int i = 0; i < N * C * H * W; i++) x[i] = noise((uint64_t)i);
+        for (int i = 0; i < Cout * Cg * 9; i++) w[i] = noise((uint64_t)i * 3 + 1);
+        for (int i = 0; i < Cout; i++) b[i] = noise((uint64_t)i + 5);
+        struct bpcc_window p = {H, W, 3, 3, OH, OW, 1, 1, ph, pw, 1, 1, cases[k].mode, 0.0f};
+        ck_assert(bpcc_winograd3x3_weights(groups, C, Cout, w, U));
+        ck_assert(bpcc_winograd3x3(&p, N, groups, C, Cout, x, U, cases[k].bias ? b : NULL, y));
+        double worst = 0;
+        for (int n = 0; n < N; n++)
+            for (int co = 0; co < Cout; co++)
+                for (int oy = 0; oy < OH; oy++)
+                    for (int ox = 0; ox < OW; ox++) {
+                        double mag, want = conv3x3_at(x, w, cases[k].bias ? b : NULL, C, H, W, groups, Cout, ph, pw,
+                                                      modes[cases[k].mode], n, co, oy, ox, &mag);
+                        double err = fabs(y[((n * Cout + co) * OH + oy) * OW + ox] - want) / (mag + 1e-30);
+                        worst = err > worst ? err : worst;
+                        ck_assert_msg(err < 1e-6, "case %zu (%s) at %d %d %d %d: %.9g vs %.9g", k, modes[cases[k].mode], n,
+                                      co, oy, ox, y[((n * Cout + co) * OH + oy) * OW + ox], want);
+                    }
+        ck_assert_msg(worst > 0, "case %zu: exact to the last bit everywhere: the check cannot tell", k);
+        free(x);
+        free(w);
+        free(y);
+        free(U);
+    }
+}
+END_TEST
+
+START_TEST(winograd_weights_kept_between_runs_are_each_modules_own)
+{
+    /* two convolutions of one shape in a row, each taken by Winograd (16 channels, 8 x 8 tiles):
+    ** the second run uses the transformed weights kept from the first; each conv must use its own */
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule a : torch.nn.Conv2d {in_channels: 16, out_channels: 16, kernel_size: 3, "
+                                 "padding: 1}\n  param weight : f32[16, 16, 3, 3]\n  param bias : f32[16]\n"
+                                 "module b : torch.nn.Conv2d {in_channels: 16, out_channels: 16, kernel_size: 3, padding: 1}\n"
+                                 "  param weight : f32[16, 16, 3, 3]\n  param bias : f32[16]\n\ngraph\n"
+                                 "  %x = placeholder x ()\n  %a = call_module a (%x,)\n  %b = call_module b (%a,)\n"
+                                 "  %output = output output ((%a, %b),)\n");
+    set_tensor(g, "a", "weight", 4, (int64_t[]){16, 16, 3, 3}, noise);
+    set_tensor(g, "a", "bias", 1, (int64_t[]){16}, ramp2);
+    set_tensor(g, "b", "weight", 4, (int64_t[]){16, 16, 3, 3}, ramp2);
+    set_tensor(g, "b", "bias", 1, (int64_t[]){16}, noise);
+    const float *wa = bpcc_module_tensor(bpcc_graph_find_module(g, "a"), "weight")->data;
+    const float *ba = bpcc_module_tensor(bpcc_graph_find_module(g, "a"), "bias")->data;
+    const float *wb = bpcc_module_tensor(bpcc_graph_find_module(g, "b"), "weight")->data;
+    const float *bb = bpcc_module_tensor(bpcc_graph_find_module(g, "b"), "bias")->data;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_exec *e;
+    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    for (int run = 0; run < 3; run++) {
+        struct xtensor *x = input(4, (int64_t[]){1, 16, 16, 16}, run ? noise : ramp2);
+        struct xval in = {.k = XV_TENSOR, .u.t = x}, out;
+        ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_int_eq(out.k, XV_SEQ);
+        const struct xtensor *ya = out.u.seq.items[0].u.t, *yb = out.u.seq.items[1].u.t;
+        for (int co = 0; co < 16; co++)
+            for (int oy = 0; oy < 16; oy++)
+                for (int ox = 0; ox < 16; ox++) {
+                    double mag, want = conv3x3_at(x->data, wa, ba, 16, 16, 16, 1, 16, 1, 1, "zeros", 0, co, oy, ox, &mag);
+                    ck_assert_msg(fabs(ya->data[(co * 16 + oy) * 16 + ox] - want) < 1e-6 * mag, "run %d a at %d %d %d", run,
+                                  co, oy, ox);
+                    want = conv3x3_at(ya->data, wb, bb, 16, 16, 16, 1, 16, 1, 1, "zeros", 0, co, oy, ox, &mag);
+                    ck_assert_msg(fabs(yb->data[(co * 16 + oy) * 16 + ox] - want) < 1e-6 * mag, "run %d b at %d %d %d", run,
+                                  co, oy, ox);
+                }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+    }
+    bpcc_exec_free(e);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_them)
+{
+    /* Winograd's transforms would turn an infinite input or weight into NaN (inf - inf) where the
+    ** direct sum gives the infinity: such convolutions take the direct path */
+    for (int which = 0; which < 2; which++) {
+        struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 16, out_channels: 16, "
+                                     "kernel_size: 3, padding: 1, bias: False}\n  param weight : f32[16, 16, 3, 3]\n\ngraph\n"
+                                     "  %x = placeholder x ()\n  %c = call_module c (%x,)\n  %output = output output (%c,)\n");
+        set_tensor(g, "c", "weight", 4, (int64_t[]){16, 16, 3, 3}, noise);
+        float *w = bpcc_tensor_data(bpcc_module_tensor(bpcc_graph_find_module(g, "c"), "weight"));
+        struct xtensor *x = input(4, (int64_t[]){1, 16, 14, 14}, noise);
+        if (which) w[4] = INFINITY; /* the centre tap of (0, 0) */
+        else x->data[3 * 14 + 5] = INFINITY;
+        struct xval out;
+        RUN(g, x, &out);
+        int nonfinite = 0;
+        for (int co = 0; co < 16; co++)
+            for (int oy = 0; oy < 14; oy++)
+                for (int ox = 0; ox < 14; ox++) {
+                    double mag, want = conv3x3_at(x->data, w, NULL, 16, 14, 14, 1, 16, 1, 1, "zeros", 0, co, oy, ox, &mag);
+                    float got = out.u.t->data[(co * 14 + oy) * 14 + ox];
+                    if (!isfinite(want)) {
+                        nonfinite++;
+                        ck_assert_msg(isnan(want) ? isnan(got) : got == want, "%s at %d %d %d: %g vs %g", which ? "weight" : "input",
+                                      co, oy, ox, got, want);
+                    } else {
+                        ck_assert_msg(fabs(got - want) <= 1e-6 * mag, "at %d %d %d", co, oy, ox);
+                    }
+                }
+        ck_assert_int_eq(nonfinite, which ? 14 * 14 : 16 * 9);
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(padding_a_mode_cannot_do_is_refused)
 {
     static const struct {
@@ -783,6 +936,28 @@ static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
     return s;
 }
 
+/* a Winograd-sized convolution run twice by one exec (the second run takes the kept weights) */
+static enum bpcc_status run_winograd_twice(void *ctx, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g = ctx;
+    struct bpcc_exec *e;
+    enum bpcc_status s = bpcc_exec_new(g, 1, &e, d);
+    for (int run = 0; run < 2 && !s; run++) {
+        struct xtensor *x = bpcc_xtensor_new(4, (int64_t[]){1, 16, 14, 14});
+        if (!x) {
+            s = bpcc_diag_nomem(d);
+            break;
+        }
+        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = ramp(i);
+        struct xval in = {.k = XV_TENSOR, .u.t = x}, out = {0};
+        s = bpcc_exec_run(e, &in, 1, &out, d);
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+    }
+    bpcc_exec_free(e);
+    return s;
+}
+
 START_TEST(qparams_are_read_from_quantize_nodes_observers_and_reference_modules)
 {
     struct bpcc_graph *g = parse(
@@ -881,6 +1056,13 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
     set_tensor(g, "dw", "weight", 4, (int64_t[]){2, 1, 3, 3}, ramp2);
     ck_assert_int_gt(tu_oom_loop("exec", run_small, g), 10);
     bpcc_graph_free(g);
+    g = parse("bpcc-model 1\n\nmodule c : torch.nn.Conv2d {in_channels: 16, out_channels: 16, kernel_size: 3, padding: 1}\n"
+              "  param weight : f32[16, 16, 3, 3]\n  param bias : f32[16]\n\ngraph\n  %x = placeholder x ()\n"
+              "  %c = call_module c (%x,)\n  %output = output output (%c,)\n");
+    set_tensor(g, "c", "weight", 4, (int64_t[]){16, 16, 3, 3}, ramp);
+    set_tensor(g, "c", "bias", 1, (int64_t[]){16}, ramp2);
+    ck_assert_int_gt(tu_oom_loop("exec winograd", run_winograd_twice, g), 5);
+    bpcc_graph_free(g);
 }
 END_TEST
 
@@ -892,6 +1074,9 @@ int main(void)
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
+    tcase_add_test(tc, winograd_3x3_convolution_matches_the_formula);
+    tcase_add_test(tc, winograd_weights_kept_between_runs_are_each_modules_own);
+    tcase_add_test(tc, infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_them);
     tcase_add_test(tc, max_pooling_matches_the_formula);
     tcase_add_test(tc, histogram_quantization_error_equals_the_formula_bit_for_bit);
     tcase_add_test(tc, histogram_range_search_equals_the_step_by_step_search);

@@ -109,6 +109,13 @@ BPCC_INTERNAL struct obs_state *bpcc_exec_observer(struct xctx *c, const struct 
 BPCC_INTERNAL enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_module *m, const struct xval *in,
                                                 struct xval *out);
 BPCC_INTERNAL int bpcc_exec_threads(const struct xctx *c);
+/* Data a kernel derives from weights w (transformed convolution weights), kept from one run to the
+** next for the node: only for a module's own weights, which do not change while the exec lives (not
+** for function arguments or a reference module's per-call weights). derived: what was kept for
+** this node, module and w, or NULL; keep_derived: keep `data` (bpcc_malloc'd; the exec frees it,
+** and it takes the place of what was kept), false (caller keeps ownership) where it may not. */
+BPCC_INTERNAL float *bpcc_exec_derived(const struct xargs *a, const float *w);
+BPCC_INTERNAL bool bpcc_exec_keep_derived(const struct xargs *a, const float *w, float *data);
 
 /* a batch: the graph inputs, in placeholder order (batch.c) */
 struct xbatch {
@@ -168,6 +175,15 @@ BPCC_INTERNAL bool bpcc_dwconv(const struct bpcc_window *p, int64_t N, int64_t C
                                const float *w, const float *b, float *y);
 /* max pooling of n_planes planes into y [n_planes, OH, OW] (pad with fill = -inf; NaN wins); false on OOM */
 BPCC_INTERNAL bool bpcc_maxpool2d(const struct bpcc_window *p, uint64_t n_planes, const float *x, float *y);
+
+/* winograd.c: a 3x3 convolution at stride 1 and dilation 1 (KH, KW, strides and dilations of p
+** as such) by F(2x2, 3x3): input [N, C, H, W], bias [Cout] or NULL, into y [N, Cout, OH, OW],
+** with the weights [Cout, C / groups, 3, 3] transformed by bpcc_winograd3x3_weights into U
+** (bpcc_winograd3x3_size floats); GEMMs through OpenBLAS; false on OOM */
+BPCC_INTERNAL size_t bpcc_winograd3x3_size(int64_t groups, int64_t C, int64_t Cout);
+BPCC_INTERNAL bool bpcc_winograd3x3_weights(int64_t groups, int64_t C, int64_t Cout, const float *w, float *U);
+BPCC_INTERNAL bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, int64_t C, int64_t Cout,
+                                    const float *x, const float *U, const float *b, float *y);
 
 /* vmath.c: y[i] = f(x[i]) for i < n (x == y allowed), vectorized through libmvec where built */
 BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);

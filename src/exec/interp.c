@@ -297,10 +297,19 @@ struct obs_entry {
     struct obs_state st;
 };
 
+/* data a kernel derived from a module's own weights (they do not change during runs) */
+struct xcache {
+    const struct bpcc_module *m;
+    const float *w;
+    float *data;
+};
+
 struct xctx {
     int threads;
     struct obs_entry *obs;
     uint32_t n_obs;
+    struct xcache *cache; /* per node id, made at the first use */
+    uint32_t n_cache;
 };
 
 struct bpcc_exec {
@@ -320,6 +329,28 @@ void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud)
 }
 
 int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
+
+float *bpcc_exec_derived(const struct xargs *a, const float *w)
+{
+    const struct xctx *c = a->ctx;
+    if (!a->module || a->weight_override || a->node->id >= c->n_cache || !c->cache) return NULL;
+    const struct xcache *e = &c->cache[a->node->id];
+    return e->m == a->module && e->w == w ? e->data : NULL;
+}
+
+bool bpcc_exec_keep_derived(const struct xargs *a, const float *w, float *data)
+{
+    struct xctx *c = a->ctx;
+    if (!a->module || a->weight_override || a->node->id >= c->n_cache) return false;
+    if (!c->cache) {
+        if (!(c->cache = bpcc_malloc((size_t)c->n_cache * sizeof *c->cache))) return false;
+        memset(c->cache, 0, (size_t)c->n_cache * sizeof *c->cache);
+    }
+    struct xcache *e = &c->cache[a->node->id];
+    bpcc_xfree(e->data);
+    *e = (struct xcache){a->module, w, data};
+    return true;
+}
 
 /* observers ordered by module address, for the lookup of each observer call */
 static int cmp_obs(const void *a, const void *b)
@@ -354,6 +385,7 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
     e->g = g;
     e->ctx.threads = threads > 0 ? threads : 1;
     e->n_ids = g->next_id;
+    e->ctx.n_cache = e->n_ids;
     e->uses = bpcc_malloc((e->n_ids + 1) * sizeof *e->uses);
     e->slot = bpcc_malloc((e->n_ids + 1) * sizeof *e->slot);
     if (e->slot) memset(e->slot, 0, (e->n_ids + 1) * sizeof *e->slot);
@@ -394,6 +426,9 @@ void bpcc_exec_free(struct bpcc_exec *e)
         for (uint32_t i = 0; i <= e->n_ids; i++) bpcc_xval_release(&e->slot[i]);
     for (uint32_t i = 0; i < e->ctx.n_obs; i++) bpcc_obs_release(&e->ctx.obs[i].st);
     bpcc_xfree(e->ctx.obs);
+    if (e->ctx.cache)
+        for (uint32_t i = 0; i < e->ctx.n_cache; i++) bpcc_xfree(e->ctx.cache[i].data);
+    bpcc_xfree(e->ctx.cache);
     bpcc_xfree(e->uses);
     bpcc_xfree(e->slot);
     bpcc_xfree(e);
