@@ -361,6 +361,49 @@ START_TEST(infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_t
 }
 END_TEST
 
+START_TEST(a_dying_argument_is_taken_in_place_and_a_living_one_never)
+{
+    /* %r = relu(%x) takes %x only at its last use; %s = %r + %x reads the living %x; %t = %s + %s
+    ** (one value twice) and %u = %t - %r (the first operand dies) run in place or not, with the
+    ** same values; the fused conv+relu runs twice on one input, which neither call may change */
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule f : torch.ao.nn.intrinsic.ConvReLU2d {}\n"
+        "module f.0 : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 1, bias: False}\n"
+        "  param weight : f32[2, 2, 1, 1]\nmodule f.1 : torch.nn.ReLU {}\n\ngraph\n  %x = placeholder x ()\n"
+        "  %c = call_function torch.mul (%x, 1.0)\n  %r = call_function torch.nn.functional.relu (%c,)\n"
+        "  %s = call_function operator.add (%r, %c)\n  %t = call_function operator.add (%s, %s)\n"
+        "  %u = call_function torch.sub (%t, %r)\n  %a = call_module f (%u,)\n  %b = call_module f (%u,)\n"
+        "  %output = output output ((%a, %b, %u),)\n");
+    set_tensor(g, "f.0", "weight", 4, (int64_t[]){2, 2, 1, 1}, noise);
+    const float *w = bpcc_module_tensor(bpcc_graph_find_module(g, "f.0"), "weight")->data;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_exec *e;
+    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    for (int run = 0; run < 2; run++) {
+        struct xtensor *x = input(4, (int64_t[]){1, 2, 3, 5}, noise);
+        struct xval in = {.k = XV_TENSOR, .u.t = x}, out;
+        ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+        const struct xtensor *ya = out.u.seq.items[0].u.t, *yb = out.u.seq.items[1].u.t, *yu = out.u.seq.items[2].u.t;
+        for (int i = 0; i < 30; i++) {
+            float c = x->data[i], r = c > 0 ? c : 0, sv = r + c, u = (sv + sv) - r;
+            ck_assert_msg(yu->data[i] == u, "run %d u[%d]: %g vs %g", run, i, yu->data[i], u);
+        }
+        for (int co = 0; co < 2; co++)
+            for (int p = 0; p < 15; p++) {
+                float v = w[co * 2] * yu->data[p] + w[co * 2 + 1] * yu->data[15 + p];
+                v = v > 0 ? v : 0;
+                ck_assert_msg(fabsf(ya->data[co * 15 + p] - v) <= 1e-6f * (fabsf(v) + 1), "a at %d %d", co, p);
+                ck_assert_msg(yb->data[co * 15 + p] == ya->data[co * 15 + p], "b at %d %d", co, p);
+            }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+    }
+    bpcc_exec_free(e);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(padding_a_mode_cannot_do_is_refused)
 {
     static const struct {
@@ -1077,6 +1120,7 @@ int main(void)
     tcase_add_test(tc, winograd_3x3_convolution_matches_the_formula);
     tcase_add_test(tc, winograd_weights_kept_between_runs_are_each_modules_own);
     tcase_add_test(tc, infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_them);
+    tcase_add_test(tc, a_dying_argument_is_taken_in_place_and_a_living_one_never);
     tcase_add_test(tc, max_pooling_matches_the_formula);
     tcase_add_test(tc, histogram_quantization_error_equals_the_formula_bit_for_bit);
     tcase_add_test(tc, histogram_range_search_equals_the_step_by_step_search);

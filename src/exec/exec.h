@@ -64,6 +64,9 @@ struct xargs {
     struct bpcc_diag *d;
     struct xctx *ctx;
     const float *weight_override; /* a reference module's quantized-dequantized weight */
+    /* pos[0] is the caller's own value, which dies after this call (a fused module's intermediate):
+    ** the kernel may change its tensor in place and return that very tensor as its result */
+    bool consume;
 };
 
 typedef enum bpcc_status (*xkernel)(const struct xargs *a, struct xval *out);

@@ -503,16 +503,22 @@ enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_modul
     sub.n = 1;
     sub.pos = in;
     if (k) return k(&sub, out);
-    /* a fused module (torch.ao.nn.intrinsic.*) runs its children in order */
+    /* a fused module (torch.ao.nn.intrinsic.*) runs its children in order, each on the result of
+    ** the one before (the first reads the input as it is); an intermediate dies with the next call,
+    ** so that call may consume it (an activation clamps the conv's output in place) */
     if (m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22)) {
-        struct xval cur = {0}, next;
-        enum bpcc_status s = bpcc_xval_copy(in, &cur);
-        if (s) return bpcc_diag_nomem(a->d);
+        struct xval cur = {0};
+        const struct xval *arg = in;
         for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
-            s = bpcc_exec_module(a, c, &cur, &next);
-            bpcc_xval_release(&cur);
+            struct xval next;
+            sub = *a;
+            sub.consume = arg == &cur;
+            enum bpcc_status s = bpcc_exec_module(&sub, c, arg, &next);
+            bool taken = !s && sub.consume && cur.k == XV_TENSOR && next.k == XV_TENSOR && next.u.t == cur.u.t;
+            if (sub.consume && !taken) bpcc_xval_release(&cur);
             if (s) return s;
             cur = next;
+            arg = &cur;
         }
         *out = cur;
         return BPCC_OK;
@@ -553,6 +559,11 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
         if (arg_value(e, &n->kwargs.u.seq.items[done_k], &kw[done_k])) s = bpcc_diag_nomem(d);
     struct xargs a = {.node = n, .n = np, .pos = pos, .n_kw = nk, .kw_names = n->kwargs.u.seq.keys, .kw = kw,
                       .d = d, .ctx = &e->ctx};
+    /* the first argument dies with this call when this is its last use: the kernel may take its
+    ** tensor (changed in place) as the result, which then leaves the argument's slot */
+    const struct bpcc_value *a0 = np ? &n->args.u.seq.items[0] : NULL;
+    uint32_t src0 = a0 && a0->kind == BPCC_VAL_NODE ? a0->u.node->id : UINT32_MAX;
+    a.consume = !s && src0 < e->n_ids && e->uses[src0] == 1 && e->slot[src0].k == XV_TENSOR && !e->slot[src0].borrowed;
     struct xval out = {0};
     if (!s) {
         if (n->kind == BPCC_NODE_CALL_MODULE) {
@@ -604,6 +615,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
             else s = k(&a, &out);
         }
     }
+    if (!s && a.consume && out.k == XV_TENSOR && out.u.t == e->slot[src0].u.t) e->slot[src0] = (struct xval){0};
     for (uint32_t i = 0; i < done_p; i++) free_arg(&pos[i]);
     for (uint32_t i = 0; i < done_k; i++) free_arg(&kw[i]);
     bpcc_xfree(pos);

@@ -83,6 +83,16 @@ BPCC_HOT static void clamp_loop(const float *restrict x, float *restrict y, uint
     }
 }
 
+/* the same in place (restrict would not allow x == y) */
+BPCC_HOT static void clamp_in_place(float *v, uint64_t n, float lo, float hi)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float e = v[i];
+        e = e < lo ? lo : e;
+        v[i] = e > hi ? hi : e;
+    }
+}
+
 BPCC_HOT static void hardswish_loop(const float *restrict x, float *restrict y, uint64_t n, bool sigmoid)
 {
     for (uint64_t i = 0; i < n; i++) {
@@ -140,6 +150,14 @@ static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, flo
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    bool clamp = op == U_RELU || op == U_RELU6 || op == U_HARDTANH;
+    if (clamp && a->consume && a->pos[0].k == XV_TENSOR && a->pos[0].u.t == x && x->qdtype == BPCC_DTYPE_NONE) {
+        /* the caller's intermediate, clamped where it is */
+        struct xtensor *t = a->pos[0].u.t;
+        clamp_in_place(t->data, t->numel, op == U_HARDTANH ? p0 : 0.0f, op == U_RELU ? INFINITY : op == U_RELU6 ? 6.0f : p1);
+        *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+        return BPCC_OK;
+    }
     struct xtensor *y = like(x);
     if (!y) return bpcc_diag_nomem(a->d);
     switch (op) {
@@ -281,6 +299,16 @@ BPCC_HOT static void bin_block(enum binop op, const float *restrict x, bool mx, 
 }
 #undef BLOCK_LOOP
 
+/* x[i] = x[i] op (z[i] * al), the arithmetic of bin_block, with the result over x */
+BPCC_HOT static void bin_in_place(enum binop op, float *x, const float *restrict z, float al, uint64_t n)
+{
+    bool scaled = al != 1.0f;
+    for (uint64_t i = 0; i < n; i++) {
+        float q = scaled ? z[i] * al : z[i];
+        x[i] = op == B_ADD ? x[i] + q : op == B_SUB ? x[i] - q : op == B_MUL ? x[i] * q : x[i] / q;
+    }
+}
+
 /* x op y where either may be a tensor or a number (alpha scales y for add/sub) */
 BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
 {
@@ -332,6 +360,14 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
         return put_tensor(a, y, out);
     }
     const struct xtensor *x = xa->u.t, *z = xb->u.t;
+    if (a->consume && xa == &a->pos[0] && x != z && x->qdtype == BPCC_DTYPE_NONE && z->qdtype == BPCC_DTYPE_NONE &&
+        x->ndim == z->ndim && !memcmp(x->dims, z->dims, x->ndim * sizeof *x->dims)) {
+        /* the first operand dies here (a residual add): the result goes where it is */
+        struct xtensor *t = a->pos[0].u.t;
+        bin_in_place(op, t->data, z->data, al, t->numel);
+        *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+        return BPCC_OK;
+    }
     uint32_t nd = x->ndim > z->ndim ? x->ndim : z->ndim;
     int64_t dims[BPCC_MAX_DIMS], sx[BPCC_MAX_DIMS], sz[BPCC_MAX_DIMS];
     int64_t stx = 1, stz = 1;
