@@ -937,32 +937,55 @@ END_TEST
 ** value (a ReLU's zeros), a spread, values above the binned range [int(min), int(max)], 2048 bins. */
 START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
 {
-    struct obs_state o;
-    histogram_observer(&o, 2048);
-    enum { N = 100000 };
-    float *x = malloc(N * sizeof *x);
-    for (int i = 0; i < N; i++) x[i] = i % 3 ? 0.0f : (float)(i % 977) * 0.013f - 2.0f;
-    int64_t dims[1] = {N};
-    char why[128];
-    ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_OK);
-    /* the reference: histc over [int(min), int(max)] = [-2, 10], ATen's formula, float counts */
-    float *want = calloc(2048, sizeof *want), lo = -2.0f, hi = 10.0f;
-    for (int i = 0; i < N; i++) {
-        if (!(x[i] >= lo && x[i] <= hi)) continue;
-        int64_t pos = (int64_t)((x[i] - lo) * 2048.0f / (hi - lo));
-        if (pos >= 2048) pos = 2047;
-        want[pos] += 1.0f;
+    /* three tensors: values past int(max) (counted as integers, 100000 elements); the same kind
+    ** in 5000 elements (counted as floats); values within (0, 1), so that int(min) == int(max) and
+    ** histc takes the data's own range, over a count that is not a multiple of four */
+    struct {
+        int n;
+        float lo, hi; /* histc's range */
+    } cases[] = {{100000, -2.0f, 10.0f}, {5000, -2.0f, 10.0f}, {100003, 0.0f, 0.0f}};
+    for (int k = 0; k < 3; k++) {
+        struct obs_state o;
+        histogram_observer(&o, 2048);
+        int N = cases[k].n;
+        float *x = malloc(N * sizeof *x);
+        for (int i = 0; i < N; i++)
+            x[i] = k < 2 ? (i % 3 ? 0.0f : (float)(i % 977) * 0.013f - 2.0f) : 0.1f + (float)(i % 1013) * 0.00079f;
+        int64_t dims[1] = {N};
+        char why[128];
+        ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_OK);
+        /* the reference: histc over [int(min), int(max)], or the data's range when those are equal;
+        ** ATen's formula, float counts */
+        float lo = cases[k].lo, hi = cases[k].hi;
+        if (lo == hi) {
+            lo = hi = x[0];
+            for (int i = 0; i < N; i++) {
+                lo = x[i] < lo ? x[i] : lo;
+                hi = x[i] > hi ? x[i] : hi;
+            }
+        }
+        float *want = calloc(2048, sizeof *want);
+        for (int i = 0; i < N; i++) {
+            if (!(x[i] >= lo && x[i] <= hi)) continue;
+            int64_t pos = (int64_t)((x[i] - lo) * 2048.0f / (hi - lo));
+            if (pos >= 2048) pos = 2047;
+            want[pos] += 1.0f;
+        }
+        double total = 0;
+        for (int b = 0; b < 2048; b++) {
+            ck_assert_msg(o.hist[b] == want[b], "case %d bin %d: %g, want %g", k, b, (double)o.hist[b], (double)want[b]);
+            total += o.hist[b];
+        }
+        if (k < 2) {
+            ck_assert(total > N * 0.9 && total < N); /* the values above int(max) = 10 fall outside */
+            ck_assert(o.hist[(int)(2.0f * 2048.0f / 12.0f)] >= N * 2 / 3); /* the zeros' bin */
+        } else {
+            ck_assert(total == N && o.hist[0] > 0 && o.hist[2047] > 0); /* min and max at the two ends */
+        }
+        free(want);
+        free(x);
+        bpcc_obs_release(&o);
     }
-    double total = 0;
-    for (int b = 0; b < 2048; b++) {
-        ck_assert_msg(o.hist[b] == want[b], "bin %d: %g, want %g", b, (double)o.hist[b], (double)want[b]);
-        total += o.hist[b];
-    }
-    ck_assert(total > N * 0.9 && total < N); /* the values above int(max) = 10 fall outside */
-    ck_assert(o.hist[(int)(2.0f * 2048.0f / 12.0f)] >= N * 2 / 3); /* the zeros' bin */
-    free(want);
-    free(x);
-    bpcc_obs_release(&o);
 }
 END_TEST
 

@@ -101,24 +101,68 @@ BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, floa
 
 /* {==================== HistogramObserver ==================== */
 
+/* torch.histc's bin of each of m values: (x - lo) * bins / (hi - lo), truncated, hi itself in the
+** last bin; NaN and values outside [lo, hi] in bin `out` (= bins). Selects are masks, so that the
+** loop has no branch and is vectorized. Built for the baseline ISA and for AVX2 (chosen at run
+** time; the same IEEE operations, so the same bits). */
+static inline __attribute__((always_inline)) void positions(const float *restrict xs, uint64_t m, float lo, float hi,
+                                                            float fb, float width, int32_t last, int32_t out,
+                                                            int32_t *restrict idx)
+{
+    for (uint64_t k = 0; k < m; k++) {
+        float v = xs[k], t = (v - lo) * fb / width;
+        /* in range, 0 <= t <= bins (rounding is monotonic); else t is zeroed through its bits (a
+        ** float outside int32's range may not be converted) */
+        uint32_t in = -(uint32_t)((v >= lo) & (v <= hi)), tb;
+        memcpy(&tb, &t, sizeof tb);
+        tb &= in;
+        memcpy(&t, &tb, sizeof t);
+        int32_t p = (int32_t)t;
+        p -= (p > last) & (p - last); /* min(p, last) */
+        idx[k] = (int32_t)(((uint32_t)p & in) | ((uint32_t)out & ~in));
+    }
+}
+
+typedef void (*positions_fn)(const float *, uint64_t, float, float, float, float, int32_t, int32_t, int32_t *);
+
+BPCC_HOT static void positions_base(const float *restrict xs, uint64_t m, float lo, float hi, float fb, float width,
+                                    int32_t last, int32_t out, int32_t *restrict idx)
+{
+    positions(xs, m, lo, hi, fb, width, last, out, idx);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define HAVE_AVX2_CLONES 1
+BPCC_HOT __attribute__((target("avx2"))) static void positions_avx2(const float *restrict xs, uint64_t m, float lo,
+                                                                   float hi, float fb, float width, int32_t last,
+                                                                   int32_t out, int32_t *restrict idx)
+{
+    positions(xs, m, lo, hi, fb, width, last, out, idx);
+}
+#endif
+
+static positions_fn choose_positions(void)
+{
+#ifdef HAVE_AVX2_CLONES
+    if (__builtin_cpu_supports("avx2")) return positions_avx2;
+#endif
+    return positions_base;
+}
+
 /* torch.histc(x, bins, min=lo, max=hi) on float32 (ATen's LINEAR_INTERPOLATION kernel): equal
-** bounds take the data's range, then widen by one; elements outside [lo, hi] and NaN are skipped;
-** the last bin holds its right edge. Counts are added to h, which holds zeros. ATen counts in
+** bounds take the data's range (dmin, dmax: the observer has scanned it, NaN refused), then widen
+** by one; elements outside [lo, hi] and NaN are skipped; the last bin holds its right edge. Counts are added to h, which holds zeros. ATen counts in
 ** float, one by one; while fewer than 2^24 elements are counted those floats are exact integers,
 ** so they may be counted as integers, four interleaved counters per bin: consecutive elements
 ** often fall in one bin (a ReLU's zeros), and a single counter makes them wait on each other. */
 #define HIST_FAST_BINS 2048
-BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double lo_d, double hi_d, float *h)
+BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double lo_d, double hi_d, float dmin, float dmax,
+                               float *h)
 {
     float lo = (float)lo_d, hi = (float)hi_d;
-    if (lo == hi && n) {
-        float a = x[0], b = x[0];
-        for (uint64_t i = 1; i < n; i++) {
-            a = x[i] < a ? x[i] : a;
-            b = x[i] > b ? x[i] : b;
-        }
-        lo = a;
-        hi = b;
+    if (lo == hi && n) { /* torch.histc takes the data's own range then (the observer scanned it) */
+        lo = dmin;
+        hi = dmax;
     }
     if (lo == hi) {
         lo -= 1.0f;
@@ -126,23 +170,31 @@ BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double
     }
     float width = hi - lo, fb = (float)bins;
     bool ints = n >= 8192 && n < ((uint64_t)1 << 24) && bins <= HIST_FAST_BINS;
-    uint32_t c[4][HIST_FAST_BINS];
+    uint32_t c[4][HIST_FAST_BINS + 1]; /* + 1: the values outside [lo, hi] count in bin `bins` */
     if (ints) memset(c, 0, sizeof c);
-    /* the bin positions of a chunk first, in a loop the compiler vectorizes, then the counts */
+    /* the bins of a chunk first, in a loop the compiler vectorizes, then the counts */
     enum { CHUNK = 256 };
-    float t[CHUNK];
+    int32_t idx[CHUNK];
+    int32_t last = (int32_t)bins - 1, out = (int32_t)bins;
+    positions_fn positions_of = choose_positions();
     for (uint64_t i0 = 0; i0 < n; i0 += CHUNK) {
         uint64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
         const float *xs = x + i0;
-        for (uint64_t k = 0; k < m; k++) t[k] = (xs[k] - lo) * fb / width;
-        for (uint64_t k = 0; k < m; k++) {
-            float v = xs[k];
-            if (!(v >= lo && v <= hi)) continue;
-            int64_t pos = (int64_t)t[k];
-            if (pos >= (int64_t)bins) pos = bins - 1;
-            if (ints) c[k & 3][pos]++;
-            else h[pos] += 1.0f;
-        }
+        positions_of(xs, m, lo, hi, fb, width, last, out, idx);
+        if (ints) {
+            /* four at a time, each to its own counters: four independent increments */
+            uint64_t k = 0;
+            for (; k + 4 <= m; k += 4) {
+                int32_t i0k = idx[k], i1 = idx[k + 1], i2 = idx[k + 2], i3 = idx[k + 3];
+                c[0][i0k]++;
+                c[1][i1]++;
+                c[2][i2]++;
+                c[3][i3]++;
+            }
+            for (; k < m; k++) c[0][idx[k]]++;
+        } else
+            for (uint64_t k = 0; k < m; k++)
+                if (idx[k] < out) h[idx[k]] += 1.0f;
     }
     if (ints)
         for (uint32_t b = 0; b < bins; b++) h[b] += (float)(c[0][b] + c[1][b] + c[2][b] + c[3][b]);
@@ -171,7 +223,7 @@ static enum bpcc_status histogram_observe(struct obs_state *o, const float *x, u
             return BPCC_ERR_GRAPH;
         }
         memset(o->hist, 0, bins * sizeof *o->hist);
-        histc_add(x, numel, bins, ilo, ihi, o->hist);
+        histc_add(x, numel, bins, ilo, ihi, lo, hi, o->hist);
         o->batches++;
         return BPCC_OK;
     }
@@ -196,7 +248,7 @@ static enum bpcc_status histogram_observe(struct obs_state *o, const float *x, u
     float *comb = bpcc_malloc(bins * sizeof *comb);
     if (!comb) return BPCC_ERR_NOMEM;
     memset(comb, 0, bins * sizeof *comb);
-    histc_add(x, numel, bins, ilo, ihi, comb);
+    histc_add(x, numel, bins, ilo, ihi, lo, hi, comb);
     if (cmin == *mn && cmax == *mx) {
         for (uint32_t i = 0; i < bins; i++) comb[i] += o->hist[i];
     } else {
