@@ -115,9 +115,11 @@ BPCC_INTERNAL int bpcc_exec_threads(const struct xctx *c);
 /* Data a kernel derives from weights w (transformed convolution weights), kept from one run to the
 ** next for the node: only for a module's own weights, which do not change while the exec lives (not
 ** for function arguments or a reference module's per-call weights). derived: what was kept for
-** this node, module and w, or NULL; keep_derived: keep `data` (bpcc_malloc'd; the exec frees it,
-** and it takes the place of what was kept), false (caller keeps ownership) where it may not. */
-BPCC_INTERNAL float *bpcc_exec_derived(const struct xargs *a, const float *w);
+** this node, module and w, or NULL; *ran_before: whether the node ran with them before in this
+** exec (a kernel may derive data only from its second run on, so that a single run pays nothing).
+** keep_derived: keep `data` (bpcc_malloc'd; the exec frees it) after derived gave NULL; false
+** (the caller keeps ownership) where it may not. */
+BPCC_INTERNAL float *bpcc_exec_derived(const struct xargs *a, const float *w, bool *ran_before);
 BPCC_INTERNAL bool bpcc_exec_keep_derived(const struct xargs *a, const float *w, float *data);
 
 /* a batch: the graph inputs, in placeholder order (batch.c) */

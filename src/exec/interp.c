@@ -330,25 +330,32 @@ void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud)
 
 int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
 
-float *bpcc_exec_derived(const struct xargs *a, const float *w)
+float *bpcc_exec_derived(const struct xargs *a, const float *w, bool *ran_before)
 {
-    const struct xctx *c = a->ctx;
-    if (!a->module || a->weight_override || a->node->id >= c->n_cache || !c->cache) return NULL;
-    const struct xcache *e = &c->cache[a->node->id];
-    return e->m == a->module && e->w == w ? e->data : NULL;
+    struct xctx *c = a->ctx;
+    *ran_before = false;
+    if (!a->module || a->weight_override || a->node->id >= c->n_cache) return NULL;
+    if (!c->cache) {
+        if (!(c->cache = bpcc_malloc((size_t)c->n_cache * sizeof *c->cache))) return NULL;
+        memset(c->cache, 0, (size_t)c->n_cache * sizeof *c->cache);
+    }
+    struct xcache *e = &c->cache[a->node->id];
+    if (e->m == a->module && e->w == w) {
+        *ran_before = true;
+        return e->data;
+    }
+    bpcc_xfree(e->data);
+    *e = (struct xcache){a->module, w, NULL};
+    return NULL;
 }
 
 bool bpcc_exec_keep_derived(const struct xargs *a, const float *w, float *data)
 {
     struct xctx *c = a->ctx;
-    if (!a->module || a->weight_override || a->node->id >= c->n_cache) return false;
-    if (!c->cache) {
-        if (!(c->cache = bpcc_malloc((size_t)c->n_cache * sizeof *c->cache))) return false;
-        memset(c->cache, 0, (size_t)c->n_cache * sizeof *c->cache);
-    }
+    if (!a->module || a->weight_override || a->node->id >= c->n_cache || !c->cache) return false;
     struct xcache *e = &c->cache[a->node->id];
-    bpcc_xfree(e->data);
-    *e = (struct xcache){a->module, w, data};
+    if (e->m != a->module || e->w != w || e->data) return false;
+    e->data = data;
     return true;
 }
 

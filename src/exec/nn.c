@@ -219,30 +219,30 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
         return put(a, y, out);
     }
     int64_t K = Cg * KH * KW, P = OH * OW, Cog = Cout / groups;
-    if (sd == 2 && KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_pays(Cg, Cog, OH, OW) &&
-        all_finite(x->data, x->numel)) {
+    /* Winograd from a module's second run on, with its transformed weights kept from then on: a
+    ** single run (bpcc quantize with one batch) would spend more on transforming the weights than
+    ** it saves */
+    bool ran_before = false;
+    float *U = sd == 2 && KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_pays(Cg, Cog, OH, OW)
+                   ? bpcc_exec_derived(a, w, &ran_before)
+                   : NULL;
+    if ((U || ran_before) && all_finite(x->data, x->numel) && (U || all_finite(w, (uint64_t)(Cout * Cg * 9)))) {
         struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
-        /* the transformed weights: kept from one batch to the next where they are the module's own */
-        float *U = bpcc_exec_derived(a, w), *made = NULL;
-        bool finite = U || all_finite(w, (uint64_t)(Cout * Cg * 9));
-        if (finite && !U) {
-            if (!(made = U = bpcc_malloc(bpcc_winograd3x3_size(groups, C, Cout) * sizeof(float))) ||
-                !bpcc_winograd3x3_weights(groups, C, Cout, w, U))
-                U = NULL;
+        float *made = NULL;
+        if (!U && (made = U = bpcc_malloc(bpcc_winograd3x3_size(groups, C, Cout) * sizeof(float))) &&
+            !bpcc_winograd3x3_weights(groups, C, Cout, w, U))
+            U = NULL;
+        bool ok = U != NULL;
+        if (ok) {
+            set_threads(a);
+            ok = bpcc_winograd3x3(&p, N, groups, C, Cout, x->data, U, b, y->data);
         }
-        if (finite) {
-            bool ok = U != NULL;
-            if (ok) {
-                set_threads(a);
-                ok = bpcc_winograd3x3(&p, N, groups, C, Cout, x->data, U, b, y->data);
-            }
-            if (made && !(ok && bpcc_exec_keep_derived(a, w, made))) bpcc_xfree(made);
-            if (!ok) {
-                bpcc_xtensor_free(y);
-                return bpcc_diag_nomem(a->d);
-            }
-            return put(a, y, out);
+        if (made && !(ok && bpcc_exec_keep_derived(a, w, made))) bpcc_xfree(made);
+        if (!ok) {
+            bpcc_xtensor_free(y);
+            return bpcc_diag_nomem(a->d);
         }
+        return put(a, y, out);
     }
     bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
     /* the unfolded block: whole output rows, about COL_BLOCK floats (all of them if fewer) */
