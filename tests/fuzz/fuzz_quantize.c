@@ -24,7 +24,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         bpcc_graph_parse(text, strlen(text), "fused.bpcc", &f, &d))
         goto out;
     fuzz_bind_tensors(f);
-    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || fuzz_run_once(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
+    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || fuzz_run_twice(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
         bpcc_convert(g, c, q, NULL, NULL, &d))
         goto out;
     struct bpcc_diag dv;
@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         if (bpcc_graph_parse(text, strlen(text), "q.bpcc", &back, &dv) != BPCC_OK) abort(); /* prints what parses */
         bpcc_graph_free(back);
     }
-    fuzz_run_once(g, NULL, &d);
+    fuzz_run_twice(g, NULL, &d);
     struct bpcc_compare_report *r;
     if (bpcc_compare_weights(f, g, &r, &d) == BPCC_OK) {
         char *t;

@@ -11,7 +11,7 @@ static void run(struct bpcc_graph *g)
 {
     struct bpcc_diag d;
     bpcc_diag_init(&d);
-    fuzz_run_once(g, NULL, &d);
+    fuzz_run_twice(g, NULL, &d);
 }
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
