@@ -234,7 +234,8 @@ START_TEST(winograd_3x3_convolution_matches_the_formula)
 {
     /* odd and even output sizes (the last tile cut), every padding mode, groups, with and without
     ** bias, two images; reflect padding of H - 1 with odd output sizes (the cut tile reaches past
-    ** the padding); and an image tall enough to take several blocks of tile rows */
+    ** the padding); an image tall enough to take several blocks of tile rows; and three images whose
+    ** tile rows share blocks (32 rows a block, 11 an image: a block starts and ends inside one) */
     struct {
         int N, C, Cout, groups, H, W, ph, pw, mode;
         bool bias;
@@ -242,7 +243,7 @@ START_TEST(winograd_3x3_convolution_matches_the_formula)
         {2, 16, 24, 1, 15, 13, 1, 1, 0, true},  {2, 16, 16, 1, 14, 16, 0, 0, 0, false}, {1, 32, 32, 2, 13, 12, 2, 1, 0, true},
         {2, 16, 16, 1, 15, 13, 1, 1, 1, true},  {1, 16, 16, 1, 12, 11, 2, 2, 1, false}, {2, 16, 20, 1, 15, 13, 1, 2, 2, true},
         {1, 16, 16, 1, 13, 15, 3, 3, 2, true},  {2, 16, 16, 1, 15, 13, 1, 1, 3, true},  {1, 32, 48, 2, 11, 14, 2, 3, 3, false},
-        {1, 16, 16, 1, 5, 7, 4, 6, 1, true}, {1, 16, 16, 1, 75, 128, 1, 1, 0, true},
+        {1, 16, 16, 1, 5, 7, 4, 6, 1, true}, {1, 16, 16, 1, 75, 128, 1, 1, 0, true}, {3, 16, 16, 1, 21, 128, 1, 1, 0, true},
     };
     const char *modes[] = {"zeros", "reflect", "replicate", "circular"};
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {

@@ -117,12 +117,13 @@ BPCC_HOT static void im2col_rows(const struct im2col *q, const float *in, int64_
 
 /* Whether a 3x3 convolution at stride 1 runs faster by Winograd (winograd.c) than by im2col: it
 ** needs 16 channels or more in and out per group (fewer, and the transforms cost more than the
-** multiplications saved) and 40 output tiles of 2 x 2 or more (a 7 x 7 output has 16: each GEMM
-** then repacks the transformed weights, 16/9 the size of the kernels, for too few columns). Measured
-** on resnet18, resnet50 and densenet121 at one thread: 40 tiles beat 16, 64 and 100. */
-static bool winograd_pays(int64_t Cg, int64_t Cog, int64_t OH, int64_t OW)
+** multiplications saved) and 40 output tiles of 2 x 2 or more over the batch (the GEMMs take the
+** images' tiles together; one 7 x 7 output has 16: each GEMM then repacks the transformed weights,
+** 16/9 the size of the kernels, for too few columns). Measured on resnet18, resnet50 and
+** densenet121 at one thread with one image: 40 tiles beat 16, 64 and 100. */
+static bool winograd_pays(int64_t N, int64_t Cg, int64_t Cog, int64_t OH, int64_t OW)
 {
-    return Cg >= 16 && Cog >= 16 && ((OH + 1) / 2) * ((OW + 1) / 2) >= 40;
+    return Cg >= 16 && Cog >= 16 && N * ((OH + 1) / 2) * ((OW + 1) / 2) >= 40;
 }
 
 /* Whether n floats are all finite. Winograd's transforms subtract inputs from each other, so an
@@ -223,7 +224,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     ** single run (bpcc quantize with one batch) would spend more on transforming the weights than
     ** it saves */
     bool ran_before = false;
-    float *U = sd == 2 && KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_pays(Cg, Cog, OH, OW)
+    float *U = sd == 2 && KH == 3 && KW == 3 && sh == 1 && sw == 1 && dh == 1 && dw == 1 && winograd_pays(N, Cg, Cog, OH, OW)
                    ? bpcc_exec_derived(a, w, &ran_before)
                    : NULL;
     if ((U || ran_before) && all_finite(x->data, x->numel) && (U || all_finite(w, (uint64_t)(Cout * Cg * 9)))) {

@@ -168,10 +168,10 @@ bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, in
                       const float *U, const float *b, float *y)
 {
     int64_t Cg = C / groups, Cog = Cout / groups;
-    int64_t tH = (p->OH + 1) / 2, tW = (p->OW + 1) / 2;
-    int64_t per_row = 16 * (Cg + Cog) * tW; /* floats of V and M per tile row */
+    int64_t tH = (p->OH + 1) / 2, tW = (p->OW + 1) / 2, R = N * tH; /* tile rows of all the images */
+    int64_t per_row = 16 * (Cg + Cog) * tW;                            /* floats of V and M per tile row */
     int64_t rows = WINO_BLOCK / per_row;
-    rows = rows < 1 ? 1 : rows > tH ? tH : rows;
+    rows = rows < 1 ? 1 : rows > R ? R : rows;
     int64_t Tb = rows * tW;
     float *V = bpcc_malloc((size_t)(16 * Cg * Tb) * sizeof(float));
     float *M = bpcc_malloc((size_t)(16 * Cog * Tb) * sizeof(float));
@@ -179,22 +179,32 @@ bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, in
     ** two rows reuse the start) */
     float *scratch = bpcc_malloc((size_t)((2 * tW + 2) + (2 * rows + 2) * 4 * tW) * sizeof(float));
     bool ok = V && M && scratch;
+    size_t plane = (size_t)(p->H * p->W), oplane = (size_t)(p->OH * p->OW);
     for (int64_t g = 0; ok && g < groups; g++) {
         const float *Ug = U + g * 16 * Cog * Cg;
-        for (int64_t n = 0; n < N; n++)
-            for (int64_t tr0 = 0; tr0 < tH; tr0 += rows) {
-                int64_t nr = tH - tr0 < rows ? tH - tr0 : rows, T = nr * tW;
-                const float *in = x + (n * C + g * Cg) * p->H * p->W;
+        /* a block of tile rows may span images (a batch's small images fill the GEMMs together);
+        ** each image's part is transformed from and back into that image */
+        for (int64_t r0 = 0; r0 < R; r0 += rows) {
+            int64_t nb = R - r0 < rows ? R - r0 : rows, T = nb * tW;
+            for (int64_t r = r0; r < r0 + nb;) {
+                int64_t n = r / tH, tr = r % tH, cnt = tH - tr < r0 + nb - r ? tH - tr : r0 + nb - r;
+                const float *in = x + (size_t)(n * C + g * Cg) * plane;
                 for (int64_t ci = 0; ci < Cg; ci++)
-                    inputs(p, in + ci * p->H * p->W, tr0, nr, tW, scratch, scratch + 2 * tW + 2, V, ci, Cg, T);
-                for (int xi = 0; xi < 16; xi++)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)T, (int)Cg, 1.0f,
-                                Ug + xi * Cog * Cg, (int)Cg, V + xi * Cg * T, (int)T, 0.0f, M + xi * Cog * T, (int)T);
-                float *out = y + (n * Cout + g * Cog) * p->OH * p->OW;
-                for (int64_t co = 0; co < Cog; co++)
-                    outputs(p, M, co, Cog, T, tr0, nr, tW, b ? b[g * Cog + co] : 0.0f, scratch,
-                            out + co * p->OH * p->OW);
+                    inputs(p, in + ci * plane, tr, cnt, tW, scratch, scratch + 2 * tW + 2, V + (r - r0) * tW, ci, Cg, T);
+                r += cnt;
             }
+            for (int xi = 0; xi < 16; xi++)
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)T, (int)Cg, 1.0f, Ug + xi * Cog * Cg,
+                            (int)Cg, V + xi * Cg * T, (int)T, 0.0f, M + xi * Cog * T, (int)T);
+            for (int64_t r = r0; r < r0 + nb;) {
+                int64_t n = r / tH, tr = r % tH, cnt = tH - tr < r0 + nb - r ? tH - tr : r0 + nb - r;
+                float *out = y + (size_t)(n * Cout + g * Cog) * oplane;
+                for (int64_t co = 0; co < Cog; co++)
+                    outputs(p, M + (r - r0) * tW, co, Cog, T, tr, cnt, tW, b ? b[g * Cog + co] : 0.0f, scratch,
+                            out + co * oplane);
+                r += cnt;
+            }
+        }
     }
     bpcc_xfree(V);
     bpcc_xfree(M);
