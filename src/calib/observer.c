@@ -151,10 +151,11 @@ static positions_fn choose_positions(void)
 
 /* torch.histc(x, bins, min=lo, max=hi) on float32 (ATen's LINEAR_INTERPOLATION kernel): equal
 ** bounds take the data's range (dmin, dmax: the observer has scanned it, NaN refused), then widen
-** by one; elements outside [lo, hi] and NaN are skipped; the last bin holds its right edge. Counts are added to h, which holds zeros. ATen counts in
-** float, one by one; while fewer than 2^24 elements are counted those floats are exact integers,
-** so they may be counted as integers, four interleaved counters per bin: consecutive elements
-** often fall in one bin (a ReLU's zeros), and a single counter makes them wait on each other. */
+** by one; elements outside [lo, hi] and NaN are skipped; the last bin holds its right edge. Counts
+** are added to h, which holds zeros. ATen counts in float, one by one; while fewer than 2^24
+** elements are counted those floats are exact integers, so they may be counted as integers, four
+** interleaved counters per bin: consecutive elements often fall in one bin (a ReLU's zeros), and a
+** single counter makes them wait on each other. */
 #define HIST_FAST_BINS 2048
 BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double lo_d, double hi_d, float dmin, float dmax,
                                float *h)

@@ -330,16 +330,24 @@ void bpcc_exec_set_hook(struct bpcc_exec *e, bpcc_exec_hook hook, void *ud)
 
 int bpcc_exec_threads(const struct xctx *c) { return c->threads; }
 
-float *bpcc_exec_derived(const struct xargs *a, const float *w, bool *ran_before)
+/* the node's cache entry where a kernel may keep derived data (a module's own weights only), the
+** cache made at the first use; NULL where it may not (or on OOM) */
+static struct xcache *cache_entry(const struct xargs *a)
 {
     struct xctx *c = a->ctx;
-    *ran_before = false;
     if (!a->module || a->weight_override || a->node->id >= c->n_cache) return NULL;
     if (!c->cache) {
         if (!(c->cache = bpcc_malloc((size_t)c->n_cache * sizeof *c->cache))) return NULL;
         memset(c->cache, 0, (size_t)c->n_cache * sizeof *c->cache);
     }
-    struct xcache *e = &c->cache[a->node->id];
+    return &c->cache[a->node->id];
+}
+
+float *bpcc_exec_derived(const struct xargs *a, const float *w, bool *ran_before)
+{
+    struct xcache *e = cache_entry(a);
+    *ran_before = false;
+    if (!e) return NULL;
     if (e->m == a->module && e->w == w) {
         *ran_before = true;
         return e->data;
@@ -351,10 +359,8 @@ float *bpcc_exec_derived(const struct xargs *a, const float *w, bool *ran_before
 
 bool bpcc_exec_keep_derived(const struct xargs *a, const float *w, float *data)
 {
-    struct xctx *c = a->ctx;
-    if (!a->module || a->weight_override || a->node->id >= c->n_cache || !c->cache) return false;
-    struct xcache *e = &c->cache[a->node->id];
-    if (e->m != a->module || e->w != w || e->data) return false;
+    struct xcache *e = cache_entry(a);
+    if (!e || e->m != a->module || e->w != w || e->data) return false;
     e->data = data;
     return true;
 }

@@ -211,8 +211,9 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
     odims[ond++] = OW;
     struct xtensor *y = bpcc_xtensor_new(ond, odims);
     if (!y) return bpcc_diag_nomem(a->d);
+    /* the window geometry, for the depthwise and Winograd kernels */
+    struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
     if (Cg == 1 && groups > 1) {
-        struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
         if (!bpcc_dwconv(&p, N, C, Cout, x->data, w, b, y->data)) {
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
@@ -228,7 +229,6 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                    ? bpcc_exec_derived(a, w, &ran_before)
                    : NULL;
     if ((U || ran_before) && all_finite(x->data, x->numel) && (U || all_finite(w, (uint64_t)(Cout * Cg * 9)))) {
-        struct bpcc_window p = {H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, mode, 0.0f};
         float *made = NULL;
         if (!U && (made = U = bpcc_malloc(bpcc_winograd3x3_size(groups, C, Cout) * sizeof(float))) &&
             !bpcc_winograd3x3_weights(groups, C, Cout, w, U))

@@ -5,7 +5,8 @@
 **
 ** The output is cut into 2x2 tiles. For a block of tile rows, every input channel's 4x4 tiles are
 ** transformed (V = B^T d B) into 16 matrices V[xi] of [C, tiles]; the weights' 3x3 kernels were
-** transformed once per call (U = G g G^T) into 16 matrices U[xi] of [Cout, C]; then 16 GEMMs
+** transformed beforehand (U = G g G^T, bpcc_winograd3x3_weights; the interpreter keeps them per
+** module) into 16 matrices U[xi] of [Cout, C]; then 16 GEMMs
 ** M[xi] = U[xi] V[xi] (OpenBLAS) and the inverse transform (Y = A^T M A) give the outputs. The
 ** transforms only add, subtract and halve, so they are exact but for rounding; the result differs
 ** from the direct sum by rounding alone (a few ulp of the largest terms), as any other order of the
@@ -152,6 +153,15 @@ static void outputs(const struct bpcc_window *p, const float *M, int64_t co, int
     }
 }
 
+/* the part of a block of tile rows [r0, r0 + nb) (numbered across the batch, tH to an image) that
+** starts at row r and lies in one image: that image n, its first tile row *tr, and the row count */
+static int64_t segment(int64_t r, int64_t r0, int64_t nb, int64_t tH, int64_t *n, int64_t *tr)
+{
+    *n = r / tH;
+    *tr = r % tH;
+    return tH - *tr < r0 + nb - r ? tH - *tr : r0 + nb - r;
+}
+
 size_t bpcc_winograd3x3_size(int64_t groups, int64_t C, int64_t Cout) { return (size_t)(16 * Cout * (C / groups)); }
 
 bool bpcc_winograd3x3_weights(int64_t groups, int64_t C, int64_t Cout, const float *w, float *U)
@@ -186,23 +196,21 @@ bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, in
         ** each image's part is transformed from and back into that image */
         for (int64_t r0 = 0; r0 < R; r0 += rows) {
             int64_t nb = R - r0 < rows ? R - r0 : rows, T = nb * tW;
-            for (int64_t r = r0; r < r0 + nb;) {
-                int64_t n = r / tH, tr = r % tH, cnt = tH - tr < r0 + nb - r ? tH - tr : r0 + nb - r;
+            for (int64_t r = r0, n, tr, cnt; r < r0 + nb; r += cnt) {
+                cnt = segment(r, r0, nb, tH, &n, &tr);
                 const float *in = x + (size_t)(n * C + g * Cg) * plane;
                 for (int64_t ci = 0; ci < Cg; ci++)
                     inputs(p, in + ci * plane, tr, cnt, tW, scratch, scratch + 2 * tW + 2, V + (r - r0) * tW, ci, Cg, T);
-                r += cnt;
             }
             for (int xi = 0; xi < 16; xi++)
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)T, (int)Cg, 1.0f, Ug + xi * Cog * Cg,
                             (int)Cg, V + xi * Cg * T, (int)T, 0.0f, M + xi * Cog * T, (int)T);
-            for (int64_t r = r0; r < r0 + nb;) {
-                int64_t n = r / tH, tr = r % tH, cnt = tH - tr < r0 + nb - r ? tH - tr : r0 + nb - r;
+            for (int64_t r = r0, n, tr, cnt; r < r0 + nb; r += cnt) {
+                cnt = segment(r, r0, nb, tH, &n, &tr);
                 float *out = y + (size_t)(n * Cout + g * Cog) * oplane;
                 for (int64_t co = 0; co < Cog; co++)
                     outputs(p, M + (r - r0) * tW, co, Cog, T, tr, cnt, tW, b ? b[g * Cog + co] : 0.0f, scratch,
                             out + co * oplane);
-                r += cnt;
             }
         }
     }
