@@ -58,6 +58,25 @@ static enum bpcc_status run1(struct bpcc_graph *g, struct xtensor *x, struct xva
     return s;
 }
 
+/* an interpreter for g, kept over several runs */
+static struct bpcc_exec *exec_of(struct bpcc_graph *g)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_exec *e;
+    ck_assert_msg(bpcc_exec_new(g, 1, &e, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return e;
+}
+
+/* one more run of the interpreter e on one input x; the output value */
+#define RUN_ON(e, x, out)                                                                      \
+    do {                                                                                       \
+        struct bpcc_diag d_;                                                                   \
+        bpcc_diag_init(&d_);                                                                   \
+        struct xval in_ = {.k = XV_TENSOR, .u.t = (x)};                                        \
+        ck_assert_msg(bpcc_exec_run(e, &in_, 1, out, &d_) == BPCC_OK, "%s", tu_msg(&d_));      \
+    } while (0)
+
 #define RUN(g, x, out)                                                          \
     do {                                                                        \
         struct bpcc_diag d_;                                                    \
@@ -297,14 +316,11 @@ START_TEST(winograd_weights_kept_between_runs_are_each_modules_own)
     const float *ba = bpcc_module_tensor(bpcc_graph_find_module(g, "a"), "bias")->data;
     const float *wb = bpcc_module_tensor(bpcc_graph_find_module(g, "b"), "weight")->data;
     const float *bb = bpcc_module_tensor(bpcc_graph_find_module(g, "b"), "bias")->data;
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    struct bpcc_exec *e;
-    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    struct bpcc_exec *e = exec_of(g);
     for (int run = 0; run < 3; run++) {
         struct xtensor *x = input(4, (int64_t[]){1, 16, 16, 16}, run ? noise : ramp2);
-        struct xval in = {.k = XV_TENSOR, .u.t = x}, out;
-        ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+        struct xval out;
+        RUN_ON(e, x, &out);
         ck_assert_int_eq(out.k, XV_SEQ);
         const struct xtensor *ya = out.u.seq.items[0].u.t, *yb = out.u.seq.items[1].u.t;
         for (int co = 0; co < 16; co++)
@@ -339,13 +355,10 @@ START_TEST(infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_t
         if (which) w[4] = INFINITY; /* the centre tap of (0, 0) */
         else x->data[3 * 14 + 5] = INFINITY;
         /* twice: Winograd takes a module from its second run on */
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        struct bpcc_exec *e;
-        ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+        struct bpcc_exec *e = exec_of(g);
         for (int run = 0; run < 2; run++) {
-            struct xval in = {.k = XV_TENSOR, .u.t = x}, out;
-            ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+            struct xval out;
+            RUN_ON(e, x, &out);
             int nonfinite = 0;
             for (int co = 0; co < 16; co++)
                 for (int oy = 0; oy < 14; oy++)
@@ -385,14 +398,11 @@ START_TEST(a_dying_argument_is_taken_in_place_and_a_living_one_never)
         "  %output = output output ((%a, %b, %u),)\n");
     set_tensor(g, "f.0", "weight", 4, (int64_t[]){2, 2, 1, 1}, noise);
     const float *w = bpcc_module_tensor(bpcc_graph_find_module(g, "f.0"), "weight")->data;
-    struct bpcc_diag d;
-    bpcc_diag_init(&d);
-    struct bpcc_exec *e;
-    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    struct bpcc_exec *e = exec_of(g);
     for (int run = 0; run < 2; run++) {
         struct xtensor *x = input(4, (int64_t[]){1, 2, 3, 5}, noise);
-        struct xval in = {.k = XV_TENSOR, .u.t = x}, out;
-        ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+        struct xval out;
+        RUN_ON(e, x, &out);
         const struct xtensor *ya = out.u.seq.items[0].u.t, *yb = out.u.seq.items[1].u.t, *yu = out.u.seq.items[2].u.t;
         for (int i = 0; i < 30; i++) {
             float c = x->data[i], r = c > 0 ? c : 0, sv = r + c, u = (sv + sv) - r;
