@@ -1007,6 +1007,50 @@ START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
 }
 END_TEST
 
+/* A MinMaxObserver's scan finds the extremes and a NaN wherever they sit: in each lane of each of
+** the vectorized scan's accumulators (blocks of 32 with AVX2, then of 16), in the scalar tail, in
+** tensors shorter than a block. Per-channel rows take the same scan. */
+START_TEST(minmax_observers_find_the_extremes_and_nan_anywhere)
+{
+    const int sizes[] = {1, 3, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 1027};
+    struct observer_spec spec = {.cls = OC_MINMAX, .dtype = BPCC_DTYPE_QUINT8, .qscheme = QS_PER_TENSOR_AFFINE,
+                                 .quant_min = 0, .quant_max = 255, .eps = 1.1920928955078125e-07f};
+    char why[128];
+    for (size_t k = 0; k < BPCC_ARRAY_LEN(sizes); k++) {
+        int n = sizes[k];
+        float *x = malloc(n * sizeof *x);
+        int64_t dims[1] = {n};
+        for (int p = 0; p < n; p++) {
+            for (int i = 0; i < n; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
+            int q = (p * 7 + 3) % n;
+            x[p] = -5.0f - (float)p;
+            if (q != p) x[q] = 7.0f + (float)q;
+            float lo = x[0], hi = x[0]; /* element by element */
+            for (int i = 1; i < n; i++) {
+                lo = x[i] < lo ? x[i] : lo;
+                hi = x[i] > hi ? x[i] : hi;
+            }
+            ck_assert(lo == x[p] && (q == p || hi == x[q]));
+            struct obs_state o;
+            ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+            ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_OK);
+            ck_assert_msg(o.min[0] == lo && o.max[0] == hi, "n %d, min at %d, max at %d: %g, %g; want %g, %g", n, p,
+                          q, (double)o.min[0], (double)o.max[0], (double)lo, (double)hi);
+            bpcc_obs_release(&o);
+            /* a NaN there instead is refused and named */
+            x[p] = NAN;
+            ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
+            ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_ERR_GRAPH);
+            char at[48];
+            snprintf(at, sizeof at, "(element %d)", p);
+            ck_assert_msg(strstr(why, at), "n %d, NaN at %d: %s", n, p, why);
+            bpcc_obs_release(&o);
+        }
+        free(x);
+    }
+}
+END_TEST
+
 static enum bpcc_status run_small(void *ctx, struct bpcc_diag *d)
 {
     struct bpcc_graph *g = ctx;
@@ -1175,6 +1219,7 @@ int main(void)
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
     tcase_add_test(tc, histogram_counts_of_a_big_tensor_equal_one_by_one_counting);
+    tcase_add_test(tc, minmax_observers_find_the_extremes_and_nan_anywhere);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     suite_add_tcase(s, tc);

@@ -62,31 +62,81 @@ static bool moving(const struct obs_state *o)
 }
 
 /* min and max of x[0..n) (n > 0); true when some element is NaN (min and max are then
-** meaningless). SSE2 where there is SSE2: minps/maxps agree with the scalar comparison for every
-** non-NaN input, and NaN is detected apart. */
+** meaningless). Vectorized where there is SSE2, and with AVX2 where the CPU has it (chosen at run
+** time): four independent accumulators each, so that a min or max waits on its own chain only
+** (one accumulator made the scan latency-bound: 15 % of mobilenet_v2's calibration). minps/maxps
+** agree with the scalar comparison for every non-NaN input, whatever the order, up to the sign of
+** a zero (-0 and +0 compare equal, as they do to torch.aminmax, and give the same qparams); NaN is
+** detected apart. */
+#ifdef __SSE2__
+/* the whole blocks of 16: returns how many elements it took; lo, hi and bad take them in */
+static uint64_t minmax_sse2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
+{
+    if (n < 16) return 0;
+    __m128 l0 = _mm_loadu_ps(x), l1 = _mm_loadu_ps(x + 4), l2 = _mm_loadu_ps(x + 8), l3 = _mm_loadu_ps(x + 12);
+    __m128 h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = _mm_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m128 v0 = _mm_loadu_ps(x + i), v1 = _mm_loadu_ps(x + i + 4);
+        __m128 v2 = _mm_loadu_ps(x + i + 8), v3 = _mm_loadu_ps(x + i + 12);
+        b = _mm_or_ps(b, _mm_or_ps(_mm_cmpunord_ps(v0, v1), _mm_cmpunord_ps(v2, v3)));
+        l0 = _mm_min_ps(l0, v0), h0 = _mm_max_ps(h0, v0);
+        l1 = _mm_min_ps(l1, v1), h1 = _mm_max_ps(h1, v1);
+        l2 = _mm_min_ps(l2, v2), h2 = _mm_max_ps(h2, v2);
+        l3 = _mm_min_ps(l3, v3), h3 = _mm_max_ps(h3, v3);
+    }
+    float fl[4], fh[4];
+    _mm_storeu_ps(fl, _mm_min_ps(_mm_min_ps(l0, l1), _mm_min_ps(l2, l3)));
+    _mm_storeu_ps(fh, _mm_max_ps(_mm_max_ps(h0, h1), _mm_max_ps(h2, h3)));
+    for (int k = 0; k < 4; k++) {
+        *lo = fl[k] < *lo ? fl[k] : *lo;
+        *hi = fh[k] > *hi ? fh[k] : *hi;
+    }
+    *bad |= _mm_movemask_ps(b);
+    return i;
+}
+#endif
+
+#ifdef BPCC_AVX2_CLONES
+#include <immintrin.h>
+/* the whole blocks of 32, as minmax_sse2 */
+__attribute__((target("avx2"))) static uint64_t minmax_avx2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
+{
+    if (n < 32) return 0;
+    __m256 l0 = _mm256_loadu_ps(x), l1 = _mm256_loadu_ps(x + 8), l2 = _mm256_loadu_ps(x + 16);
+    __m256 l3 = _mm256_loadu_ps(x + 24), h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = _mm256_setzero_ps();
+    uint64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
+        __m256 v2 = _mm256_loadu_ps(x + i + 16), v3 = _mm256_loadu_ps(x + i + 24);
+        b = _mm256_or_ps(b, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
+        l0 = _mm256_min_ps(l0, v0), h0 = _mm256_max_ps(h0, v0);
+        l1 = _mm256_min_ps(l1, v1), h1 = _mm256_max_ps(h1, v1);
+        l2 = _mm256_min_ps(l2, v2), h2 = _mm256_max_ps(h2, v2);
+        l3 = _mm256_min_ps(l3, v3), h3 = _mm256_max_ps(h3, v3);
+    }
+    float fl[8], fh[8];
+    _mm256_storeu_ps(fl, _mm256_min_ps(_mm256_min_ps(l0, l1), _mm256_min_ps(l2, l3)));
+    _mm256_storeu_ps(fh, _mm256_max_ps(_mm256_max_ps(h0, h1), _mm256_max_ps(h2, h3)));
+    for (int k = 0; k < 8; k++) {
+        *lo = fl[k] < *lo ? fl[k] : *lo;
+        *hi = fh[k] > *hi ? fh[k] : *hi;
+    }
+    *bad |= _mm256_movemask_ps(b);
+    return i;
+}
+#endif
+
 BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, float *hi_out)
 {
     float lo = x[0], hi = x[0];
     uint64_t i = 0;
     int bad = 0;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) i = minmax_avx2(x, n, &lo, &hi, &bad);
+#endif
 #ifdef __SSE2__
-    if (n >= 8) {
-        __m128 vlo = _mm_loadu_ps(x), vhi = vlo, vbad = _mm_setzero_ps();
-        for (; i + 4 <= n; i += 4) {
-            __m128 v = _mm_loadu_ps(x + i);
-            vbad = _mm_or_ps(vbad, _mm_cmpunord_ps(v, v));
-            vlo = _mm_min_ps(vlo, v);
-            vhi = _mm_max_ps(vhi, v);
-        }
-        float l[4], h[4];
-        _mm_storeu_ps(l, vlo);
-        _mm_storeu_ps(h, vhi);
-        bad = _mm_movemask_ps(vbad);
-        for (int k = 0; k < 4; k++) {
-            lo = l[k] < lo ? l[k] : lo;
-            hi = h[k] > hi ? h[k] : hi;
-        }
-    }
+    i += minmax_sse2(x + i, n - i, &lo, &hi, &bad);
 #endif
     for (; i < n; i++) {
         float v = x[i];
@@ -131,8 +181,7 @@ BPCC_HOT static void positions_base(const float *restrict xs, uint64_t m, float 
     positions(xs, m, lo, hi, fb, width, last, out, idx);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_AVX2_CLONES 1
+#ifdef BPCC_AVX2_CLONES
 BPCC_HOT __attribute__((target("avx2"))) static void positions_avx2(const float *restrict xs, uint64_t m, float lo,
                                                                    float hi, float fb, float width, int32_t last,
                                                                    int32_t out, int32_t *restrict idx)
@@ -143,8 +192,8 @@ BPCC_HOT __attribute__((target("avx2"))) static void positions_avx2(const float 
 
 static positions_fn choose_positions(void)
 {
-#ifdef HAVE_AVX2_CLONES
-    if (__builtin_cpu_supports("avx2")) return positions_avx2;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) return positions_avx2;
 #endif
     return positions_base;
 }

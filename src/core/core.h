@@ -104,6 +104,18 @@ BPCC_INTERNAL void bpcc_strmap_release(struct bpcc_strmap *m);
 
 /* }===================================================================================== */
 
+/* {==================== the CPU (cpu.c) =============================================== */
+
+/* kernels with an AVX2 build beside the baseline one (GCC or clang on x86-64) */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BPCC_AVX2_CLONES 1
+#endif
+
+/* true where the AVX2 builds run: the CPU has AVX2 and BPCC_ISA is not "baseline" */
+BPCC_INTERNAL bool bpcc_cpu_avx2(void);
+
+/* }===================================================================================== */
+
 /* {==================== string interning (per arena) =================================== */
 
 #define BPCC_INTERN_RECENT 64

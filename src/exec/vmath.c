@@ -48,7 +48,7 @@ static uint64_t map4(enum vfn f, const float *x, float *y, uint64_t n)
 
 static void vmap(enum vfn f, const float *x, float *y, uint64_t n)
 {
-    uint64_t i = __builtin_cpu_supports("avx2") ? map8(f, x, y, n) : map4(f, x, y, n);
+    uint64_t i = bpcc_cpu_avx2() ? map8(f, x, y, n) : map4(f, x, y, n);
     for (; i < n; i++) y[i] = f == V_EXP ? expf(x[i]) : f == V_TANH ? tanhf(x[i]) : erff(x[i]);
 }
 

@@ -163,8 +163,7 @@ BPCC_HOT static void max_plane(const struct bpcc_window *p, const struct planes 
     reduce_plane(p, pl, false, k, bv, dst);
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define HAVE_AVX2_CLONES 1
+#ifdef BPCC_AVX2_CLONES
 BPCC_HOT __attribute__((target("avx2"))) static void conv_plane_avx2(const struct bpcc_window *p,
                                                                     const struct planes *pl, const float *k, float bv,
                                                                     float *dst)
@@ -183,8 +182,8 @@ BPCC_HOT __attribute__((target("avx2"))) static void max_plane_avx2(const struct
 /* the kernel's AVX2 build where the CPU has AVX2, else its baseline build */
 static plane_fn choose(bool conv)
 {
-#ifdef HAVE_AVX2_CLONES
-    if (__builtin_cpu_supports("avx2")) return conv ? conv_plane_avx2 : max_plane_avx2;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) return conv ? conv_plane_avx2 : max_plane_avx2;
 #endif
     return conv ? conv_plane : max_plane;
 }
