@@ -299,15 +299,29 @@ BPCC_HOT static void bin_block(enum binop op, const float *restrict x, bool mx, 
 }
 #undef BLOCK_LOOP
 
-/* x[i] = x[i] op (z[i] * al), the arithmetic of bin_block, with the result over x */
-BPCC_HOT static void bin_in_place(enum binop op, float *x, const float *restrict z, float al, uint64_t n)
+/* x[i] = x[i] op (z[i] * al), the arithmetic of bin_block, with the result over x. x and z are
+** two tensors' buffers, so restrict holds; one loop per op, in a function of its own, so that each
+** is vectorized (inlined into binary, the loop with the op chosen inside stayed scalar) */
+#define IN_PLACE_LOOP(EXPR)                                                                         \
+    do {                                                                                            \
+        for (uint64_t i = 0; i < n; i++) {                                                          \
+            float p = x[i], q = scaled ? z[i] * al : z[i];                                          \
+            x[i] = EXPR;                                                                            \
+        }                                                                                           \
+    } while (0)
+
+BPCC_HOT __attribute__((noinline)) static void bin_in_place(enum binop op, float *restrict x, const float *restrict z,
+                                                            float al, uint64_t n)
 {
     bool scaled = al != 1.0f;
-    for (uint64_t i = 0; i < n; i++) {
-        float q = scaled ? z[i] * al : z[i];
-        x[i] = op == B_ADD ? x[i] + q : op == B_SUB ? x[i] - q : op == B_MUL ? x[i] * q : x[i] / q;
+    switch (op) {
+    case B_ADD: IN_PLACE_LOOP(p + q); break;
+    case B_SUB: IN_PLACE_LOOP(p - q); break;
+    case B_MUL: IN_PLACE_LOOP(p * q); break;
+    case B_DIV: IN_PLACE_LOOP(p / q); break;
     }
 }
+#undef IN_PLACE_LOOP
 
 /* x op y where either may be a tensor or a number (alpha scales y for add/sub) */
 BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
