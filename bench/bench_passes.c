@@ -7,8 +7,10 @@
 **       after the load and before the passes, as PyTorch's model is in memory. Prints one JSON
 **       object: medians / min / max in ms per phase, "passes" = fuse + prepare + qparams + convert, node
 **       counts, the peak resident memory (also after each phase of the first run:
-**       "peak_rss_after_kib"), and "weights_read_ms": one pass reading every weight
-**       (the floor for passes that must read them: batch-norm folding, weight observers).
+**       "peak_rss_after_kib"), the first run's page faults and kernel time ("first_run_page_faults",
+**       "first_run_sys_ms": mostly the kernel zeroing fresh pages), and "weights_read_ms": one pass
+**       reading every weight (the floor for passes that must read them: batch-norm folding, weight
+**       observers).
 **       --no-rollback: the graph's passes take no snapshots (bpcc_graph_set_rollback), as in the
 **       bpcc tool.
 **   bench_passes --gen N OUT.bpcc
@@ -239,6 +241,8 @@ int main(int argc, char **argv)
     struct bpcc_qconfig_mapping *qm;
     if (bpcc_config_load(backend, NULL, &c, &d) || bpcc_qconfig_load(qconfig, NULL, &qm, &d)) die(&d);
     long rss0 = peak_rss_kib();
+    struct rusage ru0, ru1 = {0}; /* page faults and kernel time of the first run */
+    getrusage(RUSAGE_SELF, &ru0);
     long hwm[N_PHASES - 1] = {0}; /* the peak after each phase of the first run */
     double *t = calloc((size_t)runs * N_PHASES, sizeof *t), wread = 0;
     uint32_t n_in = 0, n_fused = 0, n_out = 0;
@@ -288,12 +292,15 @@ int main(int argc, char **argv)
         bpcc_free(text);
         p[7] = p[1] + p[2] + p[4] + p[5];
         bpcc_graph_free(g);
+        if (!r) getrusage(RUSAGE_SELF, &ru1);
     }
     long rss = peak_rss_kib();
     printf("{\"model\": \"%s\", \"backend\": \"%s\", \"qconfig\": \"%s\", \"rollback\": %s, \"runs\": %d, \"nodes\": %u, "
            "\"nodes_fused\": %u, \"nodes_converted\": %u, \"weight_bytes\": %llu, \"weights_read_ms\": %.4f, "
-           "\"peak_rss_kib\": %ld, \"rss_before_kib\": %ld",
-           pos[0], backend, qconfig, rollback ? "true" : "false", runs, n_in, n_fused, n_out, (unsigned long long)wbytes, wread, rss, rss0);
+           "\"peak_rss_kib\": %ld, \"rss_before_kib\": %ld, \"first_run_page_faults\": %ld, \"first_run_sys_ms\": %.1f",
+           pos[0], backend, qconfig, rollback ? "true" : "false", runs, n_in, n_fused, n_out, (unsigned long long)wbytes, wread, rss, rss0,
+           ru1.ru_minflt - ru0.ru_minflt,
+           (double)(ru1.ru_stime.tv_sec - ru0.ru_stime.tv_sec) * 1e3 + (double)(ru1.ru_stime.tv_usec - ru0.ru_stime.tv_usec) / 1e3);
     double *col = calloc((size_t)runs, sizeof *col);
     for (int k = 0; k < N_PHASES; k++) {
         for (int r = 0; r < runs; r++) col[r] = t[(size_t)r * N_PHASES + k];

@@ -101,6 +101,29 @@ def calibrate(build, models, batches):
     return rows
 
 
+# the phases whose instructions are counted: the qparams step runs inside bpcc_calibrate with the
+# calibration batch, so it is left out of the count
+COUNTED = ["bpcc_graph_load", "bpcc_fuse", "bpcc_prepare", "bpcc_convert", "bpcc_graph_print"]
+
+
+def instructions(exe, model, batch, nodes):
+    """Instructions per input node of load + fuse + prepare + convert + print (callgrind, one run
+    without rollback), or None without valgrind: constant across sizes means the work is linear, and
+    the growth of the time per node is memory (cache and TLB misses, page faults)."""
+    try:
+        with tempfile.NamedTemporaryFile(suffix=".callgrind") as out:
+            subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.name]
+                           + ["--toggle-collect=" + f for f in COUNTED]
+                           + [exe, model, batch, "1", "-b", "native", "-q", os.path.join(HERE, "minmax.yaml"),
+                              "--no-rollback"], capture_output=True, check=True, env=clean_env())
+            for line in open(out.name):
+                if line.startswith("totals:"):
+                    return int(line.split()[1]) / nodes
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return None
+
+
 def scale(build, sizes, tmp):
     import torch  # noqa: F401  (the batch file)
     sys.path.insert(0, os.path.join(ROOT, "tools", "python"))
@@ -128,6 +151,8 @@ def scale(build, sizes, tmp):
                   flush=True)
             both.append(r)
         both[0]["no_rollback"] = both[1]
+        if n <= 100000:
+            both[0]["instructions_per_node"] = instructions(exe, model, batch, both[0]["nodes"])
         rows.append(both[0])
         for f in (model, model.replace(".bpcc", ".safetensors")):
             os.unlink(f)
@@ -204,6 +229,16 @@ def document(res):
                     ms(r["convert"][0]),
                     ms(r["print"][0]), ms(r["work_ms"]), r["ns_per_node"], r["bytes_per_node"], ms(o["work_ms"]),
                     o["ns_per_node"], o["bytes_per_node"]))
+    L += ["", "Where the time per node goes as the graph grows (the runs without rollback): the instructions "
+          "per node of load + fuse + prepare + convert + print (callgrind, sizes up to 100k; the qparams step is "
+          "left out, it runs inside bpcc_calibrate with the batch), the page faults per node (fresh memory the "
+          "kernel zeroes) and the kernel time of the run.", "",
+          "| nodes | instructions per node | page faults per node | kernel time |", "|---|---|---|---|"]
+    for r in res["scale"]:
+        o = r["no_rollback"]
+        ipn = r.get("instructions_per_node")
+        L.append("| %d | %s | %.2f | %s ms |" % (r["nodes"], "%.1fk" % (ipn / 1e3) if ipn else "not counted",
+                                                o["first_run_page_faults"] / o["nodes"], ms(o["first_run_sys_ms"])))
     L += ["", "### 5. Loading the built-in backend configs", "", "```", res["config"][0].rstrip(), "",
           "PyTorch 1.13 get_*_backend_config()", res["config"][1].rstrip(), "```"]
     return "\n".join(L) + "\n"
