@@ -104,6 +104,15 @@ BPCC_INTERNAL void bpcc_strmap_release(struct bpcc_strmap *m);
 
 /* }===================================================================================== */
 
+/* Hot loops: GCC's -O2 cost model does not vectorize loops that need an epilogue; these get its
+** -O3 (clang vectorizes at -O2 already). A loop inlined into a big function may stay scalar even
+** so: hot loops live in small functions of their own. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define BPCC_HOT __attribute__((optimize("O3")))
+#else
+#define BPCC_HOT
+#endif
+
 /* {==================== the CPU (cpu.c) =============================================== */
 
 /* kernels with an AVX2 build beside the baseline one (GCC or clang on x86-64) */

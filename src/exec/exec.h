@@ -8,14 +8,6 @@
 #include "../calib/observer.h"
 #include "../ir/ir.h"
 
-/* Hot loops: GCC's -O2 cost model does not vectorize loops that need an epilogue; these get its
-** -O3 (clang vectorizes at -O2 already). */
-#if defined(__GNUC__) && !defined(__clang__)
-#define BPCC_HOT __attribute__((optimize("O3")))
-#else
-#define BPCC_HOT
-#endif
-
 /* A float32 tensor, row-major, owned by whoever holds it. */
 struct xtensor {
     uint32_t ndim;

@@ -112,6 +112,14 @@ static const struct bpcc_tensor *tensor_f32(const struct bpcc_module *m, const c
 ** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
 **   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
 **   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
+/* dst[k] = src[k] * s: a folded weight's run of one output channel (vectorized; at -O2 inside
+** fold_bn it was scalar, a third of fusing resnet18) */
+BPCC_HOT __attribute__((noinline)) static void scale_run(const float *restrict src, uint64_t n, float s,
+                                                         float *restrict dst)
+{
+    for (uint64_t k = 0; k < n; k++) dst[k] = src[k] * s;
+}
+
 static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const struct bpcc_module *from,
                                 const struct bpcc_module *bn, int out_axis, bool linear)
 {
@@ -149,11 +157,7 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
         float r = 1.0f / sqrtf(RV[c] + eps);
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
         float scale = gamma * r;
-        for (uint64_t o = 0; o < outer; o++) {
-            const float *src = W + (o * C + c) * inner;
-            float *dst = NW + (o * C + c) * inner;
-            for (uint64_t k = 0; k < inner; k++) dst[k] = src[k] * scale;
-        }
+        for (uint64_t o = 0; o < outer; o++) scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
         NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
     }
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
