@@ -372,14 +372,17 @@ static float get_norm(float db, float de, float density) { return density * ((de
 
 /* _compute_quantization_error (bin_width as a Python double of the float32 range, the vectors in
 ** float32; the final sum in double, where PyTorch sums float32 in its own order).
-** Four bins at a time in GCC/clang vector types (16 bytes: every operation, comparisons included,
-** is one SSE2 instruction; 32-byte types get their comparisons split lane by lane there): the floor divisions take bpcc_div_floor's
-** one-division path (its floor by truncation, exact below 2^22) and the bins where that path does
-** not apply take c10's path one by one; each bin's norm is the same float operations in the same
-** order as the scalar formula (no FMA in the baseline target), and the sum runs in bin order. */
+** W bins at a time in GCC/clang vector types: 4 lanes (16 bytes) in the baseline build, where every
+** operation, comparisons included, is one SSE2 instruction (32-byte types get their comparisons
+** split lane by lane there), and 8 lanes in the AVX2 build (bpcc_cpu_avx2 chooses). The floor
+** divisions take bpcc_div_floor's one-division path (its floor by truncation, exact below 2^22)
+** and the bins where that path does not apply take c10's path one by one; each bin's norm is the
+** same float operations in the same order as the scalar formula in every lane of either width (no
+** FMA in either target), and the sum runs in bin order: both builds give the same bits. */
 typedef float v4f __attribute__((vector_size(16)));
 typedef int32_t v4i __attribute__((vector_size(16)));
-#define V4SEL(m, a, b) ((v4f)(((v4i)(a) & (m)) | ((v4i)(b) & ~(m)))) /* m ? a : b, lanewise */
+typedef float v8f __attribute__((vector_size(32)));
+typedef int32_t v8i __attribute__((vector_size(32)));
 
 struct qe_params {
     float bw, fdbw, half, nhalf, top, mid;
@@ -402,60 +405,107 @@ static float qe_norm(const struct qe_params *q, float begin, float db, float de,
     return norm;
 }
 
-/* the norms of bins i0 .. i0 + 3 */
-static inline __attribute__((always_inline)) void qe_norm4(const struct qe_params *q, uint32_t i0, const float *hist,
-                                                           float *out)
+/* The norms of bins i0 .. i0 + W - 1 into out, in vectors VF of W floats (VI: W int32); a macro
+** so that the two widths are one text. SEL(m, a, b) is m ? a : b lanewise. */
+#define QE_NORMS(VF, VI, W)                                                                                    \
+    do {                                                                                                       \
+        VI idx;                                                                                                \
+        for (int k = 0; k < W; k++) idx[k] = (int32_t)i0 - q->s + k;                                          \
+        VF begin = __builtin_convertvector(idx, VF) * q->bw;                                                   \
+        VF end = begin + q->bw;                                                                                \
+        VF qb = begin / q->fdbw, qe = end / q->fdbw;                                                           \
+        const VI absmask = (VI){0} + 0x7fffffff;                                                               \
+        const VF zero = {0}, one = zero + 1.0f, big = zero + 4194304.0f; /* 2^22 */                            \
+        VI okb = (VF)((VI)qb & absmask) < big, oke = (VF)((VI)qe & absmask) < big; /* false for NaN */         \
+        VF cb = SEL(okb, qb, zero), ce = SEL(oke, qe, zero);                                                   \
+        VF db = __builtin_convertvector(__builtin_convertvector(cb, VI), VF); /* truncation */                \
+        VF de = __builtin_convertvector(__builtin_convertvector(ce, VI), VF);                                  \
+        db -= SEL(db > cb, one, zero); /* floor */                                                             \
+        de -= SEL(de > ce, one, zero);                                                                         \
+        /* bpcc_div_floor one by one where the quotient is integral (a bin edge on a destination edge: \
+        ** every few bins), huge or NaN */                                                                     \
+        VI slowb = ~(okb & (qb != db)), slowe = ~(oke & (qe != de));                                           \
+        VI slow = slowb | slowe;                                                                               \
+        int any = 0;                                                                                           \
+        for (int k = 0; k < W; k++) any |= slow[k];                                                            \
+        if (any)                                                                                               \
+            for (int k = 0; k < W; k++) {                                                                      \
+                if (slowb[k]) db[k] = bpcc_div_floor(begin[k], q->fdbw);                                       \
+                if (slowe[k]) de[k] = bpcc_div_floor(end[k], q->fdbw);                                         \
+            }                                                                                                  \
+        VF top = zero + q->top;                                                                                \
+        db = SEL(db < zero, zero, db);                                                                         \
+        db = SEL(db > top, top, db);                                                                           \
+        de = SEL(de < zero, zero, de);                                                                         \
+        de = SEL(de > top, top, de);                                                                           \
+        VF h;                                                                                                  \
+        memcpy(&h, hist + i0, sizeof h);                                                                       \
+        VF bcenter = (db + 0.5f) * q->fdbw;                                                                    \
+        VF density = h / q->bw;                                                                                \
+        VF norm = zero;                                                                                        \
+        VF x = begin - bcenter;                                                                                \
+        norm += density * ((q->half * q->half * q->half - x * x * x) / 3.0f);                                  \
+        norm += (de - db - 1.0f) * (density * q->mid);                                                         \
+        VF ecenter = de * q->fdbw + q->half;                                                                   \
+        VF y = end - ecenter;                                                                                  \
+        norm += density * ((y * y * y - q->nhalf * q->nhalf * q->nhalf) / 3.0f);                              \
+        memcpy(out, &norm, sizeof norm);                                                                       \
+    } while (0)
+
+static inline __attribute__((always_inline)) void qe_norms4(const struct qe_params *q, uint32_t i0, const float *hist,
+                                                            float *out)
 {
-    v4i idx = {0, 1, 2, 3};
-    idx += (int32_t)i0 - q->s;
-    v4f begin = __builtin_convertvector(idx, v4f) * q->bw;
-    v4f end = begin + q->bw;
-    v4f qb = begin / q->fdbw, qe = end / q->fdbw;
-    const v4i absmask = {0x7fffffff, 0x7fffffff, 0x7fffffff, 0x7fffffff};
-    const v4f zero = {0}, one = zero + 1.0f, big = zero + 4194304.0f; /* 2^22 */
-    v4i okb = (v4f)((v4i)qb & absmask) < big, oke = (v4f)((v4i)qe & absmask) < big; /* false for NaN */
-    v4f cb = V4SEL(okb, qb, zero), ce = V4SEL(oke, qe, zero);
-    v4f db = __builtin_convertvector(__builtin_convertvector(cb, v4i), v4f); /* truncation */
-    v4f de = __builtin_convertvector(__builtin_convertvector(ce, v4i), v4f);
-    db -= V4SEL(db > cb, one, zero); /* floor */
-    de -= V4SEL(de > ce, one, zero);
-    /* bpcc_div_floor one by one where the quotient is integral (a bin edge on a destination edge:
-    ** every few bins), huge or NaN */
-    v4i slowb = ~(okb & (qb != db)), slowe = ~(oke & (qe != de));
-    v4i slow = slowb | slowe;
-    if (slow[0] | slow[1] | slow[2] | slow[3]) {
-        float b[4], e[4], fb[4], fe[4];
-        memcpy(b, &begin, sizeof b);
-        memcpy(e, &end, sizeof e);
-        memcpy(fb, &db, sizeof fb);
-        memcpy(fe, &de, sizeof fe);
-        for (int k = 0; k < 4; k++) {
-            if (slowb[k]) fb[k] = bpcc_div_floor(b[k], q->fdbw);
-            if (slowe[k]) fe[k] = bpcc_div_floor(e[k], q->fdbw);
-        }
-        memcpy(&db, fb, sizeof db);
-        memcpy(&de, fe, sizeof de);
-    }
-    v4f top = zero + q->top;
-    db = V4SEL(db < zero, zero, db);
-    db = V4SEL(db > top, top, db);
-    de = V4SEL(de < zero, zero, de);
-    de = V4SEL(de > top, top, de);
-    v4f h;
-    memcpy(&h, hist + i0, sizeof h);
-    v4f bcenter = (db + 0.5f) * q->fdbw;
-    v4f density = h / q->bw;
-    v4f norm = zero;
-    v4f x = begin - bcenter;
-    norm += density * ((q->half * q->half * q->half - x * x * x) / 3.0f);
-    norm += (de - db - 1.0f) * (density * q->mid);
-    v4f ecenter = de * q->fdbw + q->half;
-    v4f y = end - ecenter;
-    norm += density * ((y * y * y - q->nhalf * q->nhalf * q->nhalf) / 3.0f);
-    memcpy(out, &norm, sizeof norm);
+#define SEL(m, a, b) ((v4f)(((v4i)(a) & (m)) | ((v4i)(b) & ~(m))))
+    QE_NORMS(v4f, v4i, 4);
+#undef SEL
 }
 
-BPCC_HOT double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e)
+static inline __attribute__((always_inline)) void qe_norms8(const struct qe_params *q, uint32_t i0, const float *hist,
+                                                            float *out)
+{
+#define SEL(m, a, b) ((v8f)(((v8i)(a) & (m)) | ((v8i)(b) & ~(m))))
+    QE_NORMS(v8f, v8i, 8);
+#undef SEL
+}
+#undef QE_NORMS
+
+/* the sum over the bins, W at a time (W = 4 or 8: one of the norm functions above) */
+static inline __attribute__((always_inline)) double qe_sum(const struct qe_params *q, const float *hist, uint32_t bins,
+                                                           bool skip_empty, int W)
+{
+    double sum = 0;
+    uint32_t i = 0;
+    for (; i + W <= bins; i += W) {
+        const float *h = hist + i;
+        bool empty = skip_empty;
+        for (int k = 0; empty && k < W; k++) empty = h[k] == 0.0f;
+        if (empty) continue;
+        float norm[8];
+        if (W == 8) qe_norms8(q, i, hist, norm);
+        else qe_norms4(q, i, hist, norm);
+        for (int k = 0; k < W; k++) sum += norm[k];
+    }
+    for (; i < bins; i++) {
+        float begin = (float)((int32_t)i - q->s) * q->bw;
+        sum += qe_norm(q, begin, bpcc_div_floor(begin, q->fdbw), bpcc_div_floor(begin + q->bw, q->fdbw), hist[i]);
+    }
+    return sum;
+}
+
+BPCC_HOT static double qe_sum_base(const struct qe_params *q, const float *hist, uint32_t bins, bool skip_empty)
+{
+    return qe_sum(q, hist, bins, skip_empty, 4);
+}
+
+#ifdef BPCC_AVX2_CLONES
+BPCC_HOT __attribute__((target("avx2"))) static double qe_sum_avx2(const struct qe_params *q, const float *hist,
+                                                                  uint32_t bins, bool skip_empty)
+{
+    return qe_sum(q, hist, bins, skip_empty, 8);
+}
+#endif
+
+double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e)
 {
     uint32_t bins = o->bins;
     double bin_width = ((double)o->max[0] - (double)o->min[0]) / (double)bins;
@@ -468,23 +518,13 @@ BPCC_HOT double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64
     /* An empty bin's norm is +0 (density 0 times finite terms; the norm starts at +0), which leaves
     ** the sum as it is, unless a cube overflows to inf (0 x inf = NaN): every |x|, |y| below is
     ** under 3 x the histogram's span (begin, end and the destination centers all are), so where
-    ** that span cubed is finite, four empty bins in a row are skipped. */
+    ** that span cubed is finite, a vector's worth of empty bins in a row is skipped. */
     double span = 3.0 * (double)bins * (double)q.bw;
     bool skip_empty = span * span * span < 1e37;
-    double sum = 0;
-    uint32_t i = 0;
-    for (; i + 4 <= bins; i += 4) {
-        const float *h = o->hist + i;
-        if (skip_empty && h[0] == 0.0f && h[1] == 0.0f && h[2] == 0.0f && h[3] == 0.0f) continue;
-        float norm[4];
-        qe_norm4(&q, i, o->hist, norm);
-        for (int k = 0; k < 4; k++) sum += norm[k];
-    }
-    for (; i < bins; i++) {
-        float begin = (float)((int32_t)i - q.s) * q.bw;
-        sum += qe_norm(&q, begin, bpcc_div_floor(begin, q.fdbw), bpcc_div_floor(begin + q.bw, q.fdbw), o->hist[i]);
-    }
-    return (double)(float)sum;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) return (double)(float)qe_sum_avx2(&q, o->hist, bins, skip_empty);
+#endif
+    return (double)(float)qe_sum_base(&q, o->hist, bins, skip_empty);
 }
 
 /* _non_linear_param_search: the [min, max] that minimizes the L2 quantization error */
