@@ -19,6 +19,7 @@
 **       bias and batch norms without affine parameters, so that a 1M-node model's weights
 **       (700k tensors) fit safetensors' 100 MB header.
 */
+#define _GNU_SOURCE /* RUSAGE_THREAD */
 #include "bench_util.h"
 
 #include <stdio.h>
@@ -28,6 +29,9 @@
 #include <time.h>
 #ifdef __linux__
 #include <malloc.h>
+#endif
+#ifndef RUSAGE_THREAD
+#define RUSAGE_THREAD RUSAGE_SELF
 #endif
 
 
@@ -241,8 +245,8 @@ int main(int argc, char **argv)
     struct bpcc_qconfig_mapping *qm;
     if (bpcc_config_load(backend, NULL, &c, &d) || bpcc_qconfig_load(qconfig, NULL, &qm, &d)) die(&d);
     long rss0 = peak_rss_kib();
-    struct rusage ru0, ru1 = {0}; /* page faults and kernel time of the first run */
-    getrusage(RUSAGE_SELF, &ru0);
+    struct rusage ru0, ru1 = {0}; /* page faults and kernel time of the first run, this thread's */
+    getrusage(RUSAGE_THREAD, &ru0);
     long hwm[N_PHASES - 1] = {0}; /* the peak after each phase of the first run */
     double *t = calloc((size_t)runs * N_PHASES, sizeof *t), wread = 0;
     uint32_t n_in = 0, n_fused = 0, n_out = 0;
@@ -292,7 +296,7 @@ int main(int argc, char **argv)
         bpcc_free(text);
         p[7] = p[1] + p[2] + p[4] + p[5];
         bpcc_graph_free(g);
-        if (!r) getrusage(RUSAGE_SELF, &ru1);
+        if (!r) getrusage(RUSAGE_THREAD, &ru1);
     }
     long rss = peak_rss_kib();
     printf("{\"model\": \"%s\", \"backend\": \"%s\", \"qconfig\": \"%s\", \"rollback\": %s, \"runs\": %d, \"nodes\": %u, "

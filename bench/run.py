@@ -70,6 +70,14 @@ def clean_env():
     return env
 
 
+def one_blas_thread():
+    """bench_passes's environment: the passes run on one thread, and OpenBLAS's workers (started for
+    the calibration batch between them) would share the two cores"""
+    env = clean_env()
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return env
+
+
 def passes(build, models, runs, tmp):
     out = os.path.join(tmp, "passes.json")
     print(sh([PY, os.path.join(HERE, "passes_bench.py"), build, "--runs", str(runs), "--json", out, *models],
@@ -115,7 +123,7 @@ def instructions(exe, model, batch, nodes):
             subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out.name]
                            + ["--toggle-collect=" + f for f in COUNTED]
                            + [exe, model, batch, "1", "-b", "native", "-q", os.path.join(HERE, "minmax.yaml"),
-                              "--no-rollback"], capture_output=True, check=True, env=clean_env())
+                              "--no-rollback"], capture_output=True, check=True, env=one_blas_thread())
             for line in open(out.name):
                 if line.startswith("totals:"):
                     return int(line.split()[1]) / nodes
@@ -139,7 +147,7 @@ def scale(build, sizes, tmp):
         both = []
         for extra in ([], ["--no-rollback"]):  # the library's default, and the bpcc tool's mode
             r = json.loads(sh([exe, model, batch, str(runs), "-b", "native", "-q", os.path.join(HERE, "minmax.yaml"),
-                               *extra], clean_env()))
+                               *extra], one_blas_thread()))
             work = r["load"][0] + r["passes"][0] + r["print"][0]
             r["work_ms"] = work
             r["ns_per_node"] = work * 1e6 / r["nodes"]
