@@ -68,64 +68,52 @@ static bool moving(const struct obs_state *o)
 ** agree with the scalar comparison for every non-NaN input, whatever the order, up to the sign of
 ** a zero (-0 and +0 compare equal, as they do to torch.aminmax, and give the same qparams); NaN is
 ** detected apart. */
+/* The whole blocks of 4 W elements, W-lane vectors V: returns how many elements it took; lo, hi
+** and bad take them in. A macro, so that the SSE2 and AVX2 builds are one text. */
+#define MINMAX_BLOCKS(V, W, LOAD, STORE, MIN, MAX, UNORD, OR, ZERO, MASK)                                \
+    do {                                                                                                 \
+        if (n < 4 * W) return 0;                                                                         \
+        V l0 = LOAD(x), l1 = LOAD(x + W), l2 = LOAD(x + 2 * W), l3 = LOAD(x + 3 * W);                    \
+        V h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = ZERO();                                                \
+        uint64_t i = 0;                                                                                  \
+        for (; i + 4 * W <= n; i += 4 * W) {                                                             \
+            V v0 = LOAD(x + i), v1 = LOAD(x + i + W), v2 = LOAD(x + i + 2 * W), v3 = LOAD(x + i + 3 * W); \
+            b = OR(b, OR(UNORD(v0, v1), UNORD(v2, v3)));                                                 \
+            l0 = MIN(l0, v0), h0 = MAX(h0, v0);                                                          \
+            l1 = MIN(l1, v1), h1 = MAX(h1, v1);                                                          \
+            l2 = MIN(l2, v2), h2 = MAX(h2, v2);                                                          \
+            l3 = MIN(l3, v3), h3 = MAX(h3, v3);                                                          \
+        }                                                                                                \
+        float fl[W], fh[W];                                                                              \
+        STORE(fl, MIN(MIN(l0, l1), MIN(l2, l3)));                                                        \
+        STORE(fh, MAX(MAX(h0, h1), MAX(h2, h3)));                                                        \
+        for (int k = 0; k < W; k++) {                                                                    \
+            *lo = fl[k] < *lo ? fl[k] : *lo;                                                             \
+            *hi = fh[k] > *hi ? fh[k] : *hi;                                                             \
+        }                                                                                                \
+        *bad |= MASK(b);                                                                                 \
+        return i;                                                                                        \
+    } while (0)
+
 #ifdef __SSE2__
-/* the whole blocks of 16: returns how many elements it took; lo, hi and bad take them in */
 static uint64_t minmax_sse2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
 {
-    if (n < 16) return 0;
-    __m128 l0 = _mm_loadu_ps(x), l1 = _mm_loadu_ps(x + 4), l2 = _mm_loadu_ps(x + 8), l3 = _mm_loadu_ps(x + 12);
-    __m128 h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = _mm_setzero_ps();
-    uint64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m128 v0 = _mm_loadu_ps(x + i), v1 = _mm_loadu_ps(x + i + 4);
-        __m128 v2 = _mm_loadu_ps(x + i + 8), v3 = _mm_loadu_ps(x + i + 12);
-        b = _mm_or_ps(b, _mm_or_ps(_mm_cmpunord_ps(v0, v1), _mm_cmpunord_ps(v2, v3)));
-        l0 = _mm_min_ps(l0, v0), h0 = _mm_max_ps(h0, v0);
-        l1 = _mm_min_ps(l1, v1), h1 = _mm_max_ps(h1, v1);
-        l2 = _mm_min_ps(l2, v2), h2 = _mm_max_ps(h2, v2);
-        l3 = _mm_min_ps(l3, v3), h3 = _mm_max_ps(h3, v3);
-    }
-    float fl[4], fh[4];
-    _mm_storeu_ps(fl, _mm_min_ps(_mm_min_ps(l0, l1), _mm_min_ps(l2, l3)));
-    _mm_storeu_ps(fh, _mm_max_ps(_mm_max_ps(h0, h1), _mm_max_ps(h2, h3)));
-    for (int k = 0; k < 4; k++) {
-        *lo = fl[k] < *lo ? fl[k] : *lo;
-        *hi = fh[k] > *hi ? fh[k] : *hi;
-    }
-    *bad |= _mm_movemask_ps(b);
-    return i;
+    MINMAX_BLOCKS(__m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_min_ps, _mm_max_ps, _mm_cmpunord_ps, _mm_or_ps,
+                  _mm_setzero_ps, _mm_movemask_ps);
 }
 #endif
 
 #ifdef BPCC_AVX2_CLONES
 #include <immintrin.h>
-/* the whole blocks of 32, as minmax_sse2 */
+#define UNORD256(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
 __attribute__((target("avx2"))) static uint64_t minmax_avx2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
 {
-    if (n < 32) return 0;
-    __m256 l0 = _mm256_loadu_ps(x), l1 = _mm256_loadu_ps(x + 8), l2 = _mm256_loadu_ps(x + 16);
-    __m256 l3 = _mm256_loadu_ps(x + 24), h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = _mm256_setzero_ps();
-    uint64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        __m256 v0 = _mm256_loadu_ps(x + i), v1 = _mm256_loadu_ps(x + i + 8);
-        __m256 v2 = _mm256_loadu_ps(x + i + 16), v3 = _mm256_loadu_ps(x + i + 24);
-        b = _mm256_or_ps(b, _mm256_or_ps(_mm256_cmp_ps(v0, v1, _CMP_UNORD_Q), _mm256_cmp_ps(v2, v3, _CMP_UNORD_Q)));
-        l0 = _mm256_min_ps(l0, v0), h0 = _mm256_max_ps(h0, v0);
-        l1 = _mm256_min_ps(l1, v1), h1 = _mm256_max_ps(h1, v1);
-        l2 = _mm256_min_ps(l2, v2), h2 = _mm256_max_ps(h2, v2);
-        l3 = _mm256_min_ps(l3, v3), h3 = _mm256_max_ps(h3, v3);
-    }
-    float fl[8], fh[8];
-    _mm256_storeu_ps(fl, _mm256_min_ps(_mm256_min_ps(l0, l1), _mm256_min_ps(l2, l3)));
-    _mm256_storeu_ps(fh, _mm256_max_ps(_mm256_max_ps(h0, h1), _mm256_max_ps(h2, h3)));
-    for (int k = 0; k < 8; k++) {
-        *lo = fl[k] < *lo ? fl[k] : *lo;
-        *hi = fh[k] > *hi ? fh[k] : *hi;
-    }
-    *bad |= _mm256_movemask_ps(b);
-    return i;
+    MINMAX_BLOCKS(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_min_ps, _mm256_max_ps, UNORD256,
+                  _mm256_or_ps, _mm256_setzero_ps, _mm256_movemask_ps);
 }
+#undef UNORD256
 #endif
+#undef MINMAX_BLOCKS
 
 BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, float *hi_out)
 {

@@ -107,19 +107,19 @@ static const struct bpcc_tensor *tensor_f32(const struct bpcc_module *m, const c
     return t && t->dtype == BPCC_DTYPE_F32 && t->data ? t : NULL;
 }
 
-/* Fold batch norm `bn` into the weights of `conv`, a fresh clone of the matched `from` (which the
-** messages name, as the user knows it): out_axis 0 for conv and
-** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
-**   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
-**   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
-/* dst[k] = src[k] * s: a folded weight's run of one output channel (vectorized; at -O2 inside
-** fold_bn it was scalar, a third of fusing resnet18) */
+/* dst[k] = src[k] * s: a folded weight's run of one output channel, in a function of its own so
+** that it is vectorized (inside fold_bn, at -O2, it was scalar) */
 BPCC_HOT __attribute__((noinline)) static void scale_run(const float *restrict src, uint64_t n, float s,
                                                          float *restrict dst)
 {
     for (uint64_t k = 0; k < n; k++) dst[k] = src[k] * s;
 }
 
+/* Fold batch norm `bn` into the weights of `conv`, a fresh clone of the matched `from` (which the
+** messages name, as the user knows it): out_axis 0 for conv and
+** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
+**   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
+**   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
 static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const struct bpcc_module *from,
                                 const struct bpcc_module *bn, int out_axis, bool linear)
 {
@@ -157,7 +157,8 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
         float r = 1.0f / sqrtf(RV[c] + eps);
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
         float scale = gamma * r;
-        for (uint64_t o = 0; o < outer; o++) scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
+        for (uint64_t o = 0; o < outer; o++)
+            scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
         NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
     }
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
