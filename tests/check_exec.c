@@ -1028,6 +1028,84 @@ START_TEST(histogram_counts_of_a_big_tensor_equal_one_by_one_counting)
 }
 END_TEST
 
+/* _combine_histograms as PyTorch runs it, element by element along the upsampled axis */
+static void combine_ref(const float *hist, uint32_t bins, int64_t up, int64_t down, int64_t start, float *comb)
+{
+    double acc = 0;
+    float prev = 0.0f;
+    int64_t k = 0, ulen = (int64_t)bins * up;
+    for (uint32_t b = 0; b < bins; b++) {
+        for (int64_t j = 0; j < down; j++, k++) {
+            int64_t src = k - start;
+            if (src >= 0 && src < ulen) acc += (double)hist[src / up];
+        }
+        double interp = (acc - (double)prev) / (double)up;
+        comb[b] = comb[b] + (float)interp;
+        prev = (float)acc;
+    }
+}
+
+/* The combined histogram adds each old bin's run of copies at once where every partial sum is exact:
+** bit for bit the element-by-element sum, with integer counts (all runs at once), with values whose
+** sums round (tiny fractions beside big counts: one by one), over aligned and unaligned starts and
+** windows shorter or longer than a bin's copies */
+START_TEST(histograms_combine_bit_for_bit_as_element_by_element)
+{
+    uint64_t seed = 0x2545f4914f6cdd1dull;
+#define NEXT() (seed ^= seed << 13, seed ^= seed >> 7, seed ^= seed << 17, seed)
+    enum { bins = 512 };
+    struct {
+        int64_t up, down, start;
+    } cases[] = {{128, 128, 0}, {128, 256, 37}, {128, 300, 1000}, {16, 23, 5}, {128, 129, 512}};
+    int rounding = 0; /* cases where adding the runs at once in one product would not give the same bits */
+    for (size_t c = 0; c < BPCC_ARRAY_LEN(cases); c++)
+        for (int kind = 0; kind < 3; kind++) {
+            float hist[bins], got[bins], want[bins];
+            for (uint32_t i = 0; i < bins; i++) {
+                uint64_t r = NEXT();
+                hist[i] = kind == 0   ? (float)(r % 5000)                                   /* counts */
+                          : kind == 1 ? (float)(r % 5000) + (float)(r >> 20 & 0xffff) / 65536.0f /* fractions */
+                                      : (r & 1 ? 3e7f + (float)(r % 977) : 1e-3f * (float)(r % 13)); /* both */
+                got[i] = want[i] = (float)(NEXT() % 100);
+            }
+            int64_t up = cases[c].up, down = cases[c].down, start = cases[c].start;
+            ck_assert(start >= 0 && start + bins * up <= bins * down);
+            bpcc_obs_combine(hist, bins, up, down, start, got);
+            combine_ref(hist, bins, up, down, start, want);
+            ck_assert_msg(!memcmp(got, want, sizeof got), "case %zu kind %d", c, kind);
+            /* adding each bin's copies as one product, unchecked, would not give these bits */
+            double acc = 0;
+            for (uint32_t i = 0; i < bins; i++) {
+                double seq = acc;
+                for (int64_t j = 0; j < up; j++) seq += (double)hist[i];
+                rounding += seq != acc + (double)up * (double)hist[i];
+                acc = seq;
+            }
+        }
+    ck_assert_int_gt(rounding, 0);
+    /* the shortcut's test at its edges: runs found where a check one bit more permissive (acc's low
+    ** bit ignored, the bound 2^54, the low bit one higher) would round otherwise; then random runs */
+    static const float edges[][3] = {{0x1.45f1p-17f, 0x1.847cp+2f, 0x1.8414p+34f},
+                                     {0x1.17f6p+39f, 0x1.934p+9f, 0x1.b47p+1f},
+                                     {0x1.2a04p+13f, 0x1.5ca7p+38f, 0x1.6a1p+0f}};
+    for (int t = 0; t < 3 + 200000; t++) {
+        float h[3];
+        for (int i = 0; i < 3; i++) {
+            uint64_t r = NEXT();
+            h[i] = t < 3 ? edges[t][i] : (float)ldexp((double)(r % 100000 + 1), (int)(r >> 20 & 63) - 40);
+        }
+        double seq = 0, got = 0;
+        for (int i = 0; i < 3; i++) {
+            for (int j = 0; j < 8; j++) seq += (double)h[i];
+            got = bpcc_obs_add_repeated(got, (double)h[i], 8);
+        }
+        ck_assert_msg(got == seq, "run %d: %a, %a, %a: %a, want %a", t, (double)h[0], (double)h[1], (double)h[2], got,
+                      seq);
+    }
+#undef NEXT
+}
+END_TEST
+
 /* A MinMaxObserver's scan finds the extremes and a NaN wherever they sit: in each lane of each of
 ** the vectorized scan's accumulators (blocks of 32 with AVX2, then of 16), in the scalar tail, in
 ** tensors shorter than a block. Per-channel rows take the same scan. */
@@ -1241,6 +1319,7 @@ int main(void)
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
     tcase_add_test(tc, histogram_counts_of_a_big_tensor_equal_one_by_one_counting);
     tcase_add_test(tc, minmax_observers_find_the_extremes_and_nan_anywhere);
+    tcase_add_test(tc, histograms_combine_bit_for_bit_as_element_by_element);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     suite_add_tcase(s, tc);

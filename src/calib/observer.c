@@ -238,6 +238,55 @@ BPCC_HOT static void histc_add(const float *x, uint64_t n, uint32_t bins, double
         for (uint32_t b = 0; b < bins; b++) h[b] += (float)(c[0][b] + c[1][b] + c[2][b] + c[3][b]);
 }
 
+/* the exponent of x's lowest set bit (x a nonzero finite double) */
+static int low_bit(double x)
+{
+    uint64_t b;
+    memcpy(&b, &x, sizeof b);
+    int e = (int)(b >> 52 & 0x7ff);
+    uint64_t m = b & ((UINT64_C(1) << 52) - 1);
+    if (e) m |= UINT64_C(1) << 52;
+    return (e ? e : 1) - 1075 + __builtin_ctzll(m);
+}
+
+/* acc with v added m times one after the other, in double: in one step where every partial sum is
+** exact (then any order, and a product, give the same sum), else one by one. The partial sums
+** acc + j v are multiples of 2^t (t: the lower of acc's and v's lowest set bits) no larger than
+** |acc| + m |v|; below 2^(53 + t) each is a double. */
+double bpcc_obs_add_repeated(double acc, double v, int64_t m)
+{
+    if (v == 0.0 || m <= 0) return acc;
+    int t = low_bit(v);
+    if (acc != 0.0 && low_bit(acc) < t) t = low_bit(acc);
+    double bound = fabs(acc) + (double)m * fabs(v); /* rounded, so compared with margin */
+    if (m < (INT64_C(1) << 28) && bound < ldexp(1.0, 53 + t) * 0.999) return acc + (double)m * v;
+    for (int64_t j = 0; j < m; j++) acc += v;
+    return acc;
+}
+
+void bpcc_obs_combine(const float *hist, uint32_t bins, int64_t up, int64_t down, int64_t start, float *comb)
+{
+    /* PyTorch adds the upsampled histogram element by element (torch.cumsum in double): here each
+    ** run of one old bin's copies inside one sampling window is added at once, to the same bits */
+    int64_t ulen = (int64_t)bins * up;
+    double acc = 0;
+    float prev = 0.0f; /* the shifted integral, stored as float32 as PyTorch's zeros() is */
+    for (uint32_t b = 0; b < bins; b++) {
+        /* the upsampled elements in window b: src in [b down - start, (b + 1) down - start) */
+        int64_t s0 = (int64_t)b * down - start, s1 = s0 + down;
+        s0 = s0 < 0 ? 0 : s0;
+        s1 = s1 > ulen ? ulen : s1;
+        while (s0 < s1) {
+            int64_t i = s0 / up, run_end = (i + 1) * up < s1 ? (i + 1) * up : s1;
+            acc = bpcc_obs_add_repeated(acc, (double)hist[i], run_end - s0);
+            s0 = run_end;
+        }
+        double interp = (acc - (double)prev) / (double)up;
+        comb[b] = comb[b] + (float)interp;
+        prev = (float)acc;
+    }
+}
+
 /* Python's int() of a float: truncation (the observer passes int(min_val) to histc) */
 static bool py_int(float v, double *out)
 {
@@ -298,19 +347,7 @@ static enum bpcc_status histogram_observe(struct obs_state *o, const float *x, u
             snprintf(why, n_why, "HistogramObserver: the old histogram does not fit the combined range");
             return BPCC_ERR_GRAPH;
         }
-        double acc = 0;
-        float prev = 0.0f; /* the shifted integral, stored as float32 as PyTorch's zeros() is */
-        int64_t k = 0;
-        for (uint32_t b = 0; b < bins; b++) {
-            for (int64_t j = 0; j < down; j++, k++) {
-                int64_t src = k - start;
-                if (src >= 0 && src < ulen) acc += (double)o->hist[src / up];
-            }
-            double integ = acc;
-            double interp = (integ - (double)prev) / (double)up;
-            comb[b] = comb[b] + (float)interp;
-            prev = (float)integ;
-        }
+        bpcc_obs_combine(o->hist, bins, up, down, start, comb);
     }
     memcpy(o->hist, comb, bins * sizeof *comb);
     bpcc_xfree(comb);

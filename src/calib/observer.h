@@ -38,6 +38,16 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float
 BPCC_INTERNAL float bpcc_div_floor_exact(float a, float b);
 BPCC_INTERNAL float bpcc_div_floor(float a, float b);
 
+/* HistogramObserver's _combine_histograms: the old histogram of `bins` bins, upsampled `up` times,
+** placed at `start` on an axis of bins x down, integrated in double in axis order, sampled every
+** `down`-th step; each sampled difference over `up` is added to comb[b] (the new batch's counts).
+** The caller has checked 0 <= start and start + bins up <= bins down. */
+BPCC_INTERNAL void bpcc_obs_combine(const float *hist, uint32_t bins, int64_t up, int64_t down, int64_t start,
+                                    float *comb);
+/* acc + v + v + ... (m times, in double, one addition after the other), in one step where that is
+** sure to give the same bits */
+BPCC_INTERNAL double bpcc_obs_add_repeated(double acc, double v, int64_t m);
+
 /* HistogramObserver's _compute_quantization_error for the bins [s, e] of o's histogram, and its
 ** _non_linear_param_search: the [min, max] of least error */
 BPCC_INTERNAL double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e);
