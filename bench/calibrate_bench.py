@@ -5,7 +5,9 @@ fixed-qparams entries), fed the same batches. PyTorch: the prepare_fx model's fo
 observers in place); bpcc: `bpcc calibrate` (the reference interpreter, OpenBLAS). One thread each,
 both timed warm (one batch first, not counted), in REPEATS pairs of runs taken in turn (this
 shared machine's speed drifts within a minute): medians, [min-max], and the ratio of each pair.
-usage: calibrate_bench.py BPCC NAME [BATCHES] [BATCH_SIZE] [SIZE] [REPEATS]"""
+With --histogram, the default fbgemm mapping instead (HistogramObserver activations, per-channel
+MinMax weights: what `bpcc quantize -q fbgemm` and get_default_qconfig_mapping("fbgemm") use).
+usage: calibrate_bench.py BPCC NAME [BATCHES] [BATCH_SIZE] [SIZE] [REPEATS] [--histogram]"""
 import copy
 import os
 import statistics
@@ -17,7 +19,7 @@ import warnings
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools", "python"))
 import torch  # noqa: E402
-from torch.ao.quantization import QConfig, QConfigMapping  # noqa: E402
+from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping  # noqa: E402
 from torch.ao.quantization import observer as ob  # noqa: E402
 from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER  # noqa: E402
 from torch.ao.quantization.quantize_fx import prepare_fx  # noqa: E402
@@ -30,25 +32,30 @@ from bpcc_torch.__main__ import torchvision_model  # noqa: E402
 
 warnings.simplefilter("ignore")
 torch.set_num_threads(1)
-bpcc, name = sys.argv[1], sys.argv[2]
-n = int(sys.argv[3]) if len(sys.argv) > 3 else 5
-bs = int(sys.argv[4]) if len(sys.argv) > 4 else 1
-size = int(sys.argv[5]) if len(sys.argv) > 5 else 224
-repeats = int(sys.argv[6]) if len(sys.argv) > 6 else 3
+histogram = "--histogram" in sys.argv
+args = [a for a in sys.argv if a != "--histogram"]
+bpcc, name = args[1], args[2]
+n = int(args[3]) if len(args) > 3 else 5
+bs = int(args[4]) if len(args) > 4 else 1
+size = int(args[5]) if len(args) > 5 else 224
+repeats = int(args[6]) if len(args) > 6 else 3
 mapping = QConfigMapping().set_global(QConfig(
     activation=ob.MinMaxObserver.with_args(dtype=torch.quint8),
     weight=ob.PerChannelMinMaxObserver.with_args(dtype=torch.qint8, qscheme=torch.per_channel_symmetric)))
 for op, obs in _FIXED_QPARAMS_OP_TO_OBSERVER.items():
     mapping.set_object_type(op, QConfig(activation=obs, weight=ob.default_weight_observer))
+if histogram:
+    mapping = get_default_qconfig_mapping("fbgemm")
 model = torchvision_model(name, 0)
 torch.manual_seed(0)
 batches = [torch.randn(bs, 3, size, size) for _ in range(n)]
 with tempfile.TemporaryDirectory() as tmp:
     src = os.path.join(tmp, "m.bpcc")
     bpcc_torch.export(model, (batches[0],), src)
-    spec = os.path.join(tmp, "q.yaml")
-    with open(spec, "w") as f:
-        f.write(bq.mapping_yaml(mapping, "minmax"))
+    spec = "fbgemm" if histogram else os.path.join(tmp, "q.yaml")
+    if not histogram:
+        with open(spec, "w") as f:
+            f.write(bq.mapping_yaml(mapping, "minmax"))
     subprocess.run([bpcc, "prepare", src, "-b", "fbgemm", "-q", spec, "-o", os.path.join(tmp, "p.bpcc")], check=True)
     files = []
     for i, b in enumerate(batches):
