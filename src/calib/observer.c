@@ -256,8 +256,8 @@ static int low_bit(double x)
 double bpcc_obs_add_repeated(double acc, double v, int64_t m)
 {
     if (v == 0.0 || m <= 0) return acc;
-    int t = low_bit(v);
-    if (acc != 0.0 && low_bit(acc) < t) t = low_bit(acc);
+    int t = low_bit(v), ta = acc != 0.0 ? low_bit(acc) : t;
+    t = ta < t ? ta : t;
     double bound = fabs(acc) + (double)m * fabs(v); /* rounded, so compared with margin */
     if (m < (INT64_C(1) << 28) && bound < ldexp(1.0, 53 + t) * 0.999) return acc + (double)m * v;
     for (int64_t j = 0; j < m; j++) acc += v;
