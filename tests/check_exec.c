@@ -582,6 +582,162 @@ START_TEST(max_pooling_matches_the_formula)
 }
 END_TEST
 
+/* Pooling of rank r (1, 2, 3) against a brute-force reference: every input position is tested for
+** membership in every output's window, dimension by dimension. */
+struct pool_case {
+    const char *op; /* module type suffix: MaxPool, AvgPool, AdaptiveAvgPool, AdaptiveMaxPool */
+    int r;
+    const char *attrs;
+    int64_t k[3], s[3], p[3], d[3], out[3]; /* the last r entries are used */
+    bool ceil, include_pad;
+    int64_t divisor;
+};
+
+/* is input index q in output o's window along one dimension of extent n (for max: a tap) */
+static bool in_window(const struct pool_case *c, int i, int64_t o, int64_t q, int64_t n, int64_t on)
+{
+    if (!strncmp(c->op, "Adaptive", 8)) return q >= o * n / on && q < ((o + 1) * n + on - 1) / on;
+    int64_t st = o * c->s[i] - c->p[i];
+    if (strstr(c->op, "Max")) return q >= st && (q - st) % c->d[i] == 0 && (q - st) / c->d[i] < c->k[i];
+    return q >= st && q < st + c->k[i];
+}
+
+START_TEST(pooling_of_every_rank_matches_a_brute_force_reference)
+{
+    static const struct pool_case cases[] = {
+        {"MaxPool", 1, "kernel_size: 3, stride: 2, padding: 1", {0, 0, 3}, {0, 0, 2}, {0, 0, 1}, {1, 1, 1}, {0}, false, true, 0},
+        {"MaxPool", 1, "kernel_size: (2,), dilation: 3, ceil_mode: True", {0, 0, 2}, {0, 0, 2}, {0}, {1, 1, 3}, {0}, true, true, 0},
+        {"AvgPool", 1, "kernel_size: 3, stride: 2, padding: 1, count_include_pad: False", {0, 0, 3}, {0, 0, 2}, {0, 0, 1},
+         {1, 1, 1}, {0}, false, false, 0},
+        {"AvgPool", 1, "kernel_size: 4, stride: 3, padding: 2, ceil_mode: True", {0, 0, 4}, {0, 0, 3}, {0, 0, 2}, {1, 1, 1},
+         {0}, true, true, 0},
+        {"AdaptiveAvgPool", 1, "output_size: 3", {0}, {0}, {0}, {1, 1, 1}, {1, 1, 3}, false, true, 0},
+        {"AdaptiveMaxPool", 1, "output_size: 4", {0}, {0}, {0}, {1, 1, 1}, {1, 1, 4}, false, true, 0},
+        {"MaxPool", 2, "kernel_size: (2, 3), stride: (1, 2), padding: (1, 1)", {0, 2, 3}, {0, 1, 2}, {0, 1, 1}, {1, 1, 1},
+         {0}, false, true, 0},
+        {"AvgPool", 2, "kernel_size: 3, stride: 2, divisor_override: 5", {0, 3, 3}, {0, 2, 2}, {0}, {1, 1, 1}, {0}, false, true, 5},
+        {"AdaptiveMaxPool", 2, "output_size: (None, 2)", {0}, {0}, {0}, {1, 1, 1}, {1, 5, 2}, false, true, 0},
+        {"MaxPool", 3, "kernel_size: (2, 3, 2), stride: (1, 2, 2), padding: (1, 1, 0), dilation: (1, 1, 2), ceil_mode: True",
+         {2, 3, 2}, {1, 2, 2}, {1, 1, 0}, {1, 1, 2}, {0}, true, true, 0},
+        {"AvgPool", 3, "kernel_size: 2, stride: (1, 2, 2), padding: 1, count_include_pad: False", {2, 2, 2}, {1, 2, 2},
+         {1, 1, 1}, {1, 1, 1}, {0}, false, false, 0},
+        {"AvgPool", 3, "kernel_size: 3, stride: 2, padding: 1", {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, {0}, false, true, 0},
+        {"AdaptiveAvgPool", 3, "output_size: (2, 3, None)", {0}, {0}, {0}, {1, 1, 1}, {2, 3, 7}, false, true, 0},
+        {"AdaptiveMaxPool", 3, "output_size: 1", {0}, {0}, {0}, {1, 1, 1}, {1, 1, 1}, false, true, 0},
+    };
+    const int64_t ext[3] = {4, 5, 7}; /* the spatial extents, the last r of them */
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        struct pool_case cc = cases[ci], *c = &cc;
+        bool adaptive = !strncmp(c->op, "Adaptive", 8), max = strstr(c->op, "Max");
+        for (int i = 0; i < 3 - c->r; i++) c->k[i] = c->s[i] = c->d[i] = c->out[i] = 1, c->p[i] = 0; /* unit windows */
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule p : torch.nn.%s%dd {%s}\n\ngraph\n  %%x = placeholder x ()\n"
+                 "  %%p = call_module p (%%x,)\n  %%output = output output (%%p,)\n",
+                 c->op, c->r, c->attrs);
+        struct bpcc_graph *g = parse(text);
+        int64_t dims[5] = {2, 3}, n[3] = {1, 1, 1};
+        for (int i = 3 - c->r; i < 3; i++) dims[2 + i - (3 - c->r)] = n[i] = ext[i];
+        struct xtensor *x = input((uint32_t)(2 + c->r), dims, ramp2);
+        if (max) x->data[(1 * n[0] * n[1] + 0) * n[2] + 3] = NAN; /* plane 1: a max propagates it */
+        struct xval out;
+        RUN(g, x, &out);
+        const struct xtensor *y = out.u.t;
+        ck_assert_int_eq(y->ndim, 2 + c->r);
+        ck_assert_int_eq(y->dims[0], 2);
+        ck_assert_int_eq(y->dims[1], 3); /* the channels are never pooled */
+        int64_t on[3] = {1, 1, 1};
+        for (int i = 3 - c->r; i < 3; i++) {
+            on[i] = y->dims[2 + i - (3 - c->r)];
+            if (adaptive) {
+                ck_assert_int_eq(on[i], c->out[i]);
+                continue;
+            }
+            /* the output extent: windows inside the padded input; with ceil_mode also one that
+            ** overhangs its end by less than a stride, if it starts inside the input */
+            int64_t want = 0, eff = c->d[i] * (c->k[i] - 1) + 1;
+            for (;; want++) {
+                int64_t st = want * c->s[i] - c->p[i];
+                if (!(st + eff <= n[i] + c->p[i] || (c->ceil && st + eff <= n[i] + c->p[i] + c->s[i] - 1 && st < n[i]))) break;
+            }
+            ck_assert_msg(on[i] == want, "case %zu dim %d: %lld vs %lld", ci, i, (long long)on[i], (long long)want);
+        }
+        uint64_t plane = (uint64_t)(n[0] * n[1] * n[2]), oplane = (uint64_t)(on[0] * on[1] * on[2]);
+        for (uint64_t pl = 0; pl < 6; pl++)
+            for (uint64_t oi = 0; oi < oplane; oi++) {
+                int64_t o[3] = {(int64_t)(oi / (uint64_t)(on[1] * on[2])), (int64_t)(oi / (uint64_t)on[2] % (uint64_t)on[1]),
+                                (int64_t)(oi % (uint64_t)on[2])};
+                double sum = 0;
+                float m = -INFINITY;
+                bool nan = false;
+                int64_t count = 0, padded = 1;
+                for (uint64_t qi = 0; qi < plane; qi++) {
+                    int64_t q[3] = {(int64_t)(qi / (uint64_t)(n[1] * n[2])), (int64_t)(qi / (uint64_t)n[2] % (uint64_t)n[1]),
+                                    (int64_t)(qi % (uint64_t)n[2])};
+                    bool in = true;
+                    for (int i = 0; i < 3; i++) in = in && in_window(c, i, o[i], q[i], n[i], on[i]);
+                    if (!in) continue;
+                    float v = x->data[pl * plane + qi];
+                    sum += v;
+                    nan |= isnan(v);
+                    m = v > m ? v : m;
+                    count++;
+                }
+                for (int i = 0; i < 3 && !adaptive; i++) {
+                    int64_t st = o[i] * c->s[i] - c->p[i], en = st + c->k[i];
+                    padded *= (en < n[i] + c->p[i] ? en : n[i] + c->p[i]) - st;
+                }
+                float got = y->data[pl * oplane + oi];
+                if (max)
+                    ck_assert_msg(nan ? isnan(got) : got == m, "case %zu plane %llu out %llu: %g vs %g", ci,
+                                  (unsigned long long)pl, (unsigned long long)oi, got, m);
+                else {
+                    double div = c->divisor ? (double)c->divisor : adaptive || !c->include_pad ? (double)count : (double)padded;
+                    ck_assert_msg(count > 0 && fabs(got - sum / div) < 1e-5, "case %zu plane %llu out %llu: %g vs %g", ci,
+                                  (unsigned long long)pl, (unsigned long long)oi, got, sum / div);
+                }
+            }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
+/* what pooling refuses: indices it does not compute, an input of the wrong rank, an empty output */
+START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
+{
+    static const struct {
+        const char *node, *msg;
+        uint32_t ndim;
+    } cases[] = {
+        {"call_module p (%x,)", "return_indices=True is not supported", 4},
+        {"call_function torch.nn.functional.max_pool1d (%x, 2) {return_indices: True}", "return_indices=True is not supported", 3},
+        {"call_function torch.nn.functional.adaptive_max_pool2d (%x, 1, True)", "return_indices=True is not supported", 4},
+        {"call_function torch.nn.functional.avg_pool3d (%x, 2)", "3-d pooling needs a 4-d or 5-d input, not 3-d", 3},
+        {"call_function torch.nn.functional.adaptive_avg_pool1d (%x, 1)", "1-d pooling needs a 2-d or 3-d input, not 4-d", 4},
+        /* a window longer than the input: (2 - 3) / 2 rounds down to -1, no output (PyTorch: too small) */
+        {"call_function torch.nn.functional.max_pool1d (%x, 3, 2)", "the output would be empty", 2},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule p : torch.nn.MaxPool2d {kernel_size: 2, return_indices: True}\n\ngraph\n"
+                 "  %%x = placeholder x ()\n  %%p = %s\n  %%output = output output (%%p,)\n",
+                 cases[i].node);
+        struct bpcc_graph *g = parse(text);
+        struct xtensor *x = input(cases[i].ndim, (int64_t[]){1, 2, 4, 4}, ramp);
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -1311,6 +1467,8 @@ int main(void)
     tcase_add_test(tc, padding_a_mode_cannot_do_is_refused);
     tcase_add_test(tc, linear_batch_norm_and_activations_match_the_formulas);
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
+    tcase_add_test(tc, pooling_of_every_rank_matches_a_brute_force_reference);
+    tcase_add_test(tc, pooling_refuses_indices_and_inputs_of_the_wrong_rank);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);
     tcase_add_test(tc, floor_division_agrees_with_c10s_formula);

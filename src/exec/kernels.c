@@ -908,10 +908,18 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xv
 BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
 
 struct kentry {
@@ -1126,11 +1134,16 @@ static const struct kentry table[] = {
     {'m', "torch.ao.nn.quantized.reference.ConvTranspose1d", bpcc_k_reference},
     {'m', "torch.ao.nn.quantized.reference.ConvTranspose2d", bpcc_k_reference}, {'m', "torch.nn.BatchNorm1d", bpcc_k_batch_norm},
     {'m', "torch.nn.BatchNorm2d", bpcc_k_batch_norm}, {'m', "torch.nn.BatchNorm3d", bpcc_k_batch_norm},
-    {'m', "torch.nn.LayerNorm", bpcc_k_layer_norm}, {'m', "torch.nn.MaxPool1d", bpcc_k_max_pool},
-    {'m', "torch.nn.MaxPool2d", bpcc_k_max_pool}, {'m', "torch.nn.AvgPool1d", bpcc_k_avg_pool},
-    {'m', "torch.nn.AvgPool2d", bpcc_k_avg_pool}, {'m', "torch.nn.AdaptiveAvgPool1d", bpcc_k_adaptive_avg_pool},
-    {'m', "torch.nn.AdaptiveAvgPool2d", bpcc_k_adaptive_avg_pool},
-    {'m', "torch.nn.AdaptiveMaxPool2d", bpcc_k_adaptive_max_pool},
+    {'m', "torch.nn.LayerNorm", bpcc_k_layer_norm},
+    {'m', "torch.nn.MaxPool1d", bpcc_k_max_pool1d}, {'m', "torch.nn.MaxPool2d", bpcc_k_max_pool2d},
+    {'m', "torch.nn.MaxPool3d", bpcc_k_max_pool3d}, {'m', "torch.nn.AvgPool1d", bpcc_k_avg_pool1d},
+    {'m', "torch.nn.AvgPool2d", bpcc_k_avg_pool2d}, {'m', "torch.nn.AvgPool3d", bpcc_k_avg_pool3d},
+    {'m', "torch.nn.AdaptiveAvgPool1d", bpcc_k_adaptive_avg_pool1d},
+    {'m', "torch.nn.AdaptiveAvgPool2d", bpcc_k_adaptive_avg_pool2d},
+    {'m', "torch.nn.AdaptiveAvgPool3d", bpcc_k_adaptive_avg_pool3d},
+    {'m', "torch.nn.AdaptiveMaxPool1d", bpcc_k_adaptive_max_pool1d},
+    {'m', "torch.nn.AdaptiveMaxPool2d", bpcc_k_adaptive_max_pool2d},
+    {'m', "torch.nn.AdaptiveMaxPool3d", bpcc_k_adaptive_max_pool3d},
     {'f', "torch.nn.functional.relu", k_relu}, {'f', "torch.relu", k_relu}, {'f', "torch.nn.functional.relu6", k_relu6},
     {'f', "torch.nn.functional.hardtanh", k_hardtanh}, {'f', "torch.nn.functional.leaky_relu", k_leaky_relu},
     {'f', "torch.nn.functional.elu", k_elu}, {'f', "torch.nn.functional.hardswish", k_hardswish},
@@ -1150,11 +1163,18 @@ static const struct kentry table[] = {
     {'f', "getattr", k_getattr},
     {'f', "torch.nn.functional.conv1d", bpcc_k_conv}, {'f', "torch.nn.functional.conv2d", bpcc_k_conv},
     {'f', "torch.nn.functional.linear", bpcc_k_linear}, {'f', "torch.nn.functional.batch_norm", bpcc_k_batch_norm},
-    {'f', "torch.nn.functional.layer_norm", bpcc_k_layer_norm}, {'f', "torch.nn.functional.max_pool2d", bpcc_k_max_pool},
-    {'f', "torch.nn.functional.avg_pool2d", bpcc_k_avg_pool},
-    {'f', "torch.nn.functional.adaptive_avg_pool2d", bpcc_k_adaptive_avg_pool},
-    {'f', "torch.nn.functional.adaptive_max_pool2d", bpcc_k_adaptive_max_pool},
-    {'f', "torch.matmul", bpcc_k_matmul}, {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
+    {'f', "torch.nn.functional.layer_norm", bpcc_k_layer_norm},
+    {'f', "torch.nn.functional.max_pool1d", bpcc_k_max_pool1d}, {'f', "torch.nn.functional.max_pool2d", bpcc_k_max_pool2d},
+    {'f', "torch.nn.functional.max_pool3d", bpcc_k_max_pool3d}, {'f', "torch.nn.functional.avg_pool1d", bpcc_k_avg_pool1d},
+    {'f', "torch.nn.functional.avg_pool2d", bpcc_k_avg_pool2d}, {'f', "torch.nn.functional.avg_pool3d", bpcc_k_avg_pool3d},
+    {'f', "torch.nn.functional.adaptive_avg_pool1d", bpcc_k_adaptive_avg_pool1d},
+    {'f', "torch.nn.functional.adaptive_avg_pool2d", bpcc_k_adaptive_avg_pool2d},
+    {'f', "torch.nn.functional.adaptive_avg_pool3d", bpcc_k_adaptive_avg_pool3d},
+    {'f', "torch.nn.functional.adaptive_max_pool1d", bpcc_k_adaptive_max_pool1d},
+    {'f', "torch.nn.functional.adaptive_max_pool2d", bpcc_k_adaptive_max_pool2d},
+    {'f', "torch.nn.functional.adaptive_max_pool3d", bpcc_k_adaptive_max_pool3d},
+    {'f', "torch.matmul", bpcc_k_matmul}, {'f', "operator.matmul", bpcc_k_matmul}, {'f', "torch.bmm", bpcc_k_matmul},
+    {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
     {'f', "torch.quantize_per_channel", k_quantize_per_channel}, {'f', "torch.dequantize", k_dequantize},
     {'t', "dequantize", k_dequantize}, {'t', "expand", k_expand}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
     {'m', "torchvision.ops.StochasticDepth", k_identity},

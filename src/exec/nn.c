@@ -583,117 +583,206 @@ enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
 
 /* }================================================ */
 
-/* {==================== pooling ==================== */
+/* {==================== pooling: 1-d, 2-d and 3-d ==================== */
 
+/* pooling_output_shape: the division rounds toward minus infinity (div_rtn) */
 static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode)
 {
     int64_t num = in + 2 * p - d * (k - 1) - 1 + (ceil_mode ? s - 1 : 0);
-    int64_t o = num / s + 1;
+    int64_t o = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
     if (ceil_mode && (o - 1) * s >= in + p) o--; /* the last window must start inside the input or left padding */
     return o;
 }
 
-struct pool2d {
-    int64_t k[2], s[2], p[2], d[2];
+/* The window in every spatial dimension of a rank-r op (1, 2 or 3): dimensions 3-r .. 2 are the
+** op's, the ones before are a unit window (kernel 1, stride 1, no padding) over a unit extent. */
+struct pool {
+    int64_t k[3], s[3], p[3], d[3];
     bool ceil_mode, count_include_pad;
     int64_t divisor;
 };
 
-static bool pool_params(const struct xargs *a, struct pool2d *pp, bool avg)
+/* the input's spatial extents, the same way: in[0..2], and the number of planes before them */
+static bool pool_input(const struct xargs *a, int r, const struct xtensor **x, int64_t in[3], uint64_t *planes)
 {
-    int64_t one[2] = {1, 1}, zero[2] = {0, 0};
+    if (!bpcc_xarg_tensor(a, 0, "input", x)) return false;
+    if ((*x)->ndim != (uint32_t)r + 1 && (*x)->ndim != (uint32_t)r + 2) {
+        bpcc_xerr(a, "%d-d pooling needs a %d-d or %d-d input, not %u-d", r, r + 1, r + 2, (*x)->ndim);
+        return false;
+    }
+    uint64_t n = 1;
+    for (int i = 0; i < 3; i++) {
+        in[i] = i < 3 - r ? 1 : (*x)->dims[(*x)->ndim - 3 + i];
+        n *= (uint64_t)in[i];
+    }
+    *planes = (*x)->numel / nz(n);
+    return true;
+}
+
+/* the output's dimensions: the input's leading ones, then out[3-r..2] */
+static struct xtensor *pool_output(const struct xtensor *x, int r, const int64_t out[3])
+{
+    int64_t dims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) dims[i] = i + (uint32_t)r < x->ndim ? x->dims[i] : out[3 - x->ndim + i];
+    return bpcc_xtensor_new(x->ndim, dims);
+}
+
+/* r ints of argument i / module attribute key into v[3-r..2], the unit value before */
+static bool pool_ints(const struct xargs *a, int r, uint32_t i, const char *key, const int64_t *dflt, int64_t unit,
+                      int64_t v[3])
+{
+    int64_t t[3];
+    if (a->module ? !bpcc_mattr_ints(a, key, (uint32_t)r, dflt, t) : !bpcc_xarg_ints(a, i, key, (uint32_t)r, dflt, t, NULL))
+        return false;
+    for (int k = 0; k < 3; k++) v[k] = k < 3 - r ? unit : t[k - 3 + r];
+    return true;
+}
+
+static bool no_indices(const struct xargs *a, uint32_t i)
+{
+    bool ri;
+    if (a->module) ri = bpcc_mattr_bool(a->module, "return_indices", false);
+    else if (!bpcc_xarg_bool(a, i, "return_indices", false, &ri)) return false;
+    if (ri) bpcc_xerr(a, "return_indices=True is not supported: the interpreter computes the pooled values only");
+    return !ri;
+}
+
+/* max_poolNd(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False)
+** avg_poolNd(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True[, divisor_override=None])
+** and the modules' attributes of the same names */
+static bool pool_params(const struct xargs *a, int r, bool avg, struct pool *pp)
+{
+    const int64_t one[3] = {1, 1, 1}, zero[3] = {0, 0, 0};
     pp->divisor = 0;
     pp->count_include_pad = true;
     pp->ceil_mode = false;
+    if (!pool_ints(a, r, 1, "kernel_size", NULL, 1, pp->k)) return false;
+    bool no_stride;
     if (a->module) {
-        if (!bpcc_mattr_ints(a, "kernel_size", 2, NULL, pp->k)) return false;
         const struct bpcc_value *sv = bpcc_module_attr(a->module, "stride");
-        if (!sv || sv->kind == BPCC_VAL_NONE || ((sv->kind == BPCC_VAL_TUPLE || sv->kind == BPCC_VAL_LIST) && !sv->n))
-            pp->s[0] = pp->k[0], pp->s[1] = pp->k[1];
-        else if (!bpcc_mattr_ints(a, "stride", 2, NULL, pp->s)) return false;
-        if (!bpcc_mattr_ints(a, "padding", 2, zero, pp->p)) return false;
-        if (!avg && !bpcc_mattr_ints(a, "dilation", 2, one, pp->d)) return false;
-        if (avg) pp->d[0] = pp->d[1] = 1;
-        pp->ceil_mode = bpcc_mattr_bool(a->module, "ceil_mode", false);
-        pp->count_include_pad = bpcc_mattr_bool(a->module, "count_include_pad", true);
-        const struct bpcc_value *dv = bpcc_module_attr(a->module, "divisor_override");
-        if (dv && dv->kind == BPCC_VAL_INT) pp->divisor = dv->u.i;
+        no_stride = !sv || sv->kind == BPCC_VAL_NONE || ((sv->kind == BPCC_VAL_TUPLE || sv->kind == BPCC_VAL_LIST) && !sv->n);
     } else {
-        if (!bpcc_xarg_ints(a, 1, "kernel_size", 2, NULL, pp->k, NULL)) return false;
         const struct xval *sv = bpcc_xarg(a, 2, "stride");
-        if (!sv || sv->k == XV_NONE || (sv->k == XV_SEQ && !sv->u.seq.n)) pp->s[0] = pp->k[0], pp->s[1] = pp->k[1];
-        else if (!bpcc_xarg_ints(a, 2, "stride", 2, NULL, pp->s, NULL)) return false;
-        if (!bpcc_xarg_ints(a, 3, "padding", 2, zero, pp->p, NULL)) return false;
-        if (avg) {
-            pp->d[0] = pp->d[1] = 1;
-            if (!bpcc_xarg_bool(a, 4, "ceil_mode", false, &pp->ceil_mode) ||
-                !bpcc_xarg_bool(a, 5, "count_include_pad", true, &pp->count_include_pad) ||
-                !bpcc_xarg_int(a, 6, "divisor_override", 0, &pp->divisor))
-                return false;
-        } else if (!bpcc_xarg_ints(a, 4, "dilation", 2, one, pp->d, NULL) ||
-                   !bpcc_xarg_bool(a, 5, "ceil_mode", false, &pp->ceil_mode)) {
+        no_stride = !sv || sv->k == XV_NONE || (sv->k == XV_SEQ && !sv->u.seq.n);
+    }
+    if (no_stride) memcpy(pp->s, pp->k, sizeof pp->s);
+    else if (!pool_ints(a, r, 2, "stride", NULL, 1, pp->s)) return false;
+    if (!pool_ints(a, r, 3, "padding", zero, 0, pp->p)) return false;
+    if (avg) {
+        memcpy(pp->d, one, sizeof pp->d);
+        if (a->module) {
+            pp->ceil_mode = bpcc_mattr_bool(a->module, "ceil_mode", false);
+            pp->count_include_pad = bpcc_mattr_bool(a->module, "count_include_pad", true);
+            const struct bpcc_value *dv = bpcc_module_attr(a->module, "divisor_override");
+            if (dv && dv->kind == BPCC_VAL_INT) pp->divisor = dv->u.i;
+        } else if (!bpcc_xarg_bool(a, 4, "ceil_mode", false, &pp->ceil_mode) ||
+                   !bpcc_xarg_bool(a, 5, "count_include_pad", true, &pp->count_include_pad) ||
+                   (r > 1 && !bpcc_xarg_int(a, 6, "divisor_override", 0, &pp->divisor))) {
             return false;
         }
+    } else {
+        if (!pool_ints(a, r, 4, "dilation", one, 1, pp->d)) return false;
+        if (a->module) pp->ceil_mode = bpcc_mattr_bool(a->module, "ceil_mode", false);
+        else if (!bpcc_xarg_bool(a, 5, "ceil_mode", false, &pp->ceil_mode)) return false;
+        if (!no_indices(a, 6)) return false;
     }
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (pp->k[i] < 1 || pp->s[i] < 1 || pp->p[i] < 0 || pp->d[i] < 1 || pp->p[i] * 2 > pp->k[i]) {
             bpcc_xerr(a, "invalid pooling kernel, stride, padding or dilation");
             return false;
         }
+    if (avg && pp->divisor < 0) {
+        bpcc_xerr(a, "divisor_override must be positive");
+        return false;
+    }
     return true;
 }
 
-BPCC_HOT static enum bpcc_status pool(const struct xargs *a, bool avg, struct xval *out)
+/* average pooling of one plane [D, H, W] into [OD, OH, OW]: each window summed in order */
+static void avg_plane(const struct pool *pp, const int64_t in[3], const int64_t on[3], const float *img, float *o)
+{
+    for (int64_t od = 0; od < on[0]; od++)
+        for (int64_t oy = 0; oy < on[1]; oy++)
+            for (int64_t ox = 0; ox < on[2]; ox++) {
+                int64_t st[3], en[3], pool_size = 1, count = 1;
+                const int64_t at[3] = {od, oy, ox};
+                for (int i = 0; i < 3; i++) {
+                    st[i] = at[i] * pp->s[i] - pp->p[i];
+                    en[i] = st[i] + pp->k[i] < in[i] + pp->p[i] ? st[i] + pp->k[i] : in[i] + pp->p[i];
+                    pool_size *= en[i] - st[i];
+                    if (st[i] < 0) st[i] = 0;
+                    if (en[i] > in[i]) en[i] = in[i];
+                    count *= en[i] - st[i] > 0 ? en[i] - st[i] : 0;
+                }
+                float s = 0;
+                for (int64_t iz = st[0]; iz < en[0]; iz++)
+                    for (int64_t iy = st[1]; iy < en[1]; iy++)
+                        for (int64_t ix = st[2]; ix < en[2]; ix++) s += img[(iz * in[1] + iy) * in[2] + ix];
+                int64_t div = pp->divisor ? pp->divisor : pp->count_include_pad ? pool_size : count;
+                *o++ = div ? s / (float)div : 0.0f;
+            }
+}
+
+/* max pooling of one plane [D, H, W] into [OD, OH, OW] (3-d pooling; 1-d and 2-d take bpcc_maxpool2d):
+** padding never wins, NaN does */
+static void max_plane(const struct pool *pp, const int64_t in[3], const int64_t on[3], const float *img, float *o)
+{
+    for (int64_t od = 0; od < on[0]; od++)
+        for (int64_t oy = 0; oy < on[1]; oy++)
+            for (int64_t ox = 0; ox < on[2]; ox++) {
+                float m = -INFINITY;
+                for (int64_t kz = 0; kz < pp->k[0]; kz++) {
+                    int64_t iz = od * pp->s[0] - pp->p[0] + kz * pp->d[0];
+                    if (iz < 0 || iz >= in[0]) continue;
+                    for (int64_t ky = 0; ky < pp->k[1]; ky++) {
+                        int64_t iy = oy * pp->s[1] - pp->p[1] + ky * pp->d[1];
+                        if (iy < 0 || iy >= in[1]) continue;
+                        for (int64_t kx = 0; kx < pp->k[2]; kx++) {
+                            int64_t ix = ox * pp->s[2] - pp->p[2] + kx * pp->d[2];
+                            if (ix < 0 || ix >= in[2]) continue;
+                            float v = img[(iz * in[1] + iy) * in[2] + ix];
+                            if (v > m || isnan(v)) m = v;
+                        }
+                    }
+                }
+                *o++ = m;
+            }
+}
+
+BPCC_HOT static enum bpcc_status pool(const struct xargs *a, int r, bool avg, struct xval *out)
 {
     const struct xtensor *x;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "2-d pooling needs a 3-d or 4-d input");
-    struct pool2d pp;
-    if (!pool_params(a, &pp, avg)) return BPCC_ERR_GRAPH;
-    int64_t H = x->dims[x->ndim - 2], W = x->dims[x->ndim - 1];
-    int64_t OH = pool_out(H, pp.k[0], pp.s[0], pp.p[0], pp.d[0], pp.ceil_mode);
-    int64_t OW = pool_out(W, pp.k[1], pp.s[1], pp.p[1], pp.d[1], pp.ceil_mode);
-    if (OH < 1 || OW < 1) return bpcc_xerr(a, "the output would be empty");
-    int64_t dims[4];
-    for (uint32_t i = 0; i + 2 < x->ndim; i++) dims[i] = x->dims[i];
-    dims[x->ndim - 2] = OH;
-    dims[x->ndim - 1] = OW;
-    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    int64_t in[3], on[3];
+    uint64_t planes;
+    struct pool pp;
+    if (!pool_input(a, r, &x, in, &planes) || !pool_params(a, r, avg, &pp)) return BPCC_ERR_GRAPH;
+    for (int i = 0; i < 3; i++) {
+        on[i] = pool_out(in[i], pp.k[i], pp.s[i], pp.p[i], pp.d[i], pp.ceil_mode);
+        if (on[i] < 1) return bpcc_xerr(a, "the output would be empty");
+    }
+    struct xtensor *y = pool_output(x, r, on);
     if (!y) return bpcc_diag_nomem(a->d);
-    uint64_t planes = x->numel / nz((uint64_t)(H * W));
-    if (!avg) {
-        struct bpcc_window p = {H, W, pp.k[0], pp.k[1], OH, OW, pp.s[0], pp.s[1], pp.p[0], pp.p[1], pp.d[0], pp.d[1], 0,
-                                -INFINITY};
+    uint64_t is = (uint64_t)(in[0] * in[1] * in[2]), os = (uint64_t)(on[0] * on[1] * on[2]);
+    if (!avg && r < 3) {
+        struct bpcc_window p = {in[1], in[2], pp.k[1], pp.k[2], on[1], on[2], pp.s[1], pp.s[2], pp.p[1], pp.p[2],
+                                pp.d[1], pp.d[2], 0, -INFINITY};
         if (!bpcc_maxpool2d(&p, planes, x->data, y->data)) {
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
         }
         return put(a, y, out);
     }
-    for (uint64_t c = 0; c < planes; c++) {
-        const float *img = x->data + c * H * W;
-        float *o = y->data + c * OH * OW;
-        for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++) {
-                int64_t y0 = oy * pp.s[0] - pp.p[0], x0 = ox * pp.s[1] - pp.p[1];
-                int64_t y1 = y0 + pp.k[0], x1 = x0 + pp.k[1];
-                int64_t ye = y1 < H + pp.p[0] ? y1 : H + pp.p[0], xe = x1 < W + pp.p[1] ? x1 : W + pp.p[1];
-                int64_t pool_size = (ye - y0) * (xe - x0);
-                int64_t ys = y0 > 0 ? y0 : 0, xs = x0 > 0 ? x0 : 0;
-                ye = ye < H ? ye : H;
-                xe = xe < W ? xe : W;
-                float s = 0;
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++) s += img[iy * W + ix];
-                int64_t div = pp.divisor ? pp.divisor : pp.count_include_pad ? pool_size : (ye - ys) * (xe - xs);
-                o[oy * OW + ox] = div ? s / (float)div : 0.0f;
-            }
-    }
+    for (uint64_t c = 0; c < planes; c++)
+        (avg ? avg_plane : max_plane)(&pp, in, on, x->data + c * is, y->data + c * os);
     return put(a, y, out);
 }
 
-enum bpcc_status bpcc_k_max_pool(const struct xargs *a, struct xval *out) { return pool(a, false, out); }
-enum bpcc_status bpcc_k_avg_pool(const struct xargs *a, struct xval *out) { return pool(a, true, out); }
+enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, false, out); }
+enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, false, out); }
+enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, false, out); }
+enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, true, out); }
+enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, true, out); }
+enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, true, out); }
 
 /* the sum of img[ys..ye) x [xs..xe) (row stride W) in 8 running partial sums, which the compiler
 ** keeps in vector registers (PyTorch's vectorized kernel also sums in lanes, not in order) */
@@ -723,53 +812,59 @@ static float window_max(const float *img, int64_t W, int64_t ys, int64_t ye, int
     return m;
 }
 
-static enum bpcc_status adaptive(const struct xargs *a, bool avg, struct xval *out)
+/* adaptive_{avg,max}_poolNd(input, output_size[, return_indices=False]); output_size an int or r
+** entries, None keeping the input's extent. Window i of n over I: [floor(i I / n), ceil((i+1) I / n)). */
+static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct xval *out)
 {
     const struct xtensor *x;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "2-d adaptive pooling needs a 3-d or 4-d input");
-    int64_t H = x->dims[x->ndim - 2], W = x->dims[x->ndim - 1], os[2];
+    int64_t in[3], on[3];
+    uint64_t planes;
+    if (!pool_input(a, r, &x, in, &planes)) return BPCC_ERR_GRAPH;
+    if (!avg && !no_indices(a, 2)) return BPCC_ERR_GRAPH;
+    memcpy(on, in, sizeof on);
+    const struct bpcc_value *mv = a->module ? bpcc_module_attr(a->module, "output_size") : NULL;
     const struct xval *ov = a->module ? NULL : bpcc_xarg(a, 1, "output_size");
-    if (a->module) {
-        const struct bpcc_value *v = bpcc_module_attr(a->module, "output_size");
-        int64_t dflt[2] = {H, W};
-        if (v && (v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_LIST) && v->n == 2) {
-            for (int i = 0; i < 2; i++)
-                os[i] = v->u.seq.items[i].kind == BPCC_VAL_INT ? v->u.seq.items[i].u.i : dflt[i]; /* None keeps */
-        } else if (!bpcc_mattr_ints(a, "output_size", 2, NULL, os)) {
-            return BPCC_ERR_GRAPH;
-        }
-    } else if (ov && ov->k == XV_SEQ && ov->u.seq.n == 2) {
-        os[0] = ov->u.seq.items[0].k == XV_INT ? ov->u.seq.items[0].u.i : H;
-        os[1] = ov->u.seq.items[1].k == XV_INT ? ov->u.seq.items[1].u.i : W;
-    } else if (!bpcc_xarg_ints(a, 1, "output_size", 2, NULL, os, NULL)) {
+    if (mv && (mv->kind == BPCC_VAL_TUPLE || mv->kind == BPCC_VAL_LIST) && mv->n == (uint32_t)r) {
+        for (int i = 0; i < r; i++)
+            if (mv->u.seq.items[i].kind == BPCC_VAL_INT) on[3 - r + i] = mv->u.seq.items[i].u.i; /* None keeps */
+    } else if (ov && ov->k == XV_SEQ && ov->u.seq.n == (uint32_t)r) {
+        for (int i = 0; i < r; i++)
+            if (ov->u.seq.items[i].k == XV_INT) on[3 - r + i] = ov->u.seq.items[i].u.i;
+    } else if (!pool_ints(a, r, 1, "output_size", NULL, 1, on)) {
         return BPCC_ERR_GRAPH;
     }
-    if (os[0] < 1 || os[1] < 1) return bpcc_xerr(a, "output_size must be positive");
-    int64_t dims[4];
-    for (uint32_t i = 0; i + 2 < x->ndim; i++) dims[i] = x->dims[i];
-    dims[x->ndim - 2] = os[0];
-    dims[x->ndim - 1] = os[1];
-    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    for (int i = 0; i < 3; i++)
+        if (on[i] < 1) return bpcc_xerr(a, "output_size must be positive");
+    struct xtensor *y = pool_output(x, r, on);
     if (!y) return bpcc_diag_nomem(a->d);
-    uint64_t planes = x->numel / nz((uint64_t)(H * W));
-    for (uint64_t c = 0; c < planes; c++) {
-        const float *img = x->data + c * H * W;
-        float *o = y->data + c * os[0] * os[1];
-        for (int64_t oy = 0; oy < os[0]; oy++) {
-            int64_t ys = oy * H / os[0], ye = ((oy + 1) * H + os[0] - 1) / os[0];
-            for (int64_t ox = 0; ox < os[1]; ox++) {
-                int64_t xs = ox * W / os[1], xe = ((ox + 1) * W + os[1] - 1) / os[1];
-                float r = avg ? window_sum(img, W, ys, ye, xs, xe) : window_max(img, W, ys, ye, xs, xe);
-                o[oy * os[1] + ox] = avg ? r / (float)((ye - ys) * (xe - xs)) : r;
+    const int64_t D = in[0], H = in[1], W = in[2];
+    float *o = y->data;
+    for (uint64_t c = 0; c < planes; c++)
+        for (int64_t oz = 0; oz < on[0]; oz++) {
+            int64_t zs = oz * D / on[0], ze = ((oz + 1) * D + on[0] - 1) / on[0];
+            for (int64_t oy = 0; oy < on[1]; oy++) {
+                int64_t ys = oy * H / on[1], ye = ((oy + 1) * H + on[1] - 1) / on[1];
+                for (int64_t ox = 0; ox < on[2]; ox++) {
+                    int64_t xs = ox * W / on[2], xe = ((ox + 1) * W + on[2] - 1) / on[2];
+                    float acc = 0;
+                    for (int64_t iz = zs; iz < ze; iz++) {
+                        const float *img = x->data + (c * (uint64_t)D + (uint64_t)iz) * (uint64_t)(H * W);
+                        float v = avg ? window_sum(img, W, ys, ye, xs, xe) : window_max(img, W, ys, ye, xs, xe);
+                        acc = iz == zs ? v : avg ? acc + v : v > acc || isnan(v) ? v : acc;
+                    }
+                    *o++ = avg ? acc / (float)((ze - zs) * (ye - ys) * (xe - xs)) : acc;
+                }
             }
         }
-    }
     return put(a, y, out);
 }
 
-enum bpcc_status bpcc_k_adaptive_avg_pool(const struct xargs *a, struct xval *out) { return adaptive(a, true, out); }
-enum bpcc_status bpcc_k_adaptive_max_pool(const struct xargs *a, struct xval *out) { return adaptive(a, false, out); }
+enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out) { return adaptive(a, 1, true, out); }
+enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out) { return adaptive(a, 2, true, out); }
+enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out) { return adaptive(a, 3, true, out); }
+enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out) { return adaptive(a, 1, false, out); }
+enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out) { return adaptive(a, 2, false, out); }
+enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out) { return adaptive(a, 3, false, out); }
 
 /* }================================================ */
 

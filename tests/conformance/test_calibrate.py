@@ -298,6 +298,34 @@ class Calibrate(unittest.TestCase):
 
         self.check_run_multi(M().eval(), torch.randn(2, 4, 21, 37), "depthwise")
 
+    def test_run_pooling_of_every_rank(self):
+        """1-d, 2-d and 3-d pooling, as modules and functions (channels are never pooled), batched
+        matrix products"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.mp1 = nn.MaxPool1d(3, stride=2, padding=1, dilation=1, ceil_mode=True)
+                self.ap1 = nn.AvgPool1d(4, stride=3, padding=2, count_include_pad=False)
+                self.aap1 = nn.AdaptiveAvgPool1d(3)
+                self.amp1 = nn.AdaptiveMaxPool1d(4)
+                self.mp3 = nn.MaxPool3d((2, 3, 2), stride=(1, 2, 2), padding=(1, 1, 0), dilation=(1, 1, 2))
+                self.ap3 = nn.AvgPool3d(3, stride=2, padding=1, ceil_mode=True, divisor_override=7)
+                self.aap3 = nn.AdaptiveAvgPool3d((2, None, 3))
+                self.amp3 = nn.AdaptiveMaxPool3d(2)
+
+            def forward(self, x):                     # [2, 3, 5, 6, 7]
+                v = x.flatten(2)                      # [2, 3, 210]
+                return (self.mp1(v), self.ap1(v), self.aap1(v), self.amp1(v),
+                        F.max_pool1d(v, 5, 4), F.avg_pool1d(v, 3, ceil_mode=True), F.adaptive_avg_pool1d(v, 7),
+                        F.adaptive_max_pool1d(v[0], 5),
+                        self.mp3(x), self.ap3(x), self.aap3(x), self.amp3(x), F.avg_pool3d(x, 2, count_include_pad=False),
+                        F.max_pool3d(x, 2, 1, 1), F.adaptive_avg_pool3d(x, 1), F.adaptive_max_pool3d(x, (1, 2, 3)),
+                        v @ v.transpose(1, 2), torch.bmm(v, v.transpose(1, 2)))
+
+        self.check_run_multi(M().eval(), torch.randn(2, 3, 5, 6, 7), "pooling")
+
     def check_run_multi(self, model, x, name):
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (x,), src)
