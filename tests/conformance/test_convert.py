@@ -61,6 +61,27 @@ class Head(nn.Module):
         return self.fc(z)
 
 
+class Scaled(nn.Module):
+    """a parameter read in a submodule's forward, as ConvNeXt's layer scale"""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 1)
+        self.gamma = nn.Parameter(torch.rand(4, 1, 1) + 0.5)
+
+    def forward(self, x):
+        return self.gamma * self.conv(x)
+
+
+class WithScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block = nn.Sequential(Scaled(), nn.ReLU())
+        self.fc = nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.fc(self.block(x).mean((2, 3)))
+
+
 def value(gm, v):
     if isinstance(v, torch.fx.Node) and v.op == "get_attr":
         t = gm
@@ -215,6 +236,18 @@ class Convert(unittest.TestCase):
         for backend in ("fbgemm", "qnnpack", "native"):
             self.check(model, (2, 3, 8, 8), "head", "minmax", minmax_mapping(), backend)
             self.check(model, (2, 3, 8, 8), "head", "fbgemm", "fbgemm", backend)
+
+
+    def test_parameter_read_in_a_submodule(self):
+        """the quantize point of a get_attr takes the scope it was traced in (block.0), as torch
+        names its qparam buffers (block_0_scale_0), not the root's"""
+        torch.manual_seed(0)
+        model = WithScaled().eval()
+        self.check(model, (2, 3, 8, 8), "scaled", "minmax", minmax_mapping(), "fbgemm")
+        src = self.path("s.bpcc")
+        bpcc_torch.export(model, (torch.randn(2, 3, 8, 8),), src)
+        with open(src) as f:
+            self.assertIn("get_attr block.0.gamma () : f32[4, 1, 1] @ block.0 : ", f.read())
 
 
 def make_test(name):

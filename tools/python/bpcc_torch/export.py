@@ -38,8 +38,9 @@ def _meta(tm):
 
 
 def _scope(n, scopes):
-    """(path, type name) of a function or method node traced inside a submodule, else None."""
-    if n.op not in ("call_function", "call_method") or n.name not in scopes:
+    """(path, type name) of a function, method or get_attr node traced inside a submodule, else None.
+    (A call_module node's scope is its target, and a placeholder's is the root.)"""
+    if n.op not in ("call_function", "call_method", "get_attr") or n.name not in scopes:
         return None
     path, t = scopes[n.name]
     if isinstance(t, str):
