@@ -793,7 +793,8 @@ BPCC_API enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const st
                                     const char *const *batches, uint32_t n_batches, int threads,
                                     double *db_out, struct bpcc_diag *d);
 /* Run a model on one batch and write its outputs ("output", or "output.0", "output.1" ... for a
-** tuple) to a safetensors file, atomically. */
+** tuple, "output.<key>" for a dict, nested as "output.0.1") to a safetensors file, atomically;
+** BPCC_ERR_GRAPH when the output holds no tensor. */
 BPCC_API enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
                                    struct bpcc_diag *d);
 

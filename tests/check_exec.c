@@ -738,6 +738,109 @@ START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
 }
 END_TEST
 
+/* F.interpolate / nn.Upsample: PyTorch's source indices (float scale in / out, or 1 / scale_factor;
+** the exact shortcuts for 1x and 2x), bilinear weights with and without align_corners, a shape
+** sliced from the input to size the output, a dict output read back by key */
+START_TEST(interpolation_follows_pytorchs_index_rules)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule up : torch.nn.Upsample {size: None, scale_factor: 2.0, mode: \"nearest\", align_corners: None, "
+        "recompute_scale_factor: None}\n\ngraph\n  %x = placeholder x ()\n  %up = call_module up (%x,)\n"
+        "  %n = call_function torch.nn.functional.interpolate (%x, (3, 5))\n"
+        "  %ac = call_function torch.nn.functional.interpolate (%x,) {size: (2, 5), mode: \"bilinear\", align_corners: True}\n"
+        "  %hc = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 2, mode: \"bilinear\"}\n"
+        "  %s = call_function getattr (%up, \"shape\")\n  %hw = call_function operator.getitem (%s, slice(-2, None, None))\n"
+        "  %back = call_function torch.nn.functional.interpolate (%n,) {size: %hw, mode: \"nearest-exact\"}\n"
+        "  %d = call_function operator.getitem ({a: %n, b: %back}, \"b\")\n"
+        "  %sf = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 2.6}\n"
+        "  %output = output output ((%up, %n, %ac, %hc, %d, %sf),)\n");
+    struct xtensor *x = input(4, (int64_t[]){1, 1, 2, 3}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    const float *v = x->data;
+    const struct xtensor *up = out.u.seq.items[0].u.t, *n = out.u.seq.items[1].u.t, *ac = out.u.seq.items[2].u.t,
+                         *hc = out.u.seq.items[3].u.t, *d = out.u.seq.items[4].u.t;
+    /* 2x nearest: every element twice in both directions */
+    ck_assert_int_eq(up->dims[2], 4);
+    ck_assert_int_eq(up->dims[3], 6);
+    for (int i = 0; i < 24; i++) ck_assert(up->data[i] == v[(i / 6 / 2) * 3 + i % 6 / 2]);
+    /* 2x3 -> 3x5: rows floor(o * 2/3) = 0 0 1, columns floor(o * 0.6) = 0 0 1 1 2 */
+    static const int rows[3] = {0, 0, 1}, cols[5] = {0, 0, 1, 1, 2};
+    for (int i = 0; i < 15; i++) ck_assert(n->data[i] == v[rows[i / 5] * 3 + cols[i % 5]]);
+    /* align_corners: the corners stay, the middle columns are halfway */
+    for (int r = 0; r < 2; r++)
+        for (int c = 0; c < 5; c++) {
+            float want = c % 2 ? 0.5f * v[r * 3 + c / 2] + 0.5f * v[r * 3 + c / 2 + 1] : v[r * 3 + c / 2];
+            ck_assert_msg(fabsf(ac->data[r * 5 + c] - want) < 1e-6f, "%d %d: %g vs %g", r, c, ac->data[r * 5 + c], want);
+        }
+    /* half-pixel centres, 2x: source index (o + 0.5) / 2 - 0.5 clamped at 0; rows 0 .. 3 read
+    ** (0), (0.75 r0 + 0.25 r1), (0.25 r0 + 0.75 r1), (r1) */
+    static const float wr[4][2] = {{1, 0}, {0.75f, 0.25f}, {0.25f, 0.75f}, {0, 1}};
+    for (int r = 0; r < 4; r++)
+        for (int c = 0; c < 6; c++) {
+            static const float wc[6][3] = {{1, 0, 0}, {0.75f, 0.25f, 0}, {0.25f, 0.75f, 0}, {0, 0.75f, 0.25f}, {0, 0.25f, 0.75f}, {0, 0, 1}};
+            float want = 0;
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < 3; j++) want += wr[r][i] * wc[c][j] * v[i * 3 + j];
+            ck_assert_msg(fabsf(hc->data[r * 6 + c] - want) < 1e-6f, "%d %d: %g vs %g", r, c, hc->data[r * 6 + c], want);
+        }
+    /* the dict's "b": %n (3x5) resized to %up's last two dimensions (4x6), nearest-exact:
+    ** floor((o + 0.5) * in / out) */
+    ck_assert_int_eq(d->dims[2], 4);
+    ck_assert_int_eq(d->dims[3], 6);
+    for (int i = 0; i < 24; i++) {
+        int r = (int)floorf((float)((i / 6 + 0.5) * 0.75)), c = (int)floorf((float)((i % 6 + 0.5) * (5.0f / 6.0f)));
+        ck_assert(d->data[i] == n->data[r * 5 + c]);
+    }
+    /* a scale factor given: the source index uses 1 / 2.6, not in / out (3 / 7 would read
+    ** column 2 for output column 5) */
+    const struct xtensor *sf = out.u.seq.items[5].u.t;
+    ck_assert_int_eq(sf->dims[2], 5);
+    ck_assert_int_eq(sf->dims[3], 7);
+    for (int i = 0; i < 35; i++) {
+        int r = (int)floorf((float)(i / 7) * (float)(1.0 / 2.6)), c = (int)floorf((float)(i % 7) * (float)(1.0 / 2.6));
+        ck_assert_msg(sf->data[i] == v[r * 3 + c], "%d", i);
+    }
+    ck_assert(sf->data[5] == v[1]);
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(interpolation_refuses_what_it_cannot_do)
+{
+    static const struct {
+        const char *call, *msg;
+    } cases[] = {
+        {"(%x, 4) {mode: \"bicubic\"}", "mode 'bicubic' on a 4-d input is not supported"},
+        {"(%x, 4) {mode: \"linear\"}", "mode 'linear' on a 4-d input is not supported"},
+        {"(%x, 4) {mode: \"bilinear\", antialias: True}", "antialias=True is not supported"},
+        {"(%x, 4) {align_corners: True}", "align_corners can only be set with the interpolating modes"},
+        {"(%x, 4, 2.0)", "only one of size and scale_factor may be given"},
+        {"(%x,)", "size or scale_factor must be given"},
+        {"(%x, (2, 3, 4))", "size has 3 entries for 2 spatial dimensions"},
+        {"(%x,) {scale_factor: 0.1}", "input and output sizes must be greater than 0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%y = call_function torch.nn.functional.interpolate %s\n"
+                 "  %%output = output output (%%y,)\n",
+                 cases[i].call);
+        struct bpcc_graph *g = parse(text);
+        struct xtensor *x = input(4, (int64_t[]){1, 2, 4, 4}, ramp);
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -1446,6 +1549,16 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
     set_tensor(g, "c", "bias", 1, (int64_t[]){16}, ramp2);
     ck_assert_int_gt(tu_oom_loop("exec winograd", run_winograd_twice, g), 5);
     bpcc_graph_free(g);
+    /* resizing to a shape sliced from a tensor's, 3-d pooling, a dict value and its lookup */
+    g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+              "  %u = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 2.0, mode: \"bilinear\"}\n"
+              "  %s = call_function getattr (%u, \"shape\")\n  %hw = call_function operator.getitem (%s, slice(-2, None, None))\n"
+              "  %n = call_function torch.nn.functional.interpolate (%x, %hw)\n"
+              "  %p = call_function torch.nn.functional.max_pool3d (%n, 2)\n"
+              "  %d = call_function operator.getitem ({a: %u, b: (%n, %p)}, \"b\")\n"
+              "  %output = output output ({out: %d, hw: %hw},)\n");
+    ck_assert_int_gt(tu_oom_loop("exec resize", run_small, g), 10);
+    bpcc_graph_free(g);
 }
 END_TEST
 
@@ -1469,6 +1582,8 @@ int main(void)
     tcase_add_test(tc, pooling_follows_pytorchs_window_rules);
     tcase_add_test(tc, pooling_of_every_rank_matches_a_brute_force_reference);
     tcase_add_test(tc, pooling_refuses_indices_and_inputs_of_the_wrong_rank);
+    tcase_add_test(tc, interpolation_follows_pytorchs_index_rules);
+    tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);
     tcase_add_test(tc, floor_division_agrees_with_c10s_formula);

@@ -102,14 +102,19 @@ enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_ex
     return s;
 }
 
-/* the output value's tensors under "output" / "output.<i>" (nested: "output.<i>.<j>") */
+/* the output value's tensors under "output" / "output.<i>" / "output.<key>" (nested:
+** "output.<i>.<j>"), as the bridge names them */
 static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v, const char *prefix, char ***keys,
                                 struct bpcc_tensor ***ts, uint32_t *n, uint32_t *cap, struct bpcc_diag *d)
 {
-    if (v->k == XV_SEQ) {
-        for (uint32_t i = 0; i < v->u.seq.n; i++) {
-            char p[256];
-            snprintf(p, sizeof p, "%s.%u", prefix, i);
+    if (v->k == XV_SEQ || v->k == XV_DICT) {
+        bool dict = v->k == XV_DICT;
+        for (uint32_t i = dict; i < v->u.seq.n; i += 1 + dict) {
+            char p[1024];
+            int len = dict ? snprintf(p, sizeof p, "%s.%s", prefix, v->u.seq.items[i - 1].u.s)
+                           : snprintf(p, sizeof p, "%s.%u", prefix, i);
+            if (len < 0 || (size_t)len >= sizeof p)
+                return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "an output name is longer than %zu bytes", sizeof p - 1);
             enum bpcc_status s = collect(scratch, &v->u.seq.items[i], p, keys, ts, n, cap, d);
             if (s) return s;
         }
@@ -155,6 +160,11 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     struct bpcc_tensor **ts = NULL;
     uint32_t n = 0, cap = 0;
     if (!s) s = collect(scratch, &out, "output", &keys, &ts, &n, &cap, d);
+    if (!s && !n) {
+        const struct bpcc_node *o = bpcc_graph_output(g);
+        s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
+                            "the model's output holds no tensor: nothing to write");
+    }
     bpcc_xval_release(&out);
     if (!s) {
         struct bpcc_atomic_file af;
@@ -175,7 +185,7 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
 /* the output tensors of a value, flattened in order */
 static void sq_accumulate(const struct xval *f, const struct xval *q, double *sig, double *noise, bool *shape_ok)
 {
-    if (f->k == XV_SEQ && q->k == XV_SEQ && f->u.seq.n == q->u.seq.n) {
+    if ((f->k == XV_SEQ || f->k == XV_DICT) && q->k == f->k && f->u.seq.n == q->u.seq.n) {
         for (uint32_t i = 0; i < f->u.seq.n; i++) sq_accumulate(&f->u.seq.items[i], &q->u.seq.items[i], sig, noise, shape_ok);
         return;
     }

@@ -22,7 +22,8 @@ struct xtensor {
     int64_t *qzp;
 };
 
-enum xkind { XV_NONE = 0, XV_BOOL, XV_INT, XV_FLOAT, XV_STR, XV_TENSOR, XV_SEQ, XV_SLICE, XV_ELLIPSIS, XV_OTHER };
+/* XV_DICT keeps its entries as a sequence of 2n items: key (XV_STR, the graph's string) and value */
+enum xkind { XV_NONE = 0, XV_BOOL, XV_INT, XV_FLOAT, XV_STR, XV_TENSOR, XV_SEQ, XV_SLICE, XV_DICT, XV_ELLIPSIS, XV_OTHER };
 
 /* A runtime value. Tensors and sequences are heap objects owned by the value that holds them
 ** (the node's slot); arguments borrow. */
@@ -38,7 +39,7 @@ struct xval {
         struct {
             uint32_t n;
             struct xval *items; /* XV_SLICE: 3 items */
-        } seq;
+        } seq; /* XV_SEQ, XV_SLICE, XV_DICT */
     } u;
 };
 
@@ -67,6 +68,29 @@ typedef enum bpcc_status (*xkernel)(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op);
 /* dequantize, size, getattr: the kernels that may see quantized tensors */
 BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
+
+/* kernels of nn.c and resize.c, for the table in kernels.c */
+BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_interpolate(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_upsample(const struct xargs *a, struct xval *out);
 
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);

@@ -56,7 +56,7 @@ void bpcc_xtensor_free(struct xtensor *t)
 void bpcc_xval_release(struct xval *v)
 {
     if (v->k == XV_TENSOR) bpcc_xtensor_free(v->u.t);
-    else if (v->k == XV_SEQ || v->k == XV_SLICE) {
+    else if (v->k == XV_SEQ || v->k == XV_SLICE || v->k == XV_DICT) {
         for (uint32_t i = 0; i < v->u.seq.n; i++) bpcc_xval_release(&v->u.seq.items[i]);
         bpcc_xfree(v->u.seq.items);
     }
@@ -89,7 +89,7 @@ enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst)
             memcpy(dt->qscale, st->qscale, nq * sizeof *dt->qscale);
             memcpy(dt->qzp, st->qzp, nq * sizeof *dt->qzp);
         }
-    } else if (src->k == XV_SEQ || src->k == XV_SLICE) {
+    } else if (src->k == XV_SEQ || src->k == XV_SLICE || src->k == XV_DICT) {
         uint32_t n = src->u.seq.n;
         dst->u.seq.items = bpcc_malloc((n ? n : 1) * sizeof *dst->u.seq.items);
         if (!dst->u.seq.items) {
@@ -489,6 +489,22 @@ static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *
             }
         return BPCC_OK;
     }
+    case BPCC_VAL_DICT: {
+        out->k = XV_DICT;
+        out->u.seq.items = bpcc_malloc((v->n ? 2 * (size_t)v->n : 1) * sizeof *out->u.seq.items);
+        if (!out->u.seq.items) {
+            out->k = XV_NONE;
+            return BPCC_ERR_NOMEM;
+        }
+        for (uint32_t i = 0; i < v->n; i++, out->u.seq.n += 2) {
+            out->u.seq.items[2 * i] = (struct xval){.k = XV_STR, .u.s = v->u.seq.keys[i]};
+            if (arg_value(e, &v->u.seq.items[i], &out->u.seq.items[2 * i + 1])) {
+                out->u.seq.n++;
+                return BPCC_ERR_NOMEM;
+            }
+        }
+        return BPCC_OK;
+    }
     default: out->k = XV_OTHER; return BPCC_OK;
     }
 }
@@ -497,7 +513,7 @@ static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *
 static void free_arg(struct xval *v)
 {
     if (v->borrowed) return;
-    if (v->k == XV_SEQ || v->k == XV_SLICE) {
+    if (v->k == XV_SEQ || v->k == XV_SLICE || v->k == XV_DICT) {
         for (uint32_t i = 0; i < v->u.seq.n; i++) free_arg(&v->u.seq.items[i]);
         bpcc_xfree(v->u.seq.items);
     }
@@ -542,7 +558,7 @@ enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_modul
 static bool value_quantized(const struct xval *v)
 {
     if (v->k == XV_TENSOR) return v->u.t->qdtype != BPCC_DTYPE_NONE;
-    if (v->k == XV_SEQ)
+    if (v->k == XV_SEQ || v->k == XV_DICT)
         for (uint32_t i = 0; i < v->u.seq.n; i++)
             if (value_quantized(&v->u.seq.items[i])) return true;
     return false;

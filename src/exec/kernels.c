@@ -662,16 +662,56 @@ static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
     return bpcc_xerr(a, "getattr %s is not supported", name->u.s);
 }
 
-/* x[index]: sequences by int; tensors by ints, slices, None and Ellipsis (basic indexing) */
+/* the elements a slice (start, stop, step; Python's rules, positive steps) takes of `size`: the
+** first, the step and the count; false for a step below 1 */
+static bool slice_range(const struct xval *slice, int64_t size, int64_t *first, int64_t *step, int64_t *count)
+{
+    const struct xval *s = slice->u.seq.items;
+    int64_t st = s[2].k == XV_INT ? s[2].u.i : 1;
+    if (st <= 0) return false;
+    int64_t b = s[0].k == XV_INT ? s[0].u.i : 0, e = s[1].k == XV_INT ? s[1].u.i : size;
+    if (b < 0) b += size;
+    if (e < 0) e += size;
+    b = b < 0 ? 0 : b > size ? size : b;
+    e = e < 0 ? 0 : e > size ? size : e;
+    *first = b, *step = st, *count = e > b ? (e - b + st - 1) / st : 0;
+    return true;
+}
+
+/* a sequence (a shape, a module's tuple output) by an int or a slice */
+static enum bpcc_status seq_getitem(const struct xargs *a, const struct xval *obj, const struct xval *ix, struct xval *out)
+{
+    int64_t n = obj->u.seq.n;
+    if (ix->k == XV_INT) {
+        int64_t i = ix->u.i < 0 ? ix->u.i + n : ix->u.i;
+        if (i < 0 || i >= n) return bpcc_xerr(a, "index %lld out of range", (long long)ix->u.i);
+        return bpcc_xval_copy(&obj->u.seq.items[i], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    }
+    int64_t first, step, count;
+    if (ix->k != XV_SLICE) return bpcc_xerr(a, "a sequence takes an int or a slice index");
+    if (!slice_range(ix, n, &first, &step, &count)) return bpcc_xerr(a, "slice step must be positive");
+    struct xval *items = bpcc_malloc((size_t)(count ? count : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
+    for (int64_t i = 0; i < count; i++, out->u.seq.n++)
+        if (bpcc_xval_copy(&obj->u.seq.items[first + i * step], &items[i])) {
+            bpcc_xval_release(out);
+            return bpcc_diag_nomem(a->d);
+        }
+    return BPCC_OK;
+}
+
+/* x[index]: sequences by int or slice, dicts by key; tensors by ints, slices, None and Ellipsis (basic indexing) */
 static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
 {
     const struct xval *obj = bpcc_xarg(a, 0, NULL), *ix = bpcc_xarg(a, 1, NULL);
     if (!obj || !ix) return bpcc_xerr(a, "getitem needs an object and an index");
-    if (obj->k == XV_SEQ) {
-        if (ix->k != XV_INT) return bpcc_xerr(a, "a sequence takes an int index");
-        int64_t i = ix->u.i < 0 ? ix->u.i + obj->u.seq.n : ix->u.i;
-        if (i < 0 || i >= (int64_t)obj->u.seq.n) return bpcc_xerr(a, "index %lld out of range", (long long)ix->u.i);
-        return bpcc_xval_copy(&obj->u.seq.items[i], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    if (obj->k == XV_SEQ) return seq_getitem(a, obj, ix, out);
+    if (obj->k == XV_DICT) {
+        for (uint32_t i = 0; ix->k == XV_STR && i < obj->u.seq.n; i += 2)
+            if (!strcmp(obj->u.seq.items[i].u.s, ix->u.s))
+                return bpcc_xval_copy(&obj->u.seq.items[i + 1], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+        return ix->k == XV_STR ? bpcc_xerr(a, "no key '%s' in the dict", ix->u.s) : bpcc_xerr(a, "a dict takes a string key");
     }
     if (obj->k != XV_TENSOR) return bpcc_xerr(a, "getitem on this value is not supported");
     const struct xtensor *x = obj->u.t;
@@ -713,17 +753,8 @@ static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
             if (i < 0 || i >= size) return bpcc_xerr(a, "index %lld is out of bounds for size %lld", (long long)v->u.i, (long long)size);
             start[d] = i, step[d] = 1, count[d] = 1, keep[d] = false;
         } else if (v->k == XV_SLICE) {
-            int64_t st = 1, b, e;
-            const struct xval *s = v->u.seq.items;
-            if (s[2].k == XV_INT) st = s[2].u.i;
-            if (st <= 0) return bpcc_xerr(a, "slice step must be positive");
-            b = s[0].k == XV_INT ? s[0].u.i : 0;
-            e = s[1].k == XV_INT ? s[1].u.i : size;
-            if (b < 0) b += size;
-            if (e < 0) e += size;
-            b = b < 0 ? 0 : b > size ? size : b;
-            e = e < 0 ? 0 : e > size ? size : e;
-            start[d] = b, step[d] = st, count[d] = e > b ? (e - b + st - 1) / st : 0, keep[d] = true;
+            if (!slice_range(v, size, &start[d], &step[d], &count[d])) return bpcc_xerr(a, "slice step must be positive");
+            keep[d] = true;
             out_dims[n_out++] = count[d];
         } else {
             return bpcc_xerr(a, "only ints, slices, None and ... index tensors here");
@@ -901,26 +932,6 @@ static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
 
 /* {==================== the table ==================== */
 
-/* nn.c */
-BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
 
 struct kentry {
     char kind; /* 'm' module type, 'f' function, 't' Tensor method */
@@ -1144,6 +1155,8 @@ static const struct kentry table[] = {
     {'m', "torch.nn.AdaptiveMaxPool1d", bpcc_k_adaptive_max_pool1d},
     {'m', "torch.nn.AdaptiveMaxPool2d", bpcc_k_adaptive_max_pool2d},
     {'m', "torch.nn.AdaptiveMaxPool3d", bpcc_k_adaptive_max_pool3d},
+    {'m', "torch.nn.Upsample", bpcc_k_upsample}, {'m', "torch.nn.UpsamplingNearest2d", bpcc_k_upsample},
+    {'m', "torch.nn.UpsamplingBilinear2d", bpcc_k_upsample},
     {'f', "torch.nn.functional.relu", k_relu}, {'f', "torch.relu", k_relu}, {'f', "torch.nn.functional.relu6", k_relu6},
     {'f', "torch.nn.functional.hardtanh", k_hardtanh}, {'f', "torch.nn.functional.leaky_relu", k_leaky_relu},
     {'f', "torch.nn.functional.elu", k_elu}, {'f', "torch.nn.functional.hardswish", k_hardswish},
@@ -1173,6 +1186,7 @@ static const struct kentry table[] = {
     {'f', "torch.nn.functional.adaptive_max_pool1d", bpcc_k_adaptive_max_pool1d},
     {'f', "torch.nn.functional.adaptive_max_pool2d", bpcc_k_adaptive_max_pool2d},
     {'f', "torch.nn.functional.adaptive_max_pool3d", bpcc_k_adaptive_max_pool3d},
+    {'f', "torch.nn.functional.interpolate", bpcc_k_interpolate}, {'f', "torch.nn.functional.upsample", bpcc_k_interpolate},
     {'f', "torch.matmul", bpcc_k_matmul}, {'f', "operator.matmul", bpcc_k_matmul}, {'f', "torch.bmm", bpcc_k_matmul},
     {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
     {'f', "torch.quantize_per_channel", k_quantize_per_channel}, {'f', "torch.dequantize", k_dequantize},

@@ -214,6 +214,15 @@ run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.s
     python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); assert h["output"]["shape"]==[2,5], h' "$WORK/out.safetensors" 2>/dev/null &&
     ok || bad "run: unexpected output file"
 
+printf 'bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%r = call_function torch.relu (%%x,)\n  %%output = output output ({out: %%r, aux: (%%x, %%r)},)\n' > "$WORK/dict_out.bpcc"
+run "run: a dict output" 0 "$BPCC" run "$WORK/dict_out.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/dict_out.safetensors" &&
+    python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); h.pop("__metadata__", None); assert sorted(h)==["output.aux.0","output.aux.1","output.out"], h; assert all(h[k]["shape"]==[2,3,8,8] for k in h), h' "$WORK/dict_out.safetensors" 2>/dev/null &&
+    ok || bad "run: a dict output's tensors, named output.<key>"
+printf 'bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%s = call_method size (%%x, 0)\n  %%output = output output (%%s,)\n' > "$WORK/int_out.bpcc"
+run "run: no tensor out" 1 "$BPCC" run "$WORK/int_out.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/int_out.safetensors" &&
+    has "run: no tensor out" "$ERR" "int_out.bpcc:6:3: error: the model's output holds no tensor: nothing to write" &&
+    { [ ! -e "$WORK/int_out.safetensors" ] && ok || bad "run: an output file without tensors"; }
+
 # convert and quantize
 run "convert" 0 "$BPCC" convert "$WORK/cal.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv.bpcc" &&
     run "converted model loads" 0 "$BPCC" show "$WORK/conv.bpcc" &&

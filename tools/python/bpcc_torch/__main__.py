@@ -24,9 +24,14 @@ MIN_SIZE = {"inception_v3": 299}
 def torchvision_model(name, seed):
     import torchvision
     torch.manual_seed(seed)
+    import inspect
     kwargs = {"weights": None}
     if name in ("googlenet", "inception_v3"):
         kwargs.update(aux_logits=False, init_weights=True)
+    # segmentation and detection builders default to ImageNet weights for their backbone, which
+    # would be downloaded: random weights there too
+    if "weights_backbone" in inspect.signature(torchvision.models.get_model_builder(name)).parameters:
+        kwargs["weights_backbone"] = None
     model = torchvision.models.get_model(name, **kwargs)
     return model.eval()
 

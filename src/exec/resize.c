@@ -1,0 +1,240 @@
+/*
+** resize.c — torch.nn.functional.interpolate and the Upsample modules over 1, 2 or 3 spatial
+** dimensions: nearest, nearest-exact, linear / bilinear / trilinear and area, with PyTorch
+** 1.13's rules (ATen's UpSample.h): the output size from `size`, or floor(input * scale_factor);
+** the kernel's scale 1 / scale_factor where a scale factor was given and not recomputed, else
+** input / output; source indices in float.
+*/
+#include "exec.h"
+
+#include <math.h>
+#include <string.h>
+
+enum rmode { R_NEAREST, R_NEAREST_EXACT, R_LINEAR, R_AREA };
+
+/* where output index o reads along one dimension: i0, i1 with weights l0, l1 (nearest: i0 only) */
+struct taps {
+    int64_t *i0, *i1;
+    float *l0, *l1;
+};
+
+/* compute_scales_value: 1 / scale_factor when one was given (and positive), else in / out */
+static float scale_of(bool has_scale, double sf, int64_t in, int64_t out)
+{
+    return has_scale && sf > 0 ? (float)(1.0 / sf) : (float)in / (float)out;
+}
+
+static void nearest_taps(enum rmode m, int64_t in, int64_t out, bool has_scale, double sf, struct taps *t)
+{
+    float scale = scale_of(has_scale, sf, in, out);
+    for (int64_t o = 0; o < out; o++) {
+        int64_t s;
+        if (m == R_NEAREST_EXACT) s = (int64_t)floorf((float)(((double)o + 0.5) * scale));
+        else if (out == in) s = o; /* nearest_idx: exact for a scale of 1 and 2 */
+        else if (out == 2 * in) s = o >> 1;
+        else s = (int64_t)floorf((float)o * scale);
+        t->i0[o] = s < in - 1 ? s : in - 1;
+    }
+}
+
+/* compute_source_index_and_lambda */
+static void linear_taps(int64_t in, int64_t out, bool align_corners, bool has_scale, double sf, struct taps *t)
+{
+    float scale = align_corners ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f) : scale_of(has_scale, sf, in, out);
+    for (int64_t o = 0; o < out; o++) {
+        if (out == in) {
+            t->i0[o] = t->i1[o] = o;
+            t->l0[o] = 1.0f;
+            t->l1[o] = 0.0f;
+            continue;
+        }
+        float real = align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
+        if (!align_corners && real < 0) real = 0;
+        int64_t i0 = (int64_t)real;
+        t->i0[o] = i0;
+        t->i1[o] = i0 + (i0 < in - 1 ? 1 : 0);
+        t->l1[o] = real - (float)i0;
+        t->l0[o] = 1.0f - t->l1[o];
+    }
+}
+
+/* the interpolated value at output (o[0], o[1], o[2]) of plane p [in0, in1, in2], dimensions
+** from `first` on (the ones before are a unit extent): the outermost dimension's two taps
+** weighted last, as ATen's Interpolate<n> nests them */
+static float lerp_at(const float *p, const int64_t in[3], const struct taps t[3], const int64_t o[3], int dim, int64_t off)
+{
+    if (dim == 3) return p[off];
+    int64_t stride = dim == 0 ? in[1] * in[2] : dim == 1 ? in[2] : 1;
+    float a = lerp_at(p, in, t, o, dim + 1, off + t[dim].i0[o[dim]] * stride);
+    float b = lerp_at(p, in, t, o, dim + 1, off + t[dim].i1[o[dim]] * stride);
+    return a * t[dim].l0[o[dim]] + b * t[dim].l1[o[dim]];
+}
+
+/* size (1) or scale_factor (2) into out[] and sf[] for the r spatial dimensions */
+static bool output_size(const struct xargs *a, const struct xtensor *x, int r, bool *has_scale, double sf[3],
+                        int64_t out[3])
+{
+    const struct xval *sv = bpcc_xarg(a, 1, "size"), *fv = bpcc_xarg(a, 2, "scale_factor");
+    bool has_size = sv && sv->k != XV_NONE;
+    *has_scale = fv && fv->k != XV_NONE;
+    if (has_size == *has_scale) {
+        bpcc_xerr(a, has_size ? "only one of size and scale_factor may be given" : "size or scale_factor must be given");
+        return false;
+    }
+    const int64_t *in = x->dims + 2;
+    if (has_size) {
+        uint32_t n;
+        if (!bpcc_xarg_ints(a, 1, "size", 0, NULL, out, &n)) return false;
+        if (sv->k == XV_INT)
+            for (int i = 1; i < r; i++) out[i] = out[0];
+        else if (n != (uint32_t)r) {
+            bpcc_xerr(a, "size has %u entries for %d spatial dimensions", n, r);
+            return false;
+        }
+        return true;
+    }
+    for (int i = 0; i < r; i++) {
+        const struct xval *v = fv->k == XV_SEQ ? (fv->u.seq.n == (uint32_t)r ? &fv->u.seq.items[i] : NULL) : fv;
+        if (!v || (v->k != XV_FLOAT && v->k != XV_INT)) {
+            bpcc_xerr(a, "scale_factor must be a number or %d numbers", r);
+            return false;
+        }
+        sf[i] = v->k == XV_FLOAT ? v->u.f : (double)v->u.i;
+        out[i] = (int64_t)floor((double)in[i] * sf[i]);
+    }
+    return true;
+}
+
+static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int r = (int)x->ndim - 2;
+    if (r < 1 || r > 3)
+        return bpcc_xerr(a, "interpolation needs a 3-d, 4-d or 5-d input (batch, channels, spatial), not %u-d", x->ndim);
+    const struct xval *mv = bpcc_xarg(a, 3, "mode");
+    const char *mode = !mv || mv->k == XV_NONE ? "nearest" : mv->k == XV_STR ? mv->u.s : NULL;
+    if (!mode) return bpcc_xerr(a, "mode must be a string");
+    static const char *const linear[] = {"linear", "bilinear", "trilinear"};
+    enum rmode m;
+    if (!strcmp(mode, "nearest")) m = R_NEAREST;
+    else if (!strcmp(mode, "nearest-exact")) m = R_NEAREST_EXACT;
+    else if (!strcmp(mode, "area")) m = R_AREA;
+    else if (!strcmp(mode, linear[r - 1])) m = R_LINEAR;
+    else
+        return bpcc_xerr(a, "mode '%s' on a %u-d input is not supported (nearest, nearest-exact, area, %s)", mode,
+                         x->ndim, linear[r - 1]);
+    const struct xval *av = bpcc_xarg(a, 4, "align_corners");
+    bool align_corners = false, recompute = false, antialias = false;
+    if (av && av->k != XV_NONE && m != R_LINEAR)
+        return bpcc_xerr(a, "align_corners can only be set with the interpolating modes (linear, bilinear, trilinear)");
+    if (!bpcc_xarg_bool(a, 4, "align_corners", false, &align_corners) ||
+        !bpcc_xarg_bool(a, 5, "recompute_scale_factor", false, &recompute) ||
+        !bpcc_xarg_bool(a, 6, "antialias", false, &antialias))
+        return BPCC_ERR_GRAPH;
+    if (antialias) return bpcc_xerr(a, "antialias=True is not supported");
+    bool has_scale;
+    double sf[3] = {0, 0, 0};
+    int64_t os[3];
+    if (!output_size(a, x, r, &has_scale, sf, os)) return BPCC_ERR_GRAPH;
+    if (has_scale && recompute) has_scale = false; /* the kernel's scale from the sizes */
+    for (int i = 0; i < r; i++)
+        if (os[i] < 1 || x->dims[2 + i] < 1) return bpcc_xerr(a, "input and output sizes must be greater than 0");
+    if (m == R_AREA) { /* adaptive average pooling to the output size */
+        struct xval items[3], pos[2] = {{.k = XV_TENSOR, .u.t = (struct xtensor *)x}, {.k = XV_SEQ}};
+        for (int i = 0; i < r; i++) items[i] = (struct xval){.k = XV_INT, .u.i = os[i]};
+        pos[1].u.seq.n = (uint32_t)r;
+        pos[1].u.seq.items = items;
+        struct xargs pa = *a;
+        pa.module = NULL;
+        pa.pos = pos;
+        pa.n = 2;
+        pa.n_kw = 0;
+        pa.consume = false;
+        return (r == 1 ? bpcc_k_adaptive_avg_pool1d : r == 2 ? bpcc_k_adaptive_avg_pool2d : bpcc_k_adaptive_avg_pool3d)(&pa, out);
+    }
+
+    /* dimensions 3-r .. 2 are the spatial ones; a unit extent before them */
+    int64_t in[3], on[3], dims[5];
+    for (int i = 0; i < 3; i++) {
+        in[i] = i < 3 - r ? 1 : x->dims[2 + i - (3 - r)];
+        on[i] = i < 3 - r ? 1 : os[i - (3 - r)];
+    }
+    memcpy(dims, x->dims, 2 * sizeof *dims);
+    for (int i = 0; i < r; i++) dims[2 + i] = os[i];
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    struct taps t[3];
+    int64_t *idx = bpcc_malloc((size_t)(on[0] + on[1] + on[2]) * 2 * sizeof *idx);
+    float *lam = bpcc_malloc((size_t)(on[0] + on[1] + on[2]) * 2 * sizeof *lam);
+    if (!y || !idx || !lam) {
+        bpcc_xtensor_free(y);
+        bpcc_xfree(idx);
+        bpcc_xfree(lam);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (int i = 0, at = 0; i < 3; at += (int)on[i] * 2, i++) {
+        t[i] = (struct taps){idx + at, idx + at + on[i], lam + at, lam + at + on[i]};
+        bool spatial = i >= 3 - r;
+        double f = spatial ? sf[i - (3 - r)] : 1.0;
+        if (m == R_LINEAR && spatial) linear_taps(in[i], on[i], align_corners, has_scale, f, &t[i]);
+        else nearest_taps(m, in[i], on[i], has_scale && spatial, f, &t[i]);
+    }
+    uint64_t planes = x->dims[0] * x->dims[1] > 0 ? (uint64_t)(x->dims[0] * x->dims[1]) : 0;
+    uint64_t is = (uint64_t)(in[0] * in[1] * in[2]);
+    float *q = y->data;
+    for (uint64_t c = 0; c < planes; c++) {
+        const float *p = x->data + c * is;
+        int64_t o[3];
+        for (o[0] = 0; o[0] < on[0]; o[0]++)
+            for (o[1] = 0; o[1] < on[1]; o[1]++)
+                for (o[2] = 0; o[2] < on[2]; o[2]++)
+                    *q++ = m == R_LINEAR ? lerp_at(p, in, t, o, 3 - r, 0)
+                                         : p[(t[0].i0[o[0]] * in[1] + t[1].i0[o[1]]) * in[2] + t[2].i0[o[2]]];
+    }
+    bpcc_xfree(idx);
+    bpcc_xfree(lam);
+    *out = (struct xval){.k = XV_TENSOR, .u.t = y};
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_k_interpolate(const struct xargs *a, struct xval *out) { return interpolate(a, out); }
+
+/* nn.Upsample, UpsamplingNearest2d, UpsamplingBilinear2d: interpolate with the module's size,
+** scale_factor, mode, align_corners and recompute_scale_factor */
+enum bpcc_status bpcc_k_upsample(const struct xargs *a, struct xval *out)
+{
+    static const char *const keys[] = {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"};
+    struct xval pos[6], items[5][3];
+    if (a->n < 1) return bpcc_xerr(a, "an Upsample module takes one input");
+    pos[0] = a->pos[0];
+    for (int k = 0; k < 5; k++) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, keys[k]);
+        struct xval *x = &pos[1 + k];
+        *x = (struct xval){.k = XV_NONE};
+        if (!v || v->kind == BPCC_VAL_NONE) continue;
+        const struct bpcc_value *one = v;
+        if (v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_LIST) {
+            if (v->n > 3) return bpcc_xerr(a, "module attribute '%s' has more than 3 entries", keys[k]);
+            x->k = XV_SEQ;
+            x->u.seq.n = v->n;
+            x->u.seq.items = items[k];
+        }
+        for (uint32_t i = 0; i < (x->k == XV_SEQ ? v->n : 1); i++) {
+            struct xval *e = x->k == XV_SEQ ? &items[k][i] : x;
+            if (x->k == XV_SEQ) one = &v->u.seq.items[i];
+            switch (one->kind) {
+            case BPCC_VAL_BOOL: *e = (struct xval){.k = XV_BOOL, .u.b = one->u.b}; break;
+            case BPCC_VAL_INT: *e = (struct xval){.k = XV_INT, .u.i = one->u.i}; break;
+            case BPCC_VAL_FLOAT: *e = (struct xval){.k = XV_FLOAT, .u.f = one->u.f}; break;
+            case BPCC_VAL_STR: *e = (struct xval){.k = XV_STR, .u.s = one->u.s}; break;
+            default: return bpcc_xerr(a, "module attribute '%s' is not a number, bool or string", keys[k]);
+            }
+        }
+    }
+    struct xargs fa = *a;
+    fa.module = NULL;
+    fa.pos = pos;
+    fa.n = 6;
+    fa.n_kw = 0;
+    return interpolate(&fa, out);
+}
