@@ -841,6 +841,95 @@ START_TEST(interpolation_refuses_what_it_cannot_do)
 }
 END_TEST
 
+/* F.pad's modes on a ramp 0 1 2 3 4 (reflect mirrors without repeating the edge, circular wraps,
+** replicate repeats the edge, constant crops with negative amounts); chunk and split sizes; pixel
+** shuffle's element order and its inverse */
+START_TEST(padding_pieces_and_pixel_shuffle_follow_pytorch)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule ps : torch.nn.PixelShuffle {upscale_factor: 2}\n\ngraph\n  %x = placeholder x ()\n"
+        "  %r = call_function torch.nn.functional.pad (%x, [2, 3], \"reflect\")\n"
+        "  %c = call_function torch.nn.functional.pad (%x, [1, 2]) {mode: \"circular\"}\n"
+        "  %p = call_function torch.nn.functional.pad (%x, [2, 1], \"replicate\")\n"
+        "  %k = call_function torch.nn.functional.pad (%x, [-1, 2], \"constant\", 9.0)\n"
+        "  %ch = call_method chunk (%x, 2, 2)\n  %sp = call_function torch.split (%x, [1, 3], 1)\n"
+        "  %v = call_method view (%x, 1, 4, 1, 5)\n  %u = call_function torch.nn.functional.pixel_unshuffle (%v, 1)\n"
+        "  %w = call_method view (%x, 1, 4, 5, 1)\n  %s = call_module ps (%w,)\n"
+        "  %back = call_function torch.nn.functional.pixel_unshuffle (%s, 2)\n"
+        "  %output = output output ((%r, %c, %p, %k, %ch, %sp, %s, %back, %u),)\n");
+    struct xtensor *x = input(3, (int64_t[]){1, 4, 5}, ramp);
+    for (int i = 0; i < 20; i++) x->data[i] = (float)i; /* row r: 5r .. 5r + 4 */
+    struct xval out;
+    RUN(g, x, &out);
+    static const int reflect[10] = {2, 1, 0, 1, 2, 3, 4, 3, 2, 1}, circular[8] = {4, 0, 1, 2, 3, 4, 0, 1},
+                     replicate[8] = {0, 0, 0, 1, 2, 3, 4, 4}, constant[6] = {1, 2, 3, 4, -1, -1};
+    const struct xtensor *t[4] = {out.u.seq.items[0].u.t, out.u.seq.items[1].u.t, out.u.seq.items[2].u.t,
+                                  out.u.seq.items[3].u.t};
+    const int *want[4] = {reflect, circular, replicate, constant}, len[4] = {10, 8, 8, 6};
+    for (int k = 0; k < 4; k++) {
+        ck_assert_int_eq(t[k]->dims[2], len[k]);
+        for (int r = 0; r < 4; r++)
+            for (int i = 0; i < len[k]; i++)
+                ck_assert_msg(t[k]->data[r * len[k] + i] == (want[k][i] < 0 ? 9.0f : (float)(5 * r + want[k][i])), "pad %d row %d at %d",
+                              k, r, i);
+    }
+    /* chunk 5 into 2: 3 and 2; split [1, 3] along the rows */
+    const struct xval *ch = &out.u.seq.items[4], *sp = &out.u.seq.items[5];
+    ck_assert_int_eq(ch->u.seq.n, 2);
+    ck_assert_int_eq(ch->u.seq.items[0].u.t->dims[2], 3);
+    ck_assert_int_eq(ch->u.seq.items[1].u.t->dims[2], 2);
+    ck_assert(ch->u.seq.items[1].u.t->data[2] == 8.0f); /* row 1, column 3 */
+    ck_assert_int_eq(sp->u.seq.n, 2);
+    ck_assert_int_eq(sp->u.seq.items[1].u.t->dims[1], 3);
+    ck_assert(sp->u.seq.items[1].u.t->data[0] == 5.0f);
+    /* [1, 4, 5, 1] shuffled by 2: [1, 1, 10, 2], element (h r + i, w r + j) from channel i r + j */
+    const struct xtensor *s = out.u.seq.items[6].u.t, *back = out.u.seq.items[7].u.t, *u = out.u.seq.items[8].u.t;
+    ck_assert_int_eq(s->dims[1], 1);
+    ck_assert_int_eq(s->dims[2], 10);
+    ck_assert_int_eq(s->dims[3], 2);
+    for (int h = 0; h < 5; h++)
+        for (int i = 0; i < 2; i++)
+            for (int j = 0; j < 2; j++) ck_assert(s->data[(h * 2 + i) * 2 + j] == (float)((i * 2 + j) * 5 + h));
+    for (int i = 0; i < 20; i++) ck_assert(back->data[i] == (float)i && u->data[i] == (float)i);
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+START_TEST(padding_and_pieces_refuse_what_pytorch_refuses)
+{
+    static const struct {
+        const char *call, *msg;
+    } cases[] = {
+        {"torch.nn.functional.pad (%x, [5, 0], \"reflect\")", "reflect padding (5, 0) is too large for a dimension of 5"},
+        {"torch.nn.functional.pad (%x, [6, 0], \"circular\")", "circular padding (6, 0) is too large"},
+        {"torch.nn.functional.pad (%x, [1, 1, 1, 1, 1, 1], \"reflect\")", "reflect padding of 3 dimensions needs a 4-d or 5-d input"},
+        {"torch.nn.functional.pad (%x, [1, 1], \"wrap\")", "padding mode 'wrap' is not one of"},
+        {"torch.nn.functional.pad (%x, [1])", "pad has 1 entries"},
+        {"torch.nn.functional.pad (%x, [-3, -3])", "the padded size of dimension 2 would be negative"},
+        {"torch.split (%x, [1, 2], 1)", "split sections sum to 3, not to the size 4"},
+        {"torch.chunk (%x, 0)", "chunks must be a positive int"},
+        {"torch.nn.functional.pixel_shuffle (%x, 3)", "not divisible by the square of upscale_factor"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%y = call_function %s\n  %%output = output output (%%y,)\n",
+                 cases[i].call);
+        struct bpcc_graph *g = parse(text);
+        struct xtensor *x = input(3, (int64_t[]){1, 4, 5}, ramp);
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -1549,14 +1638,17 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
     set_tensor(g, "c", "bias", 1, (int64_t[]){16}, ramp2);
     ck_assert_int_gt(tu_oom_loop("exec winograd", run_winograd_twice, g), 5);
     bpcc_graph_free(g);
-    /* resizing to a shape sliced from a tensor's, 3-d pooling, a dict value and its lookup */
+    /* resizing to a shape sliced from a tensor's, 3-d pooling, a dict value and its lookup, padding,
+    ** chunks, group norm */
     g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
               "  %u = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 2.0, mode: \"bilinear\"}\n"
               "  %s = call_function getattr (%u, \"shape\")\n  %hw = call_function operator.getitem (%s, slice(-2, None, None))\n"
               "  %n = call_function torch.nn.functional.interpolate (%x, %hw)\n"
               "  %p = call_function torch.nn.functional.max_pool3d (%n, 2)\n"
               "  %d = call_function operator.getitem ({a: %u, b: (%n, %p)}, \"b\")\n"
-              "  %output = output output ({out: %d, hw: %hw},)\n");
+              "  %pd = call_function torch.nn.functional.pad (%x, [1, 2, 2, 1], \"reflect\")\n"
+              "  %ch = call_method chunk (%pd, 3, -1)\n  %g = call_function torch.nn.functional.group_norm (%x, 2)\n"
+              "  %output = output output ({out: %d, hw: %hw, ch: %ch, g: %g},)\n");
     ck_assert_int_gt(tu_oom_loop("exec resize", run_small, g), 10);
     bpcc_graph_free(g);
 }
@@ -1584,6 +1676,8 @@ int main(void)
     tcase_add_test(tc, pooling_refuses_indices_and_inputs_of_the_wrong_rank);
     tcase_add_test(tc, interpolation_follows_pytorchs_index_rules);
     tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
+    tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
+    tcase_add_test(tc, padding_and_pieces_refuse_what_pytorch_refuses);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);
     tcase_add_test(tc, floor_division_agrees_with_c10s_formula);

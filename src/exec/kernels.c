@@ -37,7 +37,7 @@ static bool dim_ok(const struct xargs *a, int64_t *d, uint32_t ndim)
 /* {==================== unary ==================== */
 
 enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGMOID, U_SIGMOID, U_TANH, U_SILU,
-            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT };
+            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_ABS, U_LOG, U_SOFTPLUS, U_MISH };
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -69,6 +69,10 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_NEG: return -x;
     case U_EXP: return expf(x);
     case U_SQRT: return sqrtf(x);
+    case U_ABS: return fabsf(x);
+    case U_LOG: return logf(x);
+    case U_SOFTPLUS: return x * p0 > p1 ? x : log1pf(expf(x * p0)) / p0; /* p0 beta, p1 threshold */
+    case U_MISH: return x * tanhf(log1pf(expf(x)));
     }
     return x;
 }
@@ -194,6 +198,73 @@ UNARY(k_identity, U_IDENTITY)
 UNARY(k_neg, U_NEG)
 UNARY(k_exp, U_EXP)
 UNARY(k_sqrt, U_SQRT)
+UNARY(k_abs, U_ABS)
+UNARY(k_log, U_LOG)
+UNARY(k_mish, U_MISH)
+
+/* softplus(input, beta=1, threshold=20): x where x * beta > threshold, else log1p(exp(x * beta)) / beta */
+static enum bpcc_status k_softplus(const struct xargs *a, struct xval *out)
+{
+    double beta = 1, threshold = 20;
+    if (a->module) {
+        beta = bpcc_mattr_float(a->module, "beta", 1);
+        threshold = bpcc_mattr_float(a->module, "threshold", 20);
+    } else if (!bpcc_xarg_float(a, 1, "beta", 1, &beta) || !bpcc_xarg_float(a, 2, "threshold", 20, &threshold)) {
+        return BPCC_ERR_GRAPH;
+    }
+    return unary(a, U_SOFTPLUS, (float)beta, (float)threshold, out);
+}
+
+/* prelu(input, weight): x where x >= 0, else weight[c] x; c runs over dimension 1 (the channels),
+** or one weight for every element */
+static enum bpcc_status k_prelu(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const float *w;
+    uint64_t nw;
+    if (a->module) {
+        const struct bpcc_tensor *t = bpcc_mtensor(a->module, "weight");
+        if (!t) return bpcc_xerr(a, "PReLU needs its float32 weight");
+        w = t->data;
+        nw = bpcc_tensor_numel(t);
+    } else {
+        const struct xtensor *t;
+        if (!bpcc_xarg_tensor(a, 1, "weight", &t)) return BPCC_ERR_GRAPH;
+        w = t->data;
+        nw = t->numel;
+    }
+    int64_t C = x->ndim >= 2 ? x->dims[1] : 1;
+    if (nw != 1 && (int64_t)nw != C)
+        return bpcc_xerr(a, "PReLU has %llu weights for %lld channels", (unsigned long long)nw, (long long)C);
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t inner = 1;
+    for (uint32_t i = 2; i < x->ndim; i++) inner *= (uint64_t)x->dims[i];
+    for (uint64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i], s = nw == 1 ? w[0] : w[i / inner % (uint64_t)C];
+        y->data[i] = v >= 0.0f ? v : s * v;
+    }
+    return put_tensor(a, y, out);
+}
+
+/* pow(input, exponent) for a number exponent, with ATen's exact forms of the common ones */
+static enum bpcc_status k_pow(const struct xargs *a, struct xval *out)
+{
+    const struct xval *b = bpcc_xarg(a, 0, "input"), *e = bpcc_xarg(a, 1, "exponent");
+    if (!b || b->k != XV_TENSOR || !e || (e->k != XV_INT && e->k != XV_FLOAT))
+        return bpcc_xerr(a, "pow is supported for a tensor to the power of a number");
+    double p = e->k == XV_INT ? (double)e->u.i : e->u.f;
+    const struct xtensor *x = b->u.t;
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    const float *v = x->data;
+    float *q = y->data, fp = (float)p;
+    for (uint64_t i = 0; i < x->numel; i++)
+        q[i] = p == 2 ? v[i] * v[i] : p == 3 ? v[i] * v[i] * v[i] : p == 0.5 ? sqrtf(v[i]) : p == -0.5 ? 1.0f / sqrtf(v[i])
+             : p == -1 ? 1.0f / v[i] : p == -2 ? 1.0f / (v[i] * v[i]) : p == 1 ? v[i] : p == 0 ? 1.0f : powf(v[i], fp);
+    return put_tensor(a, y, out);
+}
 
 static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
 {
@@ -831,6 +902,201 @@ static enum bpcc_status k_cat(const struct xargs *a, struct xval *out, bool stac
     return put_tensor(a, y, out);
 }
 
+/* x's elements [start, start + len) along dimension dim, as a new tensor */
+static struct xtensor *narrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len)
+{
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[dim] = len;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return NULL;
+    uint64_t inner = 1, outer = 1;
+    for (uint32_t i = dim + 1; i < x->ndim; i++) inner *= (uint64_t)x->dims[i];
+    for (uint32_t i = 0; i < dim; i++) outer *= (uint64_t)x->dims[i];
+    for (uint64_t o = 0; o < outer; o++)
+        memcpy(y->data + o * (uint64_t)len * inner, x->data + (o * (uint64_t)x->dims[dim] + (uint64_t)start) * inner,
+               (uint64_t)len * inner * sizeof(float));
+    return y;
+}
+
+/* chunk(input, chunks, dim=0) and split(tensor, split_size_or_sections, dim=0): a tuple of pieces
+** along dim. chunk: pieces of ceil(size / chunks), the last shorter, possibly fewer than asked;
+** split: pieces of the given size (the last shorter) or of the listed sizes, which must sum to size */
+static enum bpcc_status pieces(const struct xargs *a, bool chunk, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, sizes[64];
+    uint32_t n = 0;
+    if (!bpcc_xarg_tensor(a, 0, chunk ? "input" : "tensor", &x) || !bpcc_xarg_int(a, 2, "dim", 0, &dim) ||
+        !dim_ok(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    int64_t size = x->ndim ? x->dims[dim] : 1;
+    const struct xval *v = bpcc_xarg(a, 1, chunk ? "chunks" : "split_size_or_sections");
+    if (!v) v = bpcc_xarg(a, 1, "split_size");
+    if (v && v->k == XV_SEQ && !chunk) {
+        int64_t sum = 0;
+        if (v->u.seq.n > 64) return bpcc_xerr(a, "more than 64 sections");
+        for (uint32_t i = 0; i < v->u.seq.n; i++) {
+            if (v->u.seq.items[i].k != XV_INT || v->u.seq.items[i].u.i < 0) return bpcc_xerr(a, "split sections must be sizes");
+            sum += sizes[n++] = v->u.seq.items[i].u.i;
+        }
+        if (sum != size) return bpcc_xerr(a, "split sections sum to %lld, not to the size %lld", (long long)sum, (long long)size);
+    } else {
+        if (!v || v->k != XV_INT || v->u.i < (chunk ? 1 : 0) || (!chunk && !v->u.i && size))
+            return bpcc_xerr(a, chunk ? "chunks must be a positive int" : "split_size must be a positive int");
+        int64_t piece = chunk ? (size + v->u.i - 1) / v->u.i : v->u.i;
+        if (!piece) sizes[n++] = 0; /* an empty dimension gives one empty piece */
+        for (int64_t at = 0; piece && at < size; at += piece) {
+            if (n == 64) return bpcc_xerr(a, "more than 64 pieces");
+            sizes[n++] = size - at < piece ? size - at : piece;
+        }
+    }
+    struct xval *items = bpcc_malloc((n ? n : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
+    for (int64_t at = 0; out->u.seq.n < n; at += sizes[out->u.seq.n++]) {
+        struct xtensor *t = narrow(x, (uint32_t)dim, at, sizes[out->u.seq.n]);
+        if (!t) {
+            bpcc_xval_release(out);
+            return bpcc_diag_nomem(a->d);
+        }
+        items[out->u.seq.n] = (struct xval){.k = XV_TENSOR, .u.t = t};
+    }
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_chunk(const struct xargs *a, struct xval *out) { return pieces(a, true, out); }
+static enum bpcc_status k_split(const struct xargs *a, struct xval *out) { return pieces(a, false, out); }
+
+/* pixel_shuffle(input, upscale_factor): [*, C r^2, H, W] -> [*, C, H r, W r];
+** pixel_unshuffle(input, downscale_factor) the inverse */
+static enum bpcc_status shuffle(const struct xargs *a, bool up, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t r;
+    const char *key = up ? "upscale_factor" : "downscale_factor";
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, key);
+        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "the module needs its %s", key);
+        r = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, key, 0, &r)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (r < 1) return bpcc_xerr(a, "%s must be positive", key);
+    if (x->ndim < 3) return bpcc_xerr(a, "pixel (un)shuffle needs at least 3 dimensions");
+    uint32_t nd = x->ndim;
+    int64_t C = x->dims[nd - 3], H = x->dims[nd - 2], W = x->dims[nd - 1];
+    if (up ? C % (r * r) : H % r || W % r)
+        return bpcc_xerr(a, up ? "the channels are not divisible by the square of upscale_factor"
+                               : "the height and width are not divisible by downscale_factor");
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, nd * sizeof *dims);
+    int64_t oc = up ? C / (r * r) : C * r * r; /* the shuffled side: [oc, r, r, h, w] against [oc, h, r, w, r] */
+    int64_t h = up ? H : H / r, w = up ? W : W / r;
+    dims[nd - 3] = oc;
+    dims[nd - 2] = up ? H * r : H / r;
+    dims[nd - 1] = up ? W * r : W / r;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t planes = x->numel / nz((uint64_t)(C * H * W));
+    int64_t c0 = up ? oc : C; /* channels of the spread-out image */
+    for (uint64_t p = 0; p < planes; p++)
+        for (int64_t c = 0; c < c0; c++)
+            for (int64_t i = 0; i < r; i++)
+                for (int64_t j = 0; j < r; j++)
+                    for (int64_t yy = 0; yy < h; yy++)
+                        for (int64_t xx = 0; xx < w; xx++) {
+                            /* packed: channel (c r + i) r + j at (yy, xx); spread: channel c at (yy r + i, xx r + j) */
+                            uint64_t packed = (((p * (uint64_t)c0 + (uint64_t)c) * (uint64_t)(r * r) + (uint64_t)(i * r + j)) * (uint64_t)h +
+                                               (uint64_t)yy) * (uint64_t)w + (uint64_t)xx;
+                            uint64_t spread = ((p * (uint64_t)c0 + (uint64_t)c) * (uint64_t)(h * r) + (uint64_t)(yy * r + i)) *
+                                                  (uint64_t)(w * r) + (uint64_t)(xx * r + j);
+                            if (up) y->data[spread] = x->data[packed];
+                            else y->data[packed] = x->data[spread];
+                        }
+    return put_tensor(a, y, out);
+}
+
+/* pad(input, pad, mode="constant", value=None): pad lists (before, after) pairs from the last
+** dimension back. constant pads any dimensions, negative amounts crop; reflect, replicate and
+** circular pad the last 1 to 3 dimensions of a 2-d to 5-d input by amounts PyTorch allows (reflect:
+** below the size, circular: up to it). The padding modules give their padding and value. */
+static enum bpcc_status pad_with(const struct xargs *a, const int64_t *pad, uint32_t n_pad, const char *mode, double value,
+                                 struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int m = !strcmp(mode, "constant") ? 0 : !strcmp(mode, "reflect") ? 1 : !strcmp(mode, "replicate") ? 2
+          : !strcmp(mode, "circular") ? 3 : -1;
+    if (m < 0) return bpcc_xerr(a, "padding mode '%s' is not one of constant, reflect, replicate, circular", mode);
+    if (n_pad % 2 || n_pad / 2 > x->ndim) return bpcc_xerr(a, "pad has %u entries for a %u-d input", n_pad, x->ndim);
+    if (m && (n_pad / 2 > 3 || x->ndim < n_pad / 2 + 1 || x->ndim > n_pad / 2 + 2))
+        return bpcc_xerr(a, "%s padding of %u dimensions needs a %u-d or %u-d input, not %u-d", mode, n_pad / 2,
+                         n_pad / 2 + 1, n_pad / 2 + 2, x->ndim);
+    int64_t before[BPCC_MAX_DIMS] = {0}, dims[BPCC_MAX_DIMS];
+    for (uint32_t d = 0; d < x->ndim; d++) {
+        uint32_t k = x->ndim - 1 - d; /* pad pair k is dimension ndim - 1 - k */
+        int64_t b = k < n_pad / 2 ? pad[2 * k] : 0, e = k < n_pad / 2 ? pad[2 * k + 1] : 0, n = x->dims[d];
+        if (m && (b < 0 || e < 0)) return bpcc_xerr(a, "%s padding must not be negative", mode);
+        if ((m == 1 && (b >= n || e >= n)) || (m == 3 && (b > n || e > n)) || (m == 2 && (b || e) && !n))
+            return bpcc_xerr(a, "%s padding (%lld, %lld) is too large for a dimension of %lld", mode, (long long)b, (long long)e,
+                             (long long)n);
+        before[d] = b;
+        dims[d] = n + b + e;
+        if (dims[d] < 0) return bpcc_xerr(a, "the padded size of dimension %u would be negative", d);
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int d = (int)x->ndim - 1; d >= 0; d--) {
+        stride[d] = st;
+        st *= x->dims[d];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        bool fill = false;
+        for (uint32_t d = 0; d < x->ndim; d++) {
+            int64_t n = x->dims[d], s = idx[d] - before[d];
+            if (s < 0 || s >= n) {
+                if (m == 0) fill = true;
+                else if (m == 1) s = s < 0 ? -s : 2 * (n - 1) - s;
+                else if (m == 2) s = s < 0 ? 0 : n - 1;
+                else s = s < 0 ? s + n : s - n;
+            }
+            off += s * stride[d];
+        }
+        y->data[i] = fill ? (float)value : x->data[off];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_pad(const struct xargs *a, struct xval *out)
+{
+    int64_t pad[2 * BPCC_MAX_DIMS];
+    uint32_t n;
+    double value;
+    const struct xval *mv = bpcc_xarg(a, 2, "mode");
+    if (!bpcc_xarg_ints(a, 1, "pad", 0, NULL, pad, &n) || !bpcc_xarg_float(a, 3, "value", 0, &value)) return BPCC_ERR_GRAPH;
+    if (mv && mv->k != XV_NONE && mv->k != XV_STR) return bpcc_xerr(a, "mode must be a string");
+    return pad_with(a, pad, n, mv && mv->k == XV_STR ? mv->u.s : "constant", value, out);
+}
+
+/* ZeroPad2d, ConstantPadNd, ReflectionPadNd, ReplicationPadNd: padding (a tuple of 2 N) and value */
+static enum bpcc_status k_pad_module(const struct xargs *a, struct xval *out)
+{
+    const char *t = a->module->type + strlen("torch.nn.");
+    const char *mode = !strncmp(t, "Reflection", 10) ? "reflect" : !strncmp(t, "Replication", 11) ? "replicate" : "constant";
+    int r = t[strlen(t) - 2] - '0';
+    int64_t pad[6];
+    if (r < 1 || r > 3 || !bpcc_mattr_ints(a, "padding", (uint32_t)(2 * r), NULL, pad)) return BPCC_ERR_GRAPH;
+    return pad_with(a, pad, (uint32_t)(2 * r), mode, bpcc_mattr_float(a->module, "value", 0), out);
+}
+
+static enum bpcc_status k_pixel_shuffle(const struct xargs *a, struct xval *out) { return shuffle(a, true, out); }
+static enum bpcc_status k_pixel_unshuffle(const struct xargs *a, struct xval *out) { return shuffle(a, false, out); }
+
 static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
 static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { return k_cat(a, out, true); }
 
@@ -897,14 +1163,14 @@ static enum bpcc_status reduce(const struct xargs *a, bool mean, struct xval *ou
 static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, true, out); }
 static enum bpcc_status k_sum(const struct xargs *a, struct xval *out) { return reduce(a, false, out); }
 
-static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
+static enum bpcc_status softmax(const struct xargs *a, bool log, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
     int64_t dim;
     if (a->module) {
         const struct bpcc_value *v = bpcc_module_attr(a->module, "dim");
-        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "Softmax needs its dim");
+        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "%s needs its dim", log ? "LogSoftmax" : "Softmax");
         dim = v->u.i;
     } else if (!bpcc_xarg_int(a, 1, "dim", -1, &dim)) {
         return BPCC_ERR_GRAPH;
@@ -923,10 +1189,18 @@ static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out)
             for (int64_t k = 0; k < n; k++) mx = p[k * inner] > mx ? p[k * inner] : mx;
             float s = 0;
             for (int64_t k = 0; k < n; k++) s += (q[k * inner] = expf(p[k * inner] - mx));
-            for (int64_t k = 0; k < n; k++) q[k * inner] /= s;
+            if (log) {
+                float ls = logf(s);
+                for (int64_t k = 0; k < n; k++) q[k * inner] = (p[k * inner] - mx) - ls;
+            } else {
+                for (int64_t k = 0; k < n; k++) q[k * inner] /= s;
+            }
         }
     return put_tensor(a, y, out);
 }
+
+static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out) { return softmax(a, false, out); }
+static enum bpcc_status k_log_softmax(const struct xargs *a, struct xval *out) { return softmax(a, true, out); }
 
 /* }================================================ */
 
@@ -1200,6 +1474,26 @@ static const struct kentry table[] = {
     {'t', "transpose", k_transpose}, {'t', "contiguous", k_contiguous}, {'t', "unsqueeze", k_unsqueeze},
     {'t', "squeeze", k_squeeze}, {'t', "size", k_size}, {'t', "mean", k_mean}, {'t', "sum", k_sum},
     {'t', "matmul", bpcc_k_matmul}, {'t', "exp", k_exp}, {'t', "sqrt", k_sqrt},
+    {'f', "torch.chunk", k_chunk}, {'t', "chunk", k_chunk}, {'f', "torch.split", k_split}, {'t', "split", k_split},
+    {'m', "torch.nn.PixelShuffle", k_pixel_shuffle}, {'f', "torch.nn.functional.pixel_shuffle", k_pixel_shuffle},
+    {'f', "torch.pixel_shuffle", k_pixel_shuffle}, {'m', "torch.nn.PixelUnshuffle", k_pixel_unshuffle},
+    {'f', "torch.nn.functional.pixel_unshuffle", k_pixel_unshuffle}, {'f', "torch.pixel_unshuffle", k_pixel_unshuffle},
+    {'f', "torch.nn.functional.pad", k_pad}, {'m', "torch.nn.ZeroPad2d", k_pad_module},
+    {'m', "torch.nn.ConstantPad1d", k_pad_module}, {'m', "torch.nn.ConstantPad2d", k_pad_module},
+    {'m', "torch.nn.ConstantPad3d", k_pad_module}, {'m', "torch.nn.ReflectionPad1d", k_pad_module},
+    {'m', "torch.nn.ReflectionPad2d", k_pad_module}, {'m', "torch.nn.ReflectionPad3d", k_pad_module},
+    {'m', "torch.nn.ReplicationPad1d", k_pad_module}, {'m', "torch.nn.ReplicationPad2d", k_pad_module},
+    {'m', "torch.nn.ReplicationPad3d", k_pad_module},
+    {'m', "torch.nn.GroupNorm", bpcc_k_group_norm}, {'f', "torch.nn.functional.group_norm", bpcc_k_group_norm},
+    {'m', "torch.nn.InstanceNorm1d", bpcc_k_instance_norm}, {'m', "torch.nn.InstanceNorm2d", bpcc_k_instance_norm},
+    {'m', "torch.nn.InstanceNorm3d", bpcc_k_instance_norm},
+    {'f', "torch.abs", k_abs}, {'f', "abs", k_abs}, {'t', "abs", k_abs}, {'f', "torch.log", k_log}, {'t', "log", k_log},
+    {'m', "torch.nn.Softplus", k_softplus}, {'f', "torch.nn.functional.softplus", k_softplus},
+    {'m', "torch.nn.Mish", k_mish}, {'f', "torch.nn.functional.mish", k_mish},
+    {'m', "torch.nn.PReLU", k_prelu}, {'f', "torch.nn.functional.prelu", k_prelu}, {'f', "torch.prelu", k_prelu},
+    {'f', "operator.pow", k_pow}, {'f', "torch.pow", k_pow}, {'t', "pow", k_pow},
+    {'m', "torch.nn.LogSoftmax", k_log_softmax}, {'f', "torch.nn.functional.log_softmax", k_log_softmax},
+    {'f', "torch.log_softmax", k_log_softmax}, {'t', "log_softmax", k_log_softmax},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

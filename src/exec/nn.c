@@ -537,6 +537,95 @@ BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *
     return put(a, y, out);
 }
 
+/* x [N, C, *] normalized over each of G groups of C / G channels (mean and biased variance in
+** double), then scaled and shifted per channel by w and b (either may be NULL) */
+static enum bpcc_status group_normalize(const struct xargs *a, const struct xtensor *x, int64_t G, const float *w,
+                                        const float *b, double eps, struct xval *out)
+{
+    int64_t C = x->dims[1], inner = 1;
+    for (uint32_t i = 2; i < x->ndim; i++) inner *= x->dims[i];
+    if (G < 1 || C % G) return bpcc_xerr(a, "%lld channels do not split into %lld groups", (long long)C, (long long)G);
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t per = C / G * inner;
+    for (int64_t n = 0; n < x->dims[0]; n++)
+        for (int64_t g = 0; g < G; g++) {
+            const float *p = x->data + (n * C + g * (C / G)) * inner;
+            float *q = y->data + (n * C + g * (C / G)) * inner;
+            double sum = 0, ss = 0;
+            for (int64_t i = 0; i < per; i++) sum += p[i];
+            double mean = per ? sum / (double)per : 0;
+            for (int64_t i = 0; i < per; i++) ss += (p[i] - mean) * (p[i] - mean);
+            float rstd = (float)(1.0 / sqrt((per ? ss / (double)per : 0) + eps)), m = (float)mean;
+            for (int64_t c = g * (C / G); c < (g + 1) * (C / G); c++, p += inner, q += inner) {
+                float sc = rstd * (w ? w[c] : 1.0f), sh = b ? b[c] : 0.0f;
+                for (int64_t i = 0; i < inner; i++) q[i] = (p[i] - m) * sc + sh;
+            }
+        }
+    return put(a, y, out);
+}
+
+/* GroupNorm / group_norm(input, num_groups, weight=None, bias=None, eps=1e-5) */
+enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    const float *w, *b;
+    uint32_t nd;
+    const int64_t *dd;
+    double eps = 1e-5;
+    int64_t G;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        if (!bpcc_mattr_ints(a, "num_groups", 1, NULL, &G) || !param(a, 0, "weight", &w, &nd, &dd, false) ||
+            !param(a, 0, "bias", &b, &nd, &dd, false))
+            return BPCC_ERR_GRAPH;
+        eps = bpcc_mattr_float(a->module, "eps", 1e-5);
+    } else if (!bpcc_xarg_int(a, 1, "num_groups", 0, &G) || !param(a, 2, "weight", &w, &nd, &dd, false) ||
+               !param(a, 3, "bias", &b, &nd, &dd, false) || !bpcc_xarg_float(a, 4, "eps", 1e-5, &eps)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (x->ndim < 2) return bpcc_xerr(a, "group norm needs at least 2 dims");
+    return group_normalize(a, x, G, w, b, eps, out);
+}
+
+/* InstanceNorm1d/2d/3d: each (sample, channel) over its own elements; with running statistics
+** tracked, eval mode uses them as batch norm does. An unbatched input ([C, *]) is one sample. */
+enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int r = a->module->type[strlen(a->module->type) - 2] - '0';
+    if ((int)x->ndim != r + 1 && (int)x->ndim != r + 2)
+        return bpcc_xerr(a, "InstanceNorm%dd needs a %d-d or %d-d input, not %u-d", r, r + 1, r + 2, x->ndim);
+    struct xtensor view = *x; /* an unbatched input as a batch of one: the same data */
+    if ((int)x->ndim == r + 1) {
+        view.ndim = x->ndim + 1;
+        view.dims[0] = 1;
+        memcpy(view.dims + 1, x->dims, x->ndim * sizeof *x->dims);
+    }
+    struct xval in = {.k = XV_TENSOR, .u.t = &view};
+    struct xargs sub = *a;
+    sub.pos = &in;
+    sub.n = 1;
+    sub.consume = false;
+    enum bpcc_status s;
+    if (bpcc_mattr_bool(a->module, "track_running_stats", false)) {
+        s = bpcc_k_batch_norm(&sub, out);
+    } else {
+        const float *w, *b;
+        uint32_t nd;
+        const int64_t *dd;
+        if (!param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false)) return BPCC_ERR_GRAPH;
+        s = group_normalize(&sub, &view, view.dims[1], w, b, bpcc_mattr_float(a->module, "eps", 1e-5), out);
+    }
+    if (!s && (int)x->ndim == r + 1) { /* back to the input's shape */
+        struct xtensor *t = out->u.t;
+        t->ndim = x->ndim;
+        memcpy(t->dims, x->dims, x->ndim * sizeof *x->dims);
+    }
+    return s;
+}
+
 enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;

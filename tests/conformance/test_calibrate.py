@@ -357,6 +357,56 @@ class Calibrate(unittest.TestCase):
 
         self.check_run_multi(M().eval(), torch.randn(2, 3, 4, 6), "interpolate")
 
+    def test_run_more_layers(self):
+        """padding modules and F.pad in every mode, chunk and split, pixel (un)shuffle, PReLU,
+        group and instance norm, log-softmax, softplus, mish, abs, log and pow"""
+        torch.manual_seed(0)
+
+        class On(nn.Module):
+            def __init__(self, m, f=None):
+                super().__init__()
+                self.m, self.f = m, f
+
+            def forward(self, x):
+                return self.m(x) if self.f is None else self.f(self.m, x)
+
+        fn = lambda f: On(nn.Identity(), lambda m, x: f(x))
+        inorm = nn.InstanceNorm2d(4, affine=True)
+        itrack = nn.InstanceNorm1d(4, track_running_stats=True)
+        gn = nn.GroupNorm(2, 4)
+        pr = nn.PReLU(4)
+        for p in (inorm.weight, gn.weight, pr.weight):
+            p.data.uniform_(0.2, 1.5)
+        for p in (inorm.bias, gn.bias, itrack.running_mean):
+            p.data.uniform_(-1, 1)
+        itrack.running_var.uniform_(0.5, 2)
+        cases = [
+            ("prelu", On(pr), (2, 4, 5)), ("prelu_one", On(nn.PReLU()), (2, 4, 5, 3)),
+            ("prelu_f", On(pr, lambda m, x: F.prelu(x, m.weight)), (2, 4, 5)),
+            ("mish", On(nn.Mish()), (2, 4, 5)), ("softplus", On(nn.Softplus(2.0, 5.0)), (2, 4, 5)),
+            ("softplus_f", fn(lambda x: F.softplus(x * 30)), (2, 4, 5)),
+            ("groupnorm", On(gn), (2, 4, 5, 3)), ("groupnorm_f", On(gn, lambda m, x: F.group_norm(x, 4, m.weight, None, 1e-3)), (2, 4, 5)),
+            ("instnorm", On(inorm), (2, 4, 5, 5)), ("instnorm_unbatched", On(nn.InstanceNorm2d(4)), (4, 5, 5)),
+            ("instnorm_track", On(itrack), (2, 4, 7)), ("instnorm3d", On(nn.InstanceNorm3d(4)), (2, 4, 3, 3, 3)),
+            ("logsoftmax", On(nn.LogSoftmax(dim=1)), (2, 4, 5)), ("log_softmax_f", fn(lambda x: F.log_softmax(x * 10, -1)), (2, 4, 5)),
+            ("pixelshuffle", On(nn.PixelShuffle(2)), (2, 8, 3, 5)), ("pixelunshuffle", On(nn.PixelUnshuffle(2)), (2, 3, 4, 6)),
+            ("zeropad", On(nn.ZeroPad2d((1, 2, 0, 1))), (2, 4, 3, 3)),
+            ("constpad3", On(nn.ConstantPad3d((1, 0, 2, 1, 0, 1), 3.5)), (2, 2, 3, 3, 3)),
+            ("reflpad1", On(nn.ReflectionPad1d((2, 3))), (2, 4, 5)), ("reflpad2", On(nn.ReflectionPad2d(2)), (2, 4, 3, 4)),
+            ("replpad3", On(nn.ReplicationPad3d((1, 2, 0, 1, 2, 0))), (1, 2, 3, 3, 3)),
+            ("pad_f", fn(lambda x: F.pad(x, (-1, 2, 0, -1), value=-2.0)), (2, 4, 3, 3)),
+            ("pad_reflect", fn(lambda x: F.pad(x, (1, 2, 2, 0), mode="reflect")), (2, 4, 3, 4)),
+            ("pad_circular", fn(lambda x: F.pad(x, (1, 3, 2, 0), mode="circular")), (2, 4, 3, 4)),
+            ("pad_replicate", fn(lambda x: F.pad(x, (3, 1), mode="replicate")), (2, 4, 3)),
+            ("chunk", fn(lambda x: (lambda c: torch.cat([c[2], c[0], c[1]], 1))(x.chunk(3, dim=1))), (2, 7, 3)),
+            ("split", fn(lambda x: torch.split(x, 2, dim=-1)[2]), (2, 4, 5)),
+            ("split_sizes", fn(lambda x: (lambda t: torch.cat([t[1], t[0] * 2], 1))(x.split([1, 3], dim=1))), (2, 4, 5)),
+            ("abs_log_pow", fn(lambda x: torch.log(x.abs() + 1) + torch.abs(x) + x ** 2 + torch.pow(x.abs(), 0.5)
+                               + x.pow(3) + (x.abs() + 1) ** -1 + x.abs() ** 1.7), (2, 4, 5)),
+        ]
+        for name, model, shape in cases:
+            self.check_run(model.eval(), torch.randn(*shape), name)
+
     def check_run_multi(self, model, x, name):
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (x,), src)
