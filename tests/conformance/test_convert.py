@@ -83,6 +83,35 @@ class WithScaled(nn.Module):
         return self.fc(self.block(x).mean((2, 3)))
 
 
+class More(nn.Module):
+    """the interpreter's less common ops inside the quantization flow: group norm, PReLU, pixel
+    shuffle, reflection padding, chunk, instance norm, upsampling, bilinear resizing to the input's
+    size, 1-d convolution and pooling, log-softmax"""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.prelu = nn.PReLU(8)
+        self.ps = nn.PixelShuffle(2)
+        self.pad = nn.ReflectionPad2d(1)
+        self.conv2 = nn.Conv2d(2, 4, 3)
+        self.inorm = nn.InstanceNorm2d(4, affine=True)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv3 = nn.Conv1d(4, 4, 3, padding=1)
+        self.pool = nn.AdaptiveAvgPool1d(4)
+        self.fc = nn.Linear(16, 10)
+
+    def forward(self, x):
+        y = self.prelu(self.gn(self.conv(x)))
+        y = self.conv2(self.pad(self.ps(y)))
+        c = y.chunk(2, dim=1)
+        y = torch.cat([c[1], c[0]], 1)
+        y = self.up(F.relu(self.inorm(y)))
+        y = F.interpolate(y, size=x.shape[-2:], mode="bilinear", align_corners=False)
+        z = self.pool(self.conv3(y.flatten(2)))
+        return F.log_softmax(self.fc(z.flatten(1)), -1)
+
+
 def value(gm, v):
     if isinstance(v, torch.fx.Node) and v.op == "get_attr":
         t = gm
@@ -241,6 +270,13 @@ class Convert(unittest.TestCase):
             self.check(model, (2, 3, 8, 8), "head", "minmax", minmax_mapping(), backend)
             self.check(model, (2, 3, 8, 8), "head", "fbgemm", "fbgemm", backend)
 
+
+    def test_less_common_ops(self):
+        torch.manual_seed(0)
+        model = More().eval()
+        for backend in ("fbgemm", "qnnpack", "native"):
+            self.check(model, (4, 3, 8, 8), "more", "minmax", minmax_mapping(), backend)
+        self.check(model, (4, 3, 8, 8), "more", "fbgemm", "fbgemm", "fbgemm")
 
     def test_parameter_read_in_a_submodule(self):
         """the quantize point of a get_attr takes the scope it was traced in (block.0), as torch
