@@ -704,6 +704,20 @@ START_TEST(pooling_of_every_rank_matches_a_brute_force_reference)
 }
 END_TEST
 
+/* the graph in text, run on a ramp of the given dims, fails with a message holding msg */
+static void refused_with(const char *text, uint32_t ndim, const int64_t *dims, const char *msg, size_t case_no)
+{
+    struct bpcc_graph *g = parse(text);
+    struct xtensor *x = input(ndim, dims, ramp);
+    struct xval out;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), msg), "case %zu: %s", case_no, tu_msg(&d));
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+
 /* what pooling refuses: indices it does not compute, an input of the wrong rank, an empty output */
 START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
 {
@@ -716,6 +730,8 @@ START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
         {"call_function torch.nn.functional.adaptive_max_pool2d (%x, 1, True)", "return_indices=True is not supported", 4},
         {"call_function torch.nn.functional.avg_pool3d (%x, 2)", "3-d pooling needs a 4-d or 5-d input, not 3-d", 3},
         {"call_function torch.nn.functional.adaptive_avg_pool1d (%x, 1)", "1-d pooling needs a 2-d or 3-d input, not 4-d", 4},
+        /* more ints than the window has dimensions (found by fuzzing: they were written past its end) */
+        {"call_function torch.nn.functional.max_pool2d (%x, (1, 1, 1, 1, 1, 1, 1, 1))", "argument kernel_size must be 2 ints", 4},
         /* a window longer than the input: (2 - 3) / 2 rounds down to -1, no output (PyTorch: too small) */
         {"call_function torch.nn.functional.max_pool1d (%x, 3, 2)", "the output would be empty", 2},
     };
@@ -725,15 +741,7 @@ START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
                  "bpcc-model 1\n\nmodule p : torch.nn.MaxPool2d {kernel_size: 2, return_indices: True}\n\ngraph\n"
                  "  %%x = placeholder x ()\n  %%p = %s\n  %%output = output output (%%p,)\n",
                  cases[i].node);
-        struct bpcc_graph *g = parse(text);
-        struct xtensor *x = input(cases[i].ndim, (int64_t[]){1, 2, 4, 4}, ramp);
-        struct xval out;
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
-        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
-        bpcc_xtensor_free(x);
-        bpcc_graph_free(g);
+        refused_with(text, cases[i].ndim, (int64_t[]){1, 2, 4, 4}, cases[i].msg, i);
     }
 }
 END_TEST
@@ -820,6 +828,7 @@ START_TEST(interpolation_refuses_what_it_cannot_do)
         {"(%x, 4, 2.0)", "only one of size and scale_factor may be given"},
         {"(%x,)", "size or scale_factor must be given"},
         {"(%x, (2, 3, 4))", "size has 3 entries for 2 spatial dimensions"},
+        {"(%x, (1, 2, 3, 4, 5, 6, 7, 8))", "size has 8 entries for 2 spatial dimensions"}, /* found by fuzzing: a stack overflow */
         {"(%x,) {scale_factor: 0.1}", "input and output sizes must be greater than 0"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -828,15 +837,7 @@ START_TEST(interpolation_refuses_what_it_cannot_do)
                  "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%y = call_function torch.nn.functional.interpolate %s\n"
                  "  %%output = output output (%%y,)\n",
                  cases[i].call);
-        struct bpcc_graph *g = parse(text);
-        struct xtensor *x = input(4, (int64_t[]){1, 2, 4, 4}, ramp);
-        struct xval out;
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
-        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
-        bpcc_xtensor_free(x);
-        bpcc_graph_free(g);
+        refused_with(text, 4, (int64_t[]){1, 2, 4, 4}, cases[i].msg, i);
     }
 }
 END_TEST
@@ -917,15 +918,7 @@ START_TEST(padding_and_pieces_refuse_what_pytorch_refuses)
         snprintf(text, sizeof text,
                  "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%y = call_function %s\n  %%output = output output (%%y,)\n",
                  cases[i].call);
-        struct bpcc_graph *g = parse(text);
-        struct xtensor *x = input(3, (int64_t[]){1, 4, 5}, ramp);
-        struct xval out;
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
-        ck_assert_msg(strstr(tu_msg(&d), cases[i].msg), "case %zu: %s", i, tu_msg(&d));
-        bpcc_xtensor_free(x);
-        bpcc_graph_free(g);
+        refused_with(text, 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
     }
 }
 END_TEST

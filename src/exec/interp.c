@@ -194,7 +194,8 @@ static bool ints_of(const struct xval *v, uint32_t n_want, int64_t *out, uint32_
         *n_out = n_want ? n_want : 1;
         return true;
     }
-    if (v->k != XV_SEQ || v->u.seq.n > BPCC_MAX_DIMS) return false;
+    /* out holds n_want ints (BPCC_MAX_DIMS when n_want is 0): nothing is written past them */
+    if (v->k != XV_SEQ || v->u.seq.n > BPCC_MAX_DIMS || (n_want && v->u.seq.n != n_want && v->u.seq.n != 1)) return false;
     for (uint32_t i = 0; i < v->u.seq.n; i++) {
         if (v->u.seq.items[i].k != XV_INT) return false;
         out[i] = v->u.seq.items[i].u.i;

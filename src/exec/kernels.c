@@ -983,7 +983,7 @@ static enum bpcc_status shuffle(const struct xargs *a, bool up, struct xval *out
     } else if (!bpcc_xarg_int(a, 1, key, 0, &r)) {
         return BPCC_ERR_GRAPH;
     }
-    if (r < 1) return bpcc_xerr(a, "%s must be positive", key);
+    if (r < 1 || r > 1 << 15) return bpcc_xerr(a, "%s must be positive and not huge", key);
     if (x->ndim < 3) return bpcc_xerr(a, "pixel (un)shuffle needs at least 3 dimensions");
     uint32_t nd = x->ndim;
     int64_t C = x->dims[nd - 3], H = x->dims[nd - 2], W = x->dims[nd - 1];
@@ -1039,6 +1039,8 @@ static enum bpcc_status pad_with(const struct xargs *a, const int64_t *pad, uint
         uint32_t k = x->ndim - 1 - d; /* pad pair k is dimension ndim - 1 - k */
         int64_t b = k < n_pad / 2 ? pad[2 * k] : 0, e = k < n_pad / 2 ? pad[2 * k + 1] : 0, n = x->dims[d];
         if (m && (b < 0 || e < 0)) return bpcc_xerr(a, "%s padding must not be negative", mode);
+        if (b < -((int64_t)1 << 40) || b > (int64_t)1 << 40 || e < -((int64_t)1 << 40) || e > (int64_t)1 << 40)
+            return bpcc_xerr(a, "padding (%lld, %lld) is out of range", (long long)b, (long long)e);
         if ((m == 1 && (b >= n || e >= n)) || (m == 3 && (b > n || e > n)) || (m == 2 && (b || e) && !n))
             return bpcc_xerr(a, "%s padding (%lld, %lld) is too large for a dimension of %lld", mode, (long long)b, (long long)e,
                              (long long)n);

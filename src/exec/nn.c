@@ -775,8 +775,10 @@ static bool pool_params(const struct xargs *a, int r, bool avg, struct pool *pp)
         else if (!bpcc_xarg_bool(a, 5, "ceil_mode", false, &pp->ceil_mode)) return false;
         if (!no_indices(a, 6)) return false;
     }
+    const int64_t big = (int64_t)1 << 31; /* keeps the window arithmetic far from overflow */
     for (int i = 0; i < 3; i++)
-        if (pp->k[i] < 1 || pp->s[i] < 1 || pp->p[i] < 0 || pp->d[i] < 1 || pp->p[i] * 2 > pp->k[i]) {
+        if (pp->k[i] < 1 || pp->s[i] < 1 || pp->p[i] < 0 || pp->d[i] < 1 || pp->p[i] * 2 > pp->k[i] || pp->k[i] > big ||
+            pp->s[i] > big || pp->d[i] > big) {
             bpcc_xerr(a, "invalid pooling kernel, stride, padding or dilation");
             return false;
         }
@@ -923,7 +925,7 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
         return BPCC_ERR_GRAPH;
     }
     for (int i = 0; i < 3; i++)
-        if (on[i] < 1) return bpcc_xerr(a, "output_size must be positive");
+        if (on[i] < 1 || on[i] > ((int64_t)1 << 31)) return bpcc_xerr(a, "output_size must be positive and not huge");
     struct xtensor *y = pool_output(x, r, on);
     if (!y) return bpcc_diag_nomem(a->d);
     const int64_t D = in[0], H = in[1], W = in[2];

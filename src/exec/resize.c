@@ -12,6 +12,8 @@
 
 enum rmode { R_NEAREST, R_NEAREST_EXACT, R_LINEAR, R_AREA };
 
+#define MAX_EXTENT ((int64_t)1 << 31) /* an output dimension (even of an empty tensor) */
+
 /* where output index o reads along one dimension: i0, i1 with weights l0, l1 (nearest: i0 only) */
 struct taps {
     int64_t *i0, *i1;
@@ -84,13 +86,13 @@ static bool output_size(const struct xargs *a, const struct xtensor *x, int r, b
     const int64_t *in = x->dims + 2;
     if (has_size) {
         uint32_t n;
-        if (!bpcc_xarg_ints(a, 1, "size", 0, NULL, out, &n)) return false;
-        if (sv->k == XV_INT)
-            for (int i = 1; i < r; i++) out[i] = out[0];
-        else if (n != (uint32_t)r) {
+        int64_t given[BPCC_MAX_DIMS];
+        if (!bpcc_xarg_ints(a, 1, "size", 0, NULL, given, &n)) return false;
+        if (sv->k != XV_INT && n != (uint32_t)r) {
             bpcc_xerr(a, "size has %u entries for %d spatial dimensions", n, r);
             return false;
         }
+        for (int i = 0; i < r; i++) out[i] = given[sv->k == XV_INT ? 0 : i];
         return true;
     }
     for (int i = 0; i < r; i++) {
@@ -100,7 +102,12 @@ static bool output_size(const struct xargs *a, const struct xtensor *x, int r, b
             return false;
         }
         sf[i] = v->k == XV_FLOAT ? v->u.f : (double)v->u.i;
-        out[i] = (int64_t)floor((double)in[i] * sf[i]);
+        double o = floor((double)in[i] * sf[i]);
+        if (!(o >= 0 && o <= (double)MAX_EXTENT)) {
+            bpcc_xerr(a, "scale_factor %g gives an output size out of range", sf[i]);
+            return false;
+        }
+        out[i] = (int64_t)o;
     }
     return true;
 }
@@ -138,8 +145,10 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     int64_t os[3];
     if (!output_size(a, x, r, &has_scale, sf, os)) return BPCC_ERR_GRAPH;
     if (has_scale && recompute) has_scale = false; /* the kernel's scale from the sizes */
-    for (int i = 0; i < r; i++)
+    for (int i = 0; i < r; i++) {
         if (os[i] < 1 || x->dims[2 + i] < 1) return bpcc_xerr(a, "input and output sizes must be greater than 0");
+        if (os[i] > MAX_EXTENT) return bpcc_xerr(a, "output size %lld is too large", (long long)os[i]);
+    }
     if (m == R_AREA) { /* adaptive average pooling to the output size */
         struct xval items[3], pos[2] = {{.k = XV_TENSOR, .u.t = (struct xtensor *)x}, {.k = XV_SEQ}};
         for (int i = 0; i < r; i++) items[i] = (struct xval){.k = XV_INT, .u.i = os[i]};
