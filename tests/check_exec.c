@@ -923,6 +923,70 @@ START_TEST(padding_and_pieces_refuse_what_pytorch_refuses)
 }
 END_TEST
 
+static float zeros(uint64_t i) { return (float)i * 0.0f; }
+static float ones(uint64_t i) { return (float)i * 0.0f + 1.0f; }
+
+/* training mode: dropout and batch norm behave otherwise there (random, batch statistics), so the
+** interpreter refuses them rather than run them as in eval; an instance norm that tracks running
+** statistics normalizes by the input's own in training mode */
+START_TEST(training_mode_is_refused_where_it_changes_the_result)
+{
+    static const struct {
+        const char *modules, *call, *msg; /* msg NULL: runs */
+    } cases[] = {
+        {"module m : torch.nn.BatchNorm1d {training: True, eps: 1e-05}\n",
+         "call_module m (%x,)", "batch norm in training mode normalizes by the batch's statistics"},
+        {"", "call_function torch.nn.functional.batch_norm (%x, None, None, None, None, True)", "batch norm in training mode"},
+        {"", "call_function torch.nn.functional.dropout (%x, 0.5)", "dropout in training mode is random"},
+        {"module m : torch.nn.Dropout {training: True, p: 0.1}\n", "call_module m (%x,)", "dropout in training mode is random"},
+        {"module m : torch.nn.Dropout {training: True, p: 0.0}\n", "call_module m (%x,)", NULL},
+        {"", "call_function torch.nn.functional.dropout (%x, 0.5, False)", NULL},
+        {"module m : torch.nn.Dropout2d {training: False, p: 0.5}\n", "call_module m (%x,)", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[768];
+        snprintf(text, sizeof text, "bpcc-model 1\n\n%s\ngraph\n  %%x = placeholder x ()\n  %%y = %s\n  %%output = output output (%%y,)\n",
+                 cases[i].modules, cases[i].call);
+        if (cases[i].msg) { /* refused before its statistics are read */
+            refused_with(text, 2, (int64_t[]){3, 4}, cases[i].msg, i);
+            continue;
+        }
+        struct bpcc_graph *g = parse(text);
+        struct xtensor *x = input(2, (int64_t[]){3, 4}, ramp);
+        struct xval out;
+        RUN(g, x, &out);
+        ck_assert(!memcmp(out.u.t->data, x->data, 12 * sizeof(float)));
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+    /* InstanceNorm1d tracking statistics (mean 0, variance 1, eps 0): eval normalizes by the running
+    ** ones (the identity here), training by the input's own */
+    for (int training = 0; training < 2; training++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule m : torch.nn.InstanceNorm1d {training: %s, eps: 0.0, track_running_stats: True}\n"
+                 "  buffer running_mean : f32[2]\n  buffer running_var : f32[2]\n\ngraph\n  %%x = placeholder x ()\n"
+                 "  %%y = call_module m (%%x,)\n  %%output = output output (%%y,)\n",
+                 training ? "True" : "False");
+        struct bpcc_graph *g = parse(text);
+        set_tensor(g, "m", "running_mean", 1, (int64_t[]){2}, zeros);
+        set_tensor(g, "m", "running_var", 1, (int64_t[]){2}, ones);
+        struct xtensor *x = input(3, (int64_t[]){1, 2, 4}, ramp);
+        for (int k = 0; k < 8; k++) x->data[k] = (float)k; /* channel 0: 0 1 2 3, channel 1: 4 5 6 7 */
+        struct xval out;
+        RUN(g, x, &out);
+        for (int k = 0; k < 8; k++) {
+            float want = training ? (float)((k % 4 - 1.5) / sqrt(1.25)) : (float)k;
+            ck_assert_msg(fabsf(out.u.t->data[k] - want) < 1e-5f, "training %d at %d: %g vs %g", training, k, out.u.t->data[k], want);
+        }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -1671,6 +1735,7 @@ int main(void)
     tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
     tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
     tcase_add_test(tc, padding_and_pieces_refuse_what_pytorch_refuses);
+    tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);
     tcase_add_test(tc, floor_division_agrees_with_c10s_formula);

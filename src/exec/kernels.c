@@ -1390,6 +1390,22 @@ static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
     return put_tensor(a, y, out);
 }
 
+/* Dropout modules and F.dropout(input, p=0.5, training=True): the identity in eval mode or at p = 0;
+** in training mode they are random, and F.dropout trains unless told otherwise */
+static enum bpcc_status k_dropout(const struct xargs *a, struct xval *out)
+{
+    double p = 0.5;
+    bool training = false;
+    if (a->module) {
+        p = bpcc_mattr_float(a->module, "p", 0.5);
+        training = bpcc_mattr_bool(a->module, "training", false);
+    } else if (!bpcc_xarg_float(a, 1, "p", 0.5, &p) || !bpcc_xarg_bool(a, 2, "training", true, &training)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (training && p > 0) return bpcc_xerr(a, "dropout in training mode is random; export the model in eval mode");
+    return k_identity(a, out);
+}
+
 /* torchvision.ops.stochastic_depth(input, p, mode, training): the identity in eval */
 static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *out)
 {
@@ -1407,7 +1423,8 @@ static const struct kentry table[] = {
     {'m', "torch.nn.LeakyReLU", k_leaky_relu}, {'m', "torch.nn.ELU", k_elu}, {'m', "torch.nn.Hardswish", k_hardswish},
     {'m', "torch.nn.Hardsigmoid", k_hardsigmoid}, {'m', "torch.nn.Sigmoid", k_sigmoid}, {'m', "torch.nn.Tanh", k_tanh},
     {'m', "torch.nn.SiLU", k_silu}, {'m', "torch.nn.GELU", k_gelu}, {'m', "torch.nn.Softmax", k_softmax},
-    {'m', "torch.nn.Dropout", k_identity}, {'m', "torch.nn.Dropout2d", k_identity}, {'m', "torch.nn.Identity", k_identity},
+    {'m', "torch.nn.Dropout", k_dropout}, {'m', "torch.nn.Dropout1d", k_dropout}, {'m', "torch.nn.Dropout2d", k_dropout},
+    {'m', "torch.nn.Dropout3d", k_dropout}, {'m', "torch.nn.AlphaDropout", k_dropout}, {'m', "torch.nn.Identity", k_identity},
     {'m', "torch.nn.Flatten", k_flatten},
     {'m', "torch.nn.Conv1d", bpcc_k_conv}, {'m', "torch.nn.Conv2d", bpcc_k_conv}, {'m', "torch.nn.Conv3d", bpcc_k_conv},
     {'m', "torch.nn.ConvTranspose1d", bpcc_k_conv_transpose}, {'m', "torch.nn.ConvTranspose2d", bpcc_k_conv_transpose},
@@ -1440,7 +1457,7 @@ static const struct kentry table[] = {
     {'f', "torch.nn.functional.sigmoid", k_sigmoid}, {'f', "torch.tanh", k_tanh}, {'f', "torch.nn.functional.tanh", k_tanh},
     {'f', "torch.nn.functional.silu", k_silu}, {'f', "torch.nn.functional.gelu", k_gelu},
     {'f', "torch.nn.functional.softmax", k_softmax}, {'f', "torch.softmax", k_softmax},
-    {'f', "torch.nn.functional.dropout", k_identity}, {'f', "torch.clamp", k_clamp}, {'f', "torch.exp", k_exp},
+    {'f', "torch.nn.functional.dropout", k_dropout}, {'f', "torch.clamp", k_clamp}, {'f', "torch.exp", k_exp},
     {'f', "torch.sqrt", k_sqrt}, {'f', "operator.neg", k_neg},
     {'f', "operator.add", k_add}, {'f', "torch.add", k_add}, {'f', "operator.sub", k_sub}, {'f', "torch.sub", k_sub},
     {'f', "operator.mul", k_mul}, {'f', "torch.mul", k_mul}, {'f', "operator.truediv", k_div}, {'f', "torch.div", k_div},
@@ -1467,7 +1484,7 @@ static const struct kentry table[] = {
     {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
     {'f', "torch.quantize_per_channel", k_quantize_per_channel}, {'f', "torch.dequantize", k_dequantize},
     {'t', "dequantize", k_dequantize}, {'t', "expand", k_expand}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
-    {'m', "torchvision.ops.StochasticDepth", k_identity},
+    {'m', "torchvision.ops.StochasticDepth", k_dropout},
     {'t', "relu", k_relu}, {'t', "relu_", k_relu}, {'t', "sigmoid", k_sigmoid}, {'t', "tanh", k_tanh},
     {'t', "hardsigmoid", k_hardsigmoid}, {'t', "softmax", k_softmax}, {'t', "clamp", k_clamp},
     {'t', "add", k_add}, {'t', "add_", k_add}, {'t', "sub", k_sub}, {'t', "mul", k_mul}, {'t', "mul_", k_mul},

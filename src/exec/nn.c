@@ -509,6 +509,10 @@ BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *
     uint32_t nd;
     const int64_t *dd;
     double eps = 1e-5;
+    bool training;
+    if (a->module) training = bpcc_mattr_bool(a->module, "training", false);
+    else if (!bpcc_xarg_bool(a, 5, "training", false, &training)) return BPCC_ERR_GRAPH;
+    if (training) return bpcc_xerr(a, "batch norm in training mode normalizes by the batch's statistics; export the model in eval mode");
     if (a->module) {
         if (!param(a, 0, "running_mean", &mean, &nd, &dd, true) || !param(a, 0, "running_var", &var, &nd, &dd, true) ||
             !param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false))
@@ -589,7 +593,7 @@ enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out)
 }
 
 /* InstanceNorm1d/2d/3d: each (sample, channel) over its own elements; with running statistics
-** tracked, eval mode uses them as batch norm does. An unbatched input ([C, *]) is one sample. */
+** tracked, eval mode uses them as batch norm does (training mode the input's own). An unbatched input ([C, *]) is one sample. */
 enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
@@ -609,7 +613,7 @@ enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
     sub.n = 1;
     sub.consume = false;
     enum bpcc_status s;
-    if (bpcc_mattr_bool(a->module, "track_running_stats", false)) {
+    if (bpcc_mattr_bool(a->module, "track_running_stats", false) && !bpcc_mattr_bool(a->module, "training", false)) {
         s = bpcc_k_batch_norm(&sub, out);
     } else {
         const float *w, *b;
