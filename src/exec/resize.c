@@ -12,7 +12,7 @@
 
 enum rmode { R_NEAREST, R_NEAREST_EXACT, R_LINEAR, R_AREA };
 
-#define MAX_EXTENT ((int64_t)1 << 31) /* an output dimension (even of an empty tensor) */
+#define MAX_EXTENT ((int64_t)1 << 24) /* an output dimension, even of an empty tensor (its index tables) */
 
 /* where output index o reads along one dimension: i0, i1 with weights l0, l1 (nearest: i0 only) */
 struct taps {
@@ -53,6 +53,7 @@ static void linear_taps(int64_t in, int64_t out, bool align_corners, bool has_sc
         float real = align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
         if (!align_corners && real < 0) real = 0;
         int64_t i0 = (int64_t)real;
+        if (i0 > in - 1) i0 = in - 1; /* never reached by the formula; kept so that no rounding reads past the row */
         t->i0[o] = i0;
         t->i1[o] = i0 + (i0 < in - 1 ? 1 : 0);
         t->l1[o] = real - (float)i0;
@@ -181,7 +182,7 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
         bpcc_xfree(lam);
         return bpcc_diag_nomem(a->d);
     }
-    for (int i = 0, at = 0; i < 3; at += (int)on[i] * 2, i++) {
+    for (int64_t i = 0, at = 0; i < 3; at += on[i] * 2, i++) {
         t[i] = (struct taps){idx + at, idx + at + on[i], lam + at, lam + at + on[i]};
         bool spatial = i >= 3 - r;
         double f = spatial ? sf[i - (3 - r)] : 1.0;
