@@ -898,25 +898,30 @@ START_TEST(padding_pieces_and_pixel_shuffle_follow_pytorch)
 }
 END_TEST
 
-START_TEST(padding_and_pieces_refuse_what_pytorch_refuses)
+START_TEST(shape_ops_and_reductions_refuse_what_pytorch_refuses)
 {
     static const struct {
         const char *call, *msg;
     } cases[] = {
-        {"torch.nn.functional.pad (%x, [5, 0], \"reflect\")", "reflect padding (5, 0) is too large for a dimension of 5"},
-        {"torch.nn.functional.pad (%x, [6, 0], \"circular\")", "circular padding (6, 0) is too large"},
-        {"torch.nn.functional.pad (%x, [1, 1, 1, 1, 1, 1], \"reflect\")", "reflect padding of 3 dimensions needs a 4-d or 5-d input"},
-        {"torch.nn.functional.pad (%x, [1, 1], \"wrap\")", "padding mode 'wrap' is not one of"},
-        {"torch.nn.functional.pad (%x, [1])", "pad has 1 entries"},
-        {"torch.nn.functional.pad (%x, [-3, -3])", "the padded size of dimension 2 would be negative"},
-        {"torch.split (%x, [1, 2], 1)", "split sections sum to 3, not to the size 4"},
-        {"torch.chunk (%x, 0)", "chunks must be a positive int"},
-        {"torch.nn.functional.pixel_shuffle (%x, 3)", "not divisible by the square of upscale_factor"},
+        {"call_function torch.nn.functional.pad (%x, [5, 0], \"reflect\")", "reflect padding (5, 0) is too large for a dimension of 5"},
+        {"call_function torch.nn.functional.pad (%x, [6, 0], \"circular\")", "circular padding (6, 0) is too large"},
+        {"call_function torch.nn.functional.pad (%x, [1, 1, 1, 1, 1, 1], \"reflect\")", "reflect padding of 3 dimensions needs a 4-d or 5-d input"},
+        {"call_function torch.nn.functional.pad (%x, [1, 1], \"wrap\")", "padding mode 'wrap' is not one of"},
+        {"call_function torch.nn.functional.pad (%x, [1])", "pad has 1 entries"},
+        {"call_function torch.nn.functional.pad (%x, [-3, -3])", "the padded size of dimension 2 would be negative"},
+        {"call_function torch.split (%x, [1, 2], 1)", "split sections sum to 3, not to the size 4"},
+        {"call_function torch.chunk (%x, 0)", "chunks must be a positive int"},
+        {"call_function torch.nn.functional.pixel_shuffle (%x, 3)", "not divisible by the square of upscale_factor"},
+        {"call_function torch.sum (%x, [1, -2])", "dim 1 appears more than once"},
+        {"call_function torch.amax (%e, 2)", "amax / amin of an empty dimension has no identity"},
+        {"call_method repeat (%x, 2, 2)", "repeat needs at least as many sizes (2) as the tensor has dimensions (3)"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
         snprintf(text, sizeof text,
-                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%y = call_function %s\n  %%output = output output (%%y,)\n",
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
+                 "  %%e = call_function operator.getitem (%%x, (..., slice(0, 0, None)))\n  %%y = %s\n"
+                 "  %%output = output output (%%y,)\n",
                  cases[i].call);
         refused_with(text, 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
     }
@@ -1696,7 +1701,7 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
     ck_assert_int_gt(tu_oom_loop("exec winograd", run_winograd_twice, g), 5);
     bpcc_graph_free(g);
     /* resizing to a shape sliced from a tensor's, 3-d pooling, a dict value and its lookup, padding,
-    ** chunks, group norm */
+    ** chunks, group norm, std, repeat */
     g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
               "  %u = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 2.0, mode: \"bilinear\"}\n"
               "  %s = call_function getattr (%u, \"shape\")\n  %hw = call_function operator.getitem (%s, slice(-2, None, None))\n"
@@ -1705,7 +1710,8 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
               "  %d = call_function operator.getitem ({a: %u, b: (%n, %p)}, \"b\")\n"
               "  %pd = call_function torch.nn.functional.pad (%x, [1, 2, 2, 1], \"reflect\")\n"
               "  %ch = call_method chunk (%pd, 3, -1)\n  %g = call_function torch.nn.functional.group_norm (%x, 2)\n"
-              "  %output = output output ({out: %d, hw: %hw, ch: %ch, g: %g},)\n");
+              "  %v = call_method std (%g, [1, 3])\n  %r = call_method repeat (%v, 2, 1, 2)\n"
+              "  %output = output output ({out: %d, hw: %hw, ch: %ch, r: %r},)\n");
     ck_assert_int_gt(tu_oom_loop("exec resize", run_small, g), 10);
     bpcc_graph_free(g);
 }
@@ -1734,7 +1740,7 @@ int main(void)
     tcase_add_test(tc, interpolation_follows_pytorchs_index_rules);
     tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
     tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
-    tcase_add_test(tc, padding_and_pieces_refuse_what_pytorch_refuses);
+    tcase_add_test(tc, shape_ops_and_reductions_refuse_what_pytorch_refuses);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);

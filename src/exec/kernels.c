@@ -1099,6 +1099,45 @@ static enum bpcc_status k_pad_module(const struct xargs *a, struct xval *out)
 static enum bpcc_status k_pixel_shuffle(const struct xargs *a, struct xval *out) { return shuffle(a, true, out); }
 static enum bpcc_status k_pixel_unshuffle(const struct xargs *a, struct xval *out) { return shuffle(a, false, out); }
 
+/* x.repeat(*sizes): the tensor tiled sizes[i] times along dimension i; more sizes than dimensions
+** tile a tensor with leading dimensions of 1 */
+static enum bpcc_status k_repeat(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t reps[BPCC_MAX_DIMS];
+    uint32_t n = 0;
+    if (!bpcc_xarg_tensor(a, 0, "self", &x)) return BPCC_ERR_GRAPH;
+    if (a->n == 2 && a->pos[1].k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "sizes", 0, NULL, reps, &n)) return BPCC_ERR_GRAPH;
+    } else {
+        for (uint32_t i = 1; i < a->n; i++) {
+            if (n == BPCC_MAX_DIMS) return bpcc_xerr(a, "more than %d repeat sizes", BPCC_MAX_DIMS);
+            if (!bpcc_xarg_int(a, i, NULL, 0, &reps[n++])) return BPCC_ERR_GRAPH;
+        }
+    }
+    if (n < x->ndim) return bpcc_xerr(a, "repeat needs at least as many sizes (%u) as the tensor has dimensions (%u)", n, x->ndim);
+    int64_t in[BPCC_MAX_DIMS], dims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < n; i++) {
+        in[i] = i < n - x->ndim ? 1 : x->dims[i - (n - x->ndim)];
+        if (reps[i] < 0 || reps[i] > (int64_t)1 << 31) return bpcc_xerr(a, "repeat size %lld is out of range", (long long)reps[i]);
+        dims[i] = in[i] * reps[i];
+    }
+    struct xtensor *y = bpcc_xtensor_new(n, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int i = (int)n - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= in[i];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        for (uint32_t d = 0; d < n; d++) off += idx[d] % in[d] * stride[d];
+        y->data[i] = x->data[off];
+        for (int d = (int)n - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return put_tensor(a, y, out);
+}
+
 static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
 static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { return k_cat(a, out, true); }
 
@@ -1106,15 +1145,51 @@ static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { retur
 
 /* {==================== reductions ==================== */
 
-static enum bpcc_status reduce(const struct xargs *a, bool mean, struct xval *out)
+enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD };
+
+/* acc[o] op= x[i] over x in order, o the output element of i (ostride 0 on reduced dimensions);
+** RO_VAR / RO_STD add the squared distance from mean[o] */
+static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum rop op, const double *mean, double *acc)
+{
+    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        double v = x->data[i];
+        switch (op) {
+        case RO_SUM:
+        case RO_MEAN: acc[o] += v; break;
+        case RO_AMAX: acc[o] = v > acc[o] || isnan(v) ? v : acc[o]; break;
+        case RO_AMIN: acc[o] = v < acc[o] || isnan(v) ? v : acc[o]; break;
+        case RO_VAR:
+        case RO_STD: acc[o] += (v - mean[o]) * (v - mean[o]); break;
+        }
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            idx[k]++;
+            o += ostride[k];
+            if (idx[k] < x->dims[k]) break;
+            o -= ostride[k] * x->dims[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/* sum / mean (input, dim=None, keepdim=False), amax / amin (input, dim=(), keepdim=False), var / std
+** (input, dim=None, unbiased=True, keepdim=False; or correction=): over the listed dimensions, all
+** when none; in double per output element (another summation order than PyTorch's vectorized float
+** sums, within ~1e-7 relative) */
+static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    bool red[BPCC_MAX_DIMS] = {0};
+    bool red[BPCC_MAX_DIMS] = {0}, spread = op == RO_VAR || op == RO_STD;
     const struct xval *dv = bpcc_xarg(a, 1, "dim");
-    bool keep;
-    if (!bpcc_xarg_bool(a, 2, "keepdim", false, &keep)) return BPCC_ERR_GRAPH;
-    if (!dv || dv->k == XV_NONE) {
+    if (spread && dv && dv->k == XV_BOOL) dv = NULL; /* var(input, unbiased): the overload without dims */
+    bool keep, unbiased = true;
+    int64_t correction;
+    if (!bpcc_xarg_bool(a, spread ? 3 : 2, "keepdim", false, &keep) ||
+        (spread && (!bpcc_xarg_bool(a, dv ? 2 : 1, "unbiased", true, &unbiased) ||
+                    !bpcc_xarg_int(a, UINT32_MAX, "correction", unbiased ? 1 : 0, &correction))))
+        return BPCC_ERR_GRAPH;
+    if (!dv || dv->k == XV_NONE || (dv->k == XV_SEQ && !dv->u.seq.n)) {
         for (uint32_t i = 0; i < x->ndim; i++) red[i] = true;
     } else {
         int64_t ds[BPCC_MAX_DIMS];
@@ -1122,6 +1197,7 @@ static enum bpcc_status reduce(const struct xargs *a, bool mean, struct xval *ou
         if (!bpcc_xarg_ints(a, 1, "dim", 0, NULL, ds, &n)) return BPCC_ERR_GRAPH;
         for (uint32_t i = 0; i < n; i++) {
             if (!dim_ok(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+            if (red[ds[i]]) return bpcc_xerr(a, "dim %lld appears more than once in the list of dims", (long long)ds[i]);
             red[ds[i]] = true;
         }
     }
@@ -1132,38 +1208,47 @@ static enum bpcc_status reduce(const struct xargs *a, bool mean, struct xval *ou
         else if (keep) dims[nd++] = 1;
     struct xtensor *y = bpcc_xtensor_new(nd, dims);
     if (!y) return bpcc_diag_nomem(a->d);
-    /* accumulate in double per output element: a different summation order than PyTorch's
-    ** vectorized float sums, within ~1e-7 relative */
-    double *acc = bpcc_malloc((y->numel ? y->numel : 1) * sizeof *acc);
-    if (!acc) {
+    uint64_t n_out = y->numel ? y->numel : 1, count = x->numel / n_out;
+    if ((op == RO_AMAX || op == RO_AMIN) && !count && y->numel) {
+        bpcc_xtensor_free(y);
+        return bpcc_xerr(a, "amax / amin of an empty dimension has no identity");
+    }
+    double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = spread ? bpcc_malloc(n_out * sizeof *mean) : NULL;
+    if (!acc || (spread && !mean)) {
+        bpcc_xfree(acc);
+        bpcc_xfree(mean);
         bpcc_xtensor_free(y);
         return bpcc_diag_nomem(a->d);
     }
-    memset(acc, 0, (y->numel ? y->numel : 1) * sizeof *acc);
+    for (uint64_t i = 0; i < n_out; i++) acc[i] = op == RO_AMAX ? -INFINITY : op == RO_AMIN ? INFINITY : 0.0;
     int64_t ostride[BPCC_MAX_DIMS], st = 1;
     for (int i = (int)x->ndim - 1; i >= 0; i--) {
         ostride[i] = red[i] ? 0 : st;
         if (!red[i]) st *= x->dims[i];
     }
-    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
-    uint64_t count = x->numel / (y->numel ? y->numel : 1);
-    for (uint64_t i = 0; i < x->numel; i++) {
-        acc[o] += x->data[i];
-        for (int k = (int)x->ndim - 1; k >= 0; k--) {
-            idx[k]++;
-            o += ostride[k];
-            if (idx[k] < x->dims[k]) break;
-            o -= ostride[k] * x->dims[k];
-            idx[k] = 0;
-        }
+    if (spread) { /* two passes: the mean, then the squared distances from it */
+        memset(mean, 0, n_out * sizeof *mean);
+        reduce_pass(x, ostride, RO_SUM, NULL, mean);
+        for (uint64_t i = 0; i < n_out; i++) mean[i] /= (double)count;
     }
-    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = (float)(mean ? acc[i] / (double)count : acc[i]);
+    reduce_pass(x, ostride, op, mean, acc);
+    for (uint64_t i = 0; i < y->numel; i++) {
+        double v = acc[i], dof = (double)count - (double)correction;
+        if (op == RO_MEAN) v /= (double)count;
+        else if (spread) v = dof > 0 ? v / dof : NAN;
+        y->data[i] = (float)(op == RO_STD ? sqrt(v) : v);
+    }
     bpcc_xfree(acc);
+    bpcc_xfree(mean);
     return put_tensor(a, y, out);
 }
 
-static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, true, out); }
-static enum bpcc_status k_sum(const struct xargs *a, struct xval *out) { return reduce(a, false, out); }
+static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, RO_MEAN, out); }
+static enum bpcc_status k_sum(const struct xargs *a, struct xval *out) { return reduce(a, RO_SUM, out); }
+static enum bpcc_status k_amax(const struct xargs *a, struct xval *out) { return reduce(a, RO_AMAX, out); }
+static enum bpcc_status k_amin(const struct xargs *a, struct xval *out) { return reduce(a, RO_AMIN, out); }
+static enum bpcc_status k_var(const struct xargs *a, struct xval *out) { return reduce(a, RO_VAR, out); }
+static enum bpcc_status k_std(const struct xargs *a, struct xval *out) { return reduce(a, RO_STD, out); }
 
 static enum bpcc_status softmax(const struct xargs *a, bool log, struct xval *out)
 {
@@ -1506,6 +1591,8 @@ static const struct kentry table[] = {
     {'m', "torch.nn.GroupNorm", bpcc_k_group_norm}, {'f', "torch.nn.functional.group_norm", bpcc_k_group_norm},
     {'m', "torch.nn.InstanceNorm1d", bpcc_k_instance_norm}, {'m', "torch.nn.InstanceNorm2d", bpcc_k_instance_norm},
     {'m', "torch.nn.InstanceNorm3d", bpcc_k_instance_norm},
+    {'t', "repeat", k_repeat}, {'f', "torch.amax", k_amax}, {'t', "amax", k_amax}, {'f', "torch.amin", k_amin}, {'t', "amin", k_amin},
+    {'f', "torch.var", k_var}, {'t', "var", k_var}, {'f', "torch.std", k_std}, {'t', "std", k_std},
     {'f', "torch.abs", k_abs}, {'f', "abs", k_abs}, {'t', "abs", k_abs}, {'f', "torch.log", k_log}, {'t', "log", k_log},
     {'m', "torch.nn.Softplus", k_softplus}, {'f', "torch.nn.functional.softplus", k_softplus},
     {'m', "torch.nn.Mish", k_mish}, {'f', "torch.nn.functional.mish", k_mish},

@@ -359,7 +359,8 @@ class Calibrate(unittest.TestCase):
 
     def test_run_more_layers(self):
         """padding modules and F.pad in every mode, chunk and split, pixel (un)shuffle, PReLU,
-        group and instance norm, log-softmax, softplus, mish, abs, log and pow"""
+        group and instance norm, log-softmax, softplus, mish, abs, log and pow, amax / amin,
+        var / std, repeat"""
         torch.manual_seed(0)
 
         class On(nn.Module):
@@ -403,6 +404,10 @@ class Calibrate(unittest.TestCase):
             ("split_sizes", fn(lambda x: (lambda t: torch.cat([t[1], t[0] * 2], 1))(x.split([1, 3], dim=1))), (2, 4, 5)),
             ("abs_log_pow", fn(lambda x: torch.log(x.abs() + 1) + torch.abs(x) + x ** 2 + torch.pow(x.abs(), 0.5)
                                + x.pow(3) + (x.abs() + 1) ** -1 + x.abs() ** 1.7), (2, 4, 5)),
+            ("amax_amin", fn(lambda x: torch.amax(x, (1, 2)) + x.amin(-1, keepdim=True).sum() + torch.amin(x, ())), (2, 4, 5)),
+            ("var_std", fn(lambda x: torch.var(x, 1) + x.var(2, False, True).mean() + torch.std(x) + torch.std(x, False)
+                           + x.std(dim=(0, 2), correction=0).sum()), (2, 4, 5)),
+            ("repeat", fn(lambda x: x.repeat(2, 1, 3, 2) + x.repeat((1, 1, 1)).sum()), (2, 4, 5)),
         ]
         for name, model, shape in cases:
             self.check_run(model.eval(), torch.randn(*shape), name)
