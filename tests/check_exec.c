@@ -898,7 +898,7 @@ START_TEST(padding_pieces_and_pixel_shuffle_follow_pytorch)
 }
 END_TEST
 
-START_TEST(shape_ops_and_reductions_refuse_what_pytorch_refuses)
+START_TEST(ops_refuse_what_pytorch_refuses)
 {
     static const struct {
         const char *call, *msg;
@@ -915,12 +915,18 @@ START_TEST(shape_ops_and_reductions_refuse_what_pytorch_refuses)
         {"call_function torch.sum (%x, [1, -2])", "dim 1 appears more than once"},
         {"call_function torch.amax (%e, 2)", "amax / amin of an empty dimension has no identity"},
         {"call_method repeat (%x, 2, 2)", "repeat needs at least as many sizes (2) as the tensor has dimensions (3)"},
+        /* parameters read element by element against the input must be as long as it needs: they
+        ** were read past their end before */
+        {"call_function torch.nn.functional.layer_norm (%x, [5], %w)", "weight has 2 elements; the input needs 5"},
+        {"call_function torch.nn.functional.batch_norm (%x, %w, %w)", "running_mean has 2 elements; the input needs 4"},
+        {"call_function torch.nn.functional.group_norm (%x, 2, None, %w)", "bias has 2 elements; the input needs 4"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
         snprintf(text, sizeof text,
                  "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
-                 "  %%e = call_function operator.getitem (%%x, (..., slice(0, 0, None)))\n  %%y = %s\n"
+                 "  %%e = call_function operator.getitem (%%x, (..., slice(0, 0, None)))\n"
+                 "  %%w = call_function operator.getitem (%%x, (0, 0, slice(0, 2, None)))\n  %%y = %s\n"
                  "  %%output = output output (%%y,)\n",
                  cases[i].call);
         refused_with(text, 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
@@ -1740,7 +1746,7 @@ int main(void)
     tcase_add_test(tc, interpolation_follows_pytorchs_index_rules);
     tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
     tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
-    tcase_add_test(tc, shape_ops_and_reductions_refuse_what_pytorch_refuses);
+    tcase_add_test(tc, ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);

@@ -58,6 +58,21 @@ static bool param(const struct xargs *a, uint32_t i, const char *name, const flo
     return true;
 }
 
+/* param() for a tensor read element by element against the input (per channel, per normalized
+** element): it must hold want elements, or reads would run past it */
+static bool param_n(const struct xargs *a, uint32_t i, const char *name, const float **data, int64_t want, bool required)
+{
+    uint32_t nd;
+    const int64_t *dd;
+    if (!param(a, i, name, data, &nd, &dd, required)) return false;
+    if (!*data) return true;
+    int64_t n = 1;
+    for (uint32_t k = 0; k < nd; k++) n *= dd[k];
+    if (n == want) return true;
+    bpcc_xerr(a, "%s has %lld elements; the input needs %lld", name, (long long)n, (long long)want);
+    return false;
+}
+
 static void set_threads(const struct xargs *a) { openblas_set_num_threads(bpcc_exec_threads(a->ctx)); }
 
 /* {==================== convolution ==================== */
@@ -506,26 +521,19 @@ BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
     const float *mean, *var, *w, *b;
-    uint32_t nd;
-    const int64_t *dd;
     double eps = 1e-5;
     bool training;
     if (a->module) training = bpcc_mattr_bool(a->module, "training", false);
     else if (!bpcc_xarg_bool(a, 5, "training", false, &training)) return BPCC_ERR_GRAPH;
     if (training) return bpcc_xerr(a, "batch norm in training mode normalizes by the batch's statistics; export the model in eval mode");
-    if (a->module) {
-        if (!param(a, 0, "running_mean", &mean, &nd, &dd, true) || !param(a, 0, "running_var", &var, &nd, &dd, true) ||
-            !param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false))
-            return BPCC_ERR_GRAPH;
-        eps = bpcc_mattr_float(a->module, "eps", 1e-5);
-    } else {
-        if (!param(a, 1, "running_mean", &mean, &nd, &dd, true) || !param(a, 2, "running_var", &var, &nd, &dd, true) ||
-            !param(a, 3, "weight", &w, &nd, &dd, false) || !param(a, 4, "bias", &b, &nd, &dd, false) ||
-            !bpcc_xarg_float(a, 7, "eps", 1e-5, &eps))
-            return BPCC_ERR_GRAPH;
-    }
     if (x->ndim < 2) return bpcc_xerr(a, "batch norm needs at least 2 dims");
     int64_t C = x->dims[1], inner = 1;
+    bool m = a->module != NULL; /* a module's tensors, or the function's arguments 1 .. 4 */
+    if (!param_n(a, m ? 0 : 1, "running_mean", &mean, C, true) || !param_n(a, m ? 0 : 2, "running_var", &var, C, true) ||
+        !param_n(a, m ? 0 : 3, "weight", &w, C, false) || !param_n(a, m ? 0 : 4, "bias", &b, C, false))
+        return BPCC_ERR_GRAPH;
+    if (m) eps = bpcc_mattr_float(a->module, "eps", 1e-5);
+    else if (!bpcc_xarg_float(a, 7, "eps", 1e-5, &eps)) return BPCC_ERR_GRAPH;
     for (uint32_t i = 2; i < x->ndim; i++) inner *= x->dims[i];
     struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
     if (!y) return bpcc_diag_nomem(a->d);
@@ -574,21 +582,16 @@ enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     const float *w, *b;
-    uint32_t nd;
-    const int64_t *dd;
     double eps = 1e-5;
     int64_t G;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    if (a->module) {
-        if (!bpcc_mattr_ints(a, "num_groups", 1, NULL, &G) || !param(a, 0, "weight", &w, &nd, &dd, false) ||
-            !param(a, 0, "bias", &b, &nd, &dd, false))
-            return BPCC_ERR_GRAPH;
-        eps = bpcc_mattr_float(a->module, "eps", 1e-5);
-    } else if (!bpcc_xarg_int(a, 1, "num_groups", 0, &G) || !param(a, 2, "weight", &w, &nd, &dd, false) ||
-               !param(a, 3, "bias", &b, &nd, &dd, false) || !bpcc_xarg_float(a, 4, "eps", 1e-5, &eps)) {
-        return BPCC_ERR_GRAPH;
-    }
     if (x->ndim < 2) return bpcc_xerr(a, "group norm needs at least 2 dims");
+    bool m = a->module != NULL;
+    if (m ? !bpcc_mattr_ints(a, "num_groups", 1, NULL, &G) : !bpcc_xarg_int(a, 1, "num_groups", 0, &G)) return BPCC_ERR_GRAPH;
+    if (!param_n(a, m ? 0 : 2, "weight", &w, x->dims[1], false) || !param_n(a, m ? 0 : 3, "bias", &b, x->dims[1], false))
+        return BPCC_ERR_GRAPH;
+    if (m) eps = bpcc_mattr_float(a->module, "eps", 1e-5);
+    else if (!bpcc_xarg_float(a, 4, "eps", 1e-5, &eps)) return BPCC_ERR_GRAPH;
     return group_normalize(a, x, G, w, b, eps, out);
 }
 
@@ -617,9 +620,8 @@ enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
         s = bpcc_k_batch_norm(&sub, out);
     } else {
         const float *w, *b;
-        uint32_t nd;
-        const int64_t *dd;
-        if (!param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false)) return BPCC_ERR_GRAPH;
+        if (!param_n(a, 0, "weight", &w, view.dims[1], false) || !param_n(a, 0, "bias", &b, view.dims[1], false))
+            return BPCC_ERR_GRAPH;
         s = group_normalize(&sub, &view, view.dims[1], w, b, bpcc_mattr_float(a->module, "eps", 1e-5), out);
     }
     if (!s && (int)x->ndim == r + 1) { /* back to the input's shape */
@@ -638,19 +640,14 @@ enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
     uint32_t ns = 0;
     double eps = 1e-5;
     const float *w, *b;
-    uint32_t nd;
-    const int64_t *dd;
     if (a->module) {
         const struct bpcc_value *v = bpcc_module_attr(a->module, "normalized_shape");
         if (!v || (v->kind != BPCC_VAL_TUPLE && v->kind != BPCC_VAL_LIST) || v->n > BPCC_MAX_DIMS)
             return bpcc_xerr(a, "LayerNorm needs normalized_shape");
         for (uint32_t i = 0; i < v->n; i++) shape[ns++] = v->u.seq.items[i].kind == BPCC_VAL_INT ? v->u.seq.items[i].u.i : 0;
         eps = bpcc_mattr_float(a->module, "eps", 1e-5);
-        if (!param(a, 0, "weight", &w, &nd, &dd, false) || !param(a, 0, "bias", &b, &nd, &dd, false)) return BPCC_ERR_GRAPH;
-    } else {
-        if (!bpcc_xarg_ints(a, 1, "normalized_shape", 0, NULL, shape, &ns) || !param(a, 2, "weight", &w, &nd, &dd, false) ||
-            !param(a, 3, "bias", &b, &nd, &dd, false) || !bpcc_xarg_float(a, 4, "eps", 1e-5, &eps))
-            return BPCC_ERR_GRAPH;
+    } else if (!bpcc_xarg_ints(a, 1, "normalized_shape", 0, NULL, shape, &ns) || !bpcc_xarg_float(a, 4, "eps", 1e-5, &eps)) {
+        return BPCC_ERR_GRAPH;
     }
     if (ns > x->ndim) return bpcc_xerr(a, "normalized_shape is longer than the input's shape");
     int64_t inner = 1;
@@ -658,6 +655,8 @@ enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
         if (x->dims[x->ndim - ns + i] != shape[i]) return bpcc_xerr(a, "normalized_shape does not match the input");
         inner *= shape[i];
     }
+    if (!param_n(a, a->module ? 0 : 2, "weight", &w, inner, false) || !param_n(a, a->module ? 0 : 3, "bias", &b, inner, false))
+        return BPCC_ERR_GRAPH;
     struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
     if (!y) return bpcc_diag_nomem(a->d);
     uint64_t outer = x->numel / (uint64_t)(inner ? inner : 1);
