@@ -1184,7 +1184,7 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
     const struct xval *dv = bpcc_xarg(a, 1, "dim");
     if (spread && dv && dv->k == XV_BOOL) dv = NULL; /* var(input, unbiased): the overload without dims */
     bool keep, unbiased = true;
-    int64_t correction;
+    int64_t correction = 0; /* var / std only */
     if (!bpcc_xarg_bool(a, spread ? 3 : 2, "keepdim", false, &keep) ||
         (spread && (!bpcc_xarg_bool(a, dv ? 2 : 1, "unbiased", true, &unbiased) ||
                     !bpcc_xarg_int(a, UINT32_MAX, "correction", unbiased ? 1 : 0, &correction))))
@@ -1232,8 +1232,9 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
         for (uint64_t i = 0; i < n_out; i++) mean[i] /= (double)count;
     }
     reduce_pass(x, ostride, op, mean, acc);
+    double dof = (double)count - (double)correction;
     for (uint64_t i = 0; i < y->numel; i++) {
-        double v = acc[i], dof = (double)count - (double)correction;
+        double v = acc[i];
         if (op == RO_MEAN) v /= (double)count;
         else if (spread) v = dof > 0 ? v / dof : NAN;
         y->data[i] = (float)(op == RO_STD ? sqrt(v) : v);
