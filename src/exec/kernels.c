@@ -215,39 +215,6 @@ static enum bpcc_status k_softplus(const struct xargs *a, struct xval *out)
     return unary(a, U_SOFTPLUS, (float)beta, (float)threshold, out);
 }
 
-/* prelu(input, weight): x where x >= 0, else weight[c] x; c runs over dimension 1 (the channels),
-** or one weight for every element */
-static enum bpcc_status k_prelu(const struct xargs *a, struct xval *out)
-{
-    const struct xtensor *x;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    const float *w;
-    uint64_t nw;
-    if (a->module) {
-        const struct bpcc_tensor *t = bpcc_mtensor(a->module, "weight");
-        if (!t) return bpcc_xerr(a, "PReLU needs its float32 weight");
-        w = t->data;
-        nw = bpcc_tensor_numel(t);
-    } else {
-        const struct xtensor *t;
-        if (!bpcc_xarg_tensor(a, 1, "weight", &t)) return BPCC_ERR_GRAPH;
-        w = t->data;
-        nw = t->numel;
-    }
-    int64_t C = x->ndim >= 2 ? x->dims[1] : 1;
-    if (nw != 1 && (int64_t)nw != C)
-        return bpcc_xerr(a, "PReLU has %llu weights for %lld channels", (unsigned long long)nw, (long long)C);
-    struct xtensor *y = like(x);
-    if (!y) return bpcc_diag_nomem(a->d);
-    uint64_t inner = 1;
-    for (uint32_t i = 2; i < x->ndim; i++) inner *= (uint64_t)x->dims[i];
-    for (uint64_t i = 0; i < x->numel; i++) {
-        float v = x->data[i], s = nw == 1 ? w[0] : w[i / inner % (uint64_t)C];
-        y->data[i] = v >= 0.0f ? v : s * v;
-    }
-    return put_tensor(a, y, out);
-}
-
 /* pow(input, exponent) for a number exponent, with ATen's exact forms of the common ones */
 static enum bpcc_status k_pow(const struct xargs *a, struct xval *out)
 {
@@ -1597,7 +1564,7 @@ static const struct kentry table[] = {
     {'f', "torch.abs", k_abs}, {'f', "abs", k_abs}, {'t', "abs", k_abs}, {'f', "torch.log", k_log}, {'t', "log", k_log},
     {'m', "torch.nn.Softplus", k_softplus}, {'f', "torch.nn.functional.softplus", k_softplus},
     {'m', "torch.nn.Mish", k_mish}, {'f', "torch.nn.functional.mish", k_mish},
-    {'m', "torch.nn.PReLU", k_prelu}, {'f', "torch.nn.functional.prelu", k_prelu}, {'f', "torch.prelu", k_prelu},
+    {'m', "torch.nn.PReLU", bpcc_k_prelu}, {'f', "torch.nn.functional.prelu", bpcc_k_prelu}, {'f', "torch.prelu", bpcc_k_prelu},
     {'f', "operator.pow", k_pow}, {'f', "torch.pow", k_pow}, {'t', "pow", k_pow},
     {'m', "torch.nn.LogSoftmax", k_log_softmax}, {'f', "torch.nn.functional.log_softmax", k_log_softmax},
     {'f', "torch.log_softmax", k_log_softmax}, {'t', "log_softmax", k_log_softmax},

@@ -549,6 +549,29 @@ BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *
     return put(a, y, out);
 }
 
+/* prelu(input, weight): x where x >= 0, else weight[c] x; c runs over dimension 1 (the channels),
+** or one weight for every element */
+enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    const float *w;
+    uint32_t nd;
+    const int64_t *dd;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !param(a, 1, "weight", &w, &nd, &dd, true)) return BPCC_ERR_GRAPH;
+    int64_t nw = 1, C = x->ndim >= 2 ? x->dims[1] : 1;
+    for (uint32_t k = 0; k < nd; k++) nw *= dd[k];
+    if (nw != 1 && nw != C) return bpcc_xerr(a, "PReLU has %lld weights for %lld channels", (long long)nw, (long long)C);
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t inner = 1;
+    for (uint32_t i = 2; i < x->ndim; i++) inner *= (uint64_t)x->dims[i];
+    for (uint64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i], s = nw == 1 ? w[0] : w[i / inner % (uint64_t)C];
+        y->data[i] = v >= 0.0f ? v : s * v;
+    }
+    return put(a, y, out);
+}
+
 /* x [N, C, *] normalized over each of G groups of C / G channels (mean and biased variance in
 ** double), then scaled and shifted per channel by w and b (either may be NULL) */
 static enum bpcc_status group_normalize(const struct xargs *a, const struct xtensor *x, int64_t G, const float *w,
