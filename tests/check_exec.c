@@ -1386,7 +1386,7 @@ START_TEST(histogram_range_search_equals_the_step_by_step_search)
         }
         if (t % 10 == 0) memset(o.hist, 0, 2048 * sizeof *o.hist), o.hist[NEXT() % 2048] = 5.0f; /* one value */
         float lo, hi, rlo, rhi;
-        bpcc_obs_histogram_range(&o, &lo, &hi);
+        ck_assert_int_eq(bpcc_obs_histogram_range(&o, &lo, &hi), BPCC_OK);
         histogram_range_ref(&o, &rlo, &rhi);
         ck_assert_msg(lo == rlo && hi == rhi, "case %d: [%a, %a] vs [%a, %a]", t, (double)lo, (double)hi, (double)rlo,
                       (double)rhi);

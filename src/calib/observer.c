@@ -553,7 +553,7 @@ double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e)
 }
 
 /* _non_linear_param_search: the [min, max] that minimizes the L2 quantization error */
-void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max)
+enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max)
 {
     uint32_t bins = o->bins;
     float bin_width = (o->max[0] - o->min[0]) / (float)bins;
@@ -561,11 +561,7 @@ void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *
     for (uint32_t i = 0; i < bins; i++) total += o->hist[i];
     total = (double)(float)total;
     float *csum = bpcc_malloc(bins * sizeof *csum);
-    if (!csum) { /* cannot search: keep the observed range */
-        *new_min = o->min[0];
-        *new_max = o->max[0];
-        return;
-    }
+    if (!csum) return BPCC_ERR_NOMEM;
     double acc = 0;
     for (uint32_t i = 0; i < bins; i++) csum[i] = (float)(acc += o->hist[i]);
     const double step = 1e-5;
@@ -607,6 +603,7 @@ void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *
     bpcc_xfree(csum);
     *new_min = o->min[0] + bin_width * (float)start;
     *new_max = o->min[0] + bin_width * (float)(end + 1);
+    return BPCC_OK;
 }
 
 /* }================================================ */
@@ -768,7 +765,11 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
         zp[0] = 0;
     } else if (s->cls == OC_HISTOGRAM) {
         float lo, hi;
-        bpcc_obs_histogram_range(o, &lo, &hi);
+        if (bpcc_obs_histogram_range(o, &lo, &hi)) {
+            bpcc_xfree(sc);
+            bpcc_xfree(zp);
+            return BPCC_ERR_NOMEM;
+        }
         qparams_one(s, lo, hi, &sc[0], &zp[0]);
     } else {
         for (uint32_t i = 0; i < k; i++) qparams_one(s, o->min[i], o->max[i], &sc[i], &zp[i]);

@@ -49,9 +49,10 @@ BPCC_INTERNAL void bpcc_obs_combine(const float *hist, uint32_t bins, int64_t up
 BPCC_INTERNAL double bpcc_obs_add_repeated(double acc, double v, int64_t m);
 
 /* HistogramObserver's _compute_quantization_error for the bins [s, e] of o's histogram, and its
-** _non_linear_param_search: the [min, max] of least error */
+** _non_linear_param_search: the [min, max] of least error (BPCC_ERR_NOMEM when its scratch
+** cannot be had: no other range stands in for it) */
 BPCC_INTERNAL double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, int64_t e);
-BPCC_INTERNAL void bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max);
+BPCC_INTERNAL enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max);
 
 /* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
 ** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
