@@ -129,7 +129,7 @@ BPCC_INTERNAL bool bpcc_cpu_avx2(void);
 
 #define BPCC_INTERN_RECENT 64
 struct bpcc_intern {
-    struct bpcc_strmap table;   /* the arena copies, values unused */
+    struct bpcc_strmap table;   /* the arena copies; each slot's value is its owner's (see bpcc_intern_value) */
     struct bpcc_arena *arena;
     /* the answers for recent argument pointers, by pointer: most interning is of the same few
     ** literals and buffers (attribute keys, tensor names, module types), and a table lookup costs
@@ -146,6 +146,10 @@ BPCC_INTERNAL const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, s
 /* the same, with the string's hash (bpcc_str_hash) already known */
 BPCC_INTERNAL const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 BPCC_INTERNAL const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s);
+/* One pointer per interned string for the table's owner, NULL until the owner sets it (a graph
+** keeps there the node of that name: one table instead of a second index of the same strings).
+** The place of s's pointer, NULL when s is not interned; valid until the next interning. */
+BPCC_INTERNAL void **bpcc_intern_value(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 
 /* }===================================================================================== */
 

@@ -1,6 +1,7 @@
 /*
 ** intern.c — string interning: one copy of each distinct string per arena, so that equal
-** strings are equal pointers. The copies are indexed by a strmap.
+** strings are equal pointers. The copies are indexed by a strmap, whose values are the owner's:
+** a graph keeps each node's name there, so that naming a node looks up one table, not two.
 */
 #include "core.h"
 
@@ -60,4 +61,10 @@ const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s)
 {
     const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&in->table, s);
     return e ? e->key : NULL;
+}
+
+void **bpcc_intern_value(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+{
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&in->table, s, n, h);
+    return e ? &e->value : NULL;
 }

@@ -4,9 +4,12 @@
 */
 #include "ir.h"
 
-/* g->names: every name ever given to a node -> the node (NULL once erased: the name stays
-** reserved); g->bases: FX-style numbering state, base name -> the last number handed out (an
-** int64_t in the arena). Both keyed by the interned strings. */
+/* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
+** ERASED once the node is erased: the name stays reserved. g->bases: FX-style numbering state,
+** base name -> the last number handed out (an int64_t in the arena), keyed by the interned base.
+** g->names is a snapshot's copy of the intern slots (bpcc_graph_copy_names), empty otherwise. */
+static char erased_mark;
+#define ERASED ((void *)&erased_mark)
 
 static const char *const node_kind_names[BPCC_NODE_KIND_COUNT] = {
     [BPCC_NODE_PLACEHOLDER] = "placeholder",     [BPCC_NODE_GET_ATTR] = "get_attr",
@@ -78,6 +81,14 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     failed.intern.table = (struct bpcc_strmap){0};
     release_tables(&failed);
     bpcc_intern_release(&snap->intern);
+    /* the node names as they were: the snapshot's copy of the slots, onto the table kept (the same
+    ** string pointers, and every one of them still there: interning only adds) */
+    BPCC_STRMAP_FOREACH(&strings.table, e) e->value = NULL;
+    BPCC_STRMAP_FOREACH(&snap->names, e) if (e->value) {
+        struct bpcc_strmap_slot *t = bpcc_strmap_get(&strings.table, e->key, e->len, e->hash);
+        if (t) t->value = e->value;
+    }
+    bpcc_strmap_release(&snap->names);
     /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
     ** their data with it */
     bpcc_arena_adopt(&snap->arena, &failed.arena);
@@ -113,7 +124,8 @@ static struct name name_of(const char *s)
 
 static bool name_taken(const struct bpcc_graph *g, const struct name *nm)
 {
-    return bpcc_strmap_get(&g->names, nm->s, nm->len, nm->hash) != NULL;
+    void **v = bpcc_intern_value(&g->intern, nm->s, nm->len, nm->hash);
+    return v && *v;
 }
 
 /* FX's _Namespace.create_name: split a trailing "_<digits>", then count up from the last
@@ -174,15 +186,16 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     return true;
 }
 
-static enum bpcc_status reserve_name(struct bpcc_graph *g, const struct name *nm, struct bpcc_node *n)
+/* nm.s is interned: its slot takes the node (cannot fail) */
+static void reserve_name(struct bpcc_graph *g, const struct name *nm, struct bpcc_node *n)
 {
-    return bpcc_strmap_put(&g->names, nm->s, nm->len, nm->hash, n) ? BPCC_ERR_NOMEM : BPCC_OK;
+    *bpcc_intern_value(&g->intern, nm->s, nm->len, nm->hash) = n;
 }
 
 enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
 {
-    if (bpcc_strmap_copy(&dst->names, &src->names) || bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
-    BPCC_STRMAP_FOREACH(&dst->names, e) if (e->value) e->value = map[((struct bpcc_node *)e->value)->id];
+    if (bpcc_strmap_copy(&dst->names, &src->intern.table) || bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
+    BPCC_STRMAP_FOREACH(&dst->names, e) if (e->value && e->value != ERASED) e->value = map[((struct bpcc_node *)e->value)->id];
     BPCC_STRMAP_FOREACH(&dst->bases, e) {
         int64_t *num = BPCC_ARENA_NEW(&dst->arena, int64_t);
         if (!num) return BPCC_ERR_NOMEM;
@@ -391,11 +404,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
         remove_uses(n, &n->args);
         return bpcc_diag_nomem(d);
     }
-    if ((s = reserve_name(g, &nm, n))) {
-        remove_uses(n, &n->args);
-        remove_uses(n, &n->kwargs);
-        return bpcc_diag_nomem(d);
-    }
+    reserve_name(g, &nm, n);
     n->id = g->next_id++;
     link_last(g, n);
     g->n_nodes++;
@@ -409,8 +418,9 @@ uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g) { return g->n_nodes; }
 
 struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name)
 {
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->names, name);
-    return e ? e->value : NULL;
+    size_t len = strlen(name);
+    void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
+    return v && *v != ERASED ? *v : NULL;
 }
 
 struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g)
@@ -631,8 +641,8 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
     unlink_node(g, n);
-    struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->names, n->name);
-    if (e) e->value = NULL;
+    size_t len = strlen(n->name);
+    *bpcc_intern_value(&g->intern, n->name, len, bpcc_str_hash(n->name, len)) = ERASED;
     n->dead = true;
     g->n_nodes--;
     return BPCC_OK;
