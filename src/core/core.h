@@ -146,6 +146,8 @@ BPCC_INTERNAL const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, s
 /* the same, with the string's hash (bpcc_str_hash) already known */
 BPCC_INTERNAL const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 BPCC_INTERNAL const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s);
+/* the same for n bytes with their hash: the interned copy, NULL when absent */
+BPCC_INTERNAL const char *bpcc_intern_find(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 /* One pointer per interned string for the table's owner, NULL until the owner sets it (a graph
 ** keeps there the node of that name: one table instead of a second index of the same strings).
 ** The place of s's pointer, NULL when s is not interned; valid until the next interning. */

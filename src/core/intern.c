@@ -57,10 +57,16 @@ const char *bpcc_intern_n(struct bpcc_intern *in, const char *s, size_t n)
     return r ? r : intern_table(in, s, n, bpcc_str_hash(s, n));
 }
 
+const char *bpcc_intern_find(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+{
+    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&in->table, s, n, h);
+    return e ? e->key : NULL;
+}
+
 const char *bpcc_intern_lookup(const struct bpcc_intern *in, const char *s)
 {
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&in->table, s);
-    return e ? e->key : NULL;
+    size_t n = strlen(s);
+    return bpcc_intern_find(in, s, n, bpcc_str_hash(s, n));
 }
 
 void **bpcc_intern_value(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h)

@@ -72,11 +72,14 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct
         if (!key || !(next = BPCC_ARENA_NEW(&cv->scratch, uint32_t)) || bpcc_strmap_put(&cv->prefixes, key, kl, kh, next))
             return bpcc_diag_nomem(cv->d);
     }
-    /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile) */
+    /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile).
+    ** Tensor names, attribute keys and module names are all interned in the graph: a candidate
+    ** that is not is free, and most are (one lookup instead of three). */
     size_t lb = bpcc_str_cat(name, sizeof name, 0, base);
     for (uint32_t i = *next;; i++) {
-        bpcc_str_cat_i64(name, sizeof name, lb, i);
-        if (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name)) {
+        size_t len = bpcc_str_cat_i64(name, sizeof name, lb, i);
+        if (!bpcc_intern_find(&cv->g->intern, name, len, bpcc_str_hash(name, len)) ||
+            (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name))) {
             *next = i + 1;
             break;
         }
