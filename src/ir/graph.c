@@ -7,7 +7,7 @@
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
 ** ERASED once the node is erased: the name stays reserved. g->bases: FX-style numbering state,
 ** base name -> the last number handed out (an int64_t in the arena), keyed by the interned base.
-** g->names is a snapshot's copy of the intern slots (bpcc_graph_copy_names), empty otherwise. */
+** g->names: a snapshot's copy of the named slots (bpcc_graph_copy_names), empty otherwise. */
 static char erased_mark;
 #define ERASED ((void *)&erased_mark)
 
@@ -194,8 +194,12 @@ static void reserve_name(struct bpcc_graph *g, const struct name *nm, struct bpc
 
 enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
 {
-    if (bpcc_strmap_copy(&dst->names, &src->intern.table) || bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
-    BPCC_STRMAP_FOREACH(&dst->names, e) if (e->value && e->value != ERASED) e->value = map[((struct bpcc_node *)e->value)->id];
+    if (bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
+    /* the named slots only (most interned strings name no node), under their stored hashes */
+    BPCC_STRMAP_FOREACH(&src->intern.table, e) if (e->value) {
+        void *v = e->value == ERASED ? ERASED : map[((const struct bpcc_node *)e->value)->id];
+        if (bpcc_strmap_put(&dst->names, e->key, e->len, e->hash, v)) return BPCC_ERR_NOMEM;
+    }
     BPCC_STRMAP_FOREACH(&dst->bases, e) {
         int64_t *num = BPCC_ARENA_NEW(&dst->arena, int64_t);
         if (!num) return BPCC_ERR_NOMEM;

@@ -75,7 +75,9 @@ struct bpcc_graph {
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;
-    struct bpcc_strmap names;  /* every name ever given to a node -> node (NULL once erased) */
+    /* every name ever given to a node keeps it in its intern slot's value (graph.c); `names` is a
+    ** snapshot's copy of those slots, empty in other graphs */
+    struct bpcc_strmap names;
     struct bpcc_strmap bases;  /* FX-style numbering state: base name -> int64_t last number */
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
@@ -131,7 +133,7 @@ BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *s
 ** With rollback off (bpcc_graph_set_rollback), snapshot gives NULL and end_pass keeps g as it is. */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
 /* For snapshots, without hashing anything again (the names keep their pointers and hash values):
-** every name ever given, to map[node id] or NULL for erased nodes, and the numbering state
+** every name ever given, to map[node id] or ERASED for erased nodes, and the numbering state
 ** (graph.c); the live modules with their tree, index, attributes and tensor headers (module.c;
 ** src's module marks are borrowed and restored). */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src,
