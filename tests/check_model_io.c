@@ -274,6 +274,46 @@ START_TEST(save_survives_every_allocation_failure)
 }
 END_TEST
 
+START_TEST(a_text_of_many_megabytes_is_saved_as_it_is_printed)
+{
+    /* save writes the text to its file a megabyte at a time: the pieces, joined, are the text
+    ** bpcc_graph_print gives, lines whole */
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_node *x;
+    ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_PLACEHOLDER, "x", "x", NULL, NULL, &x, &d), BPCC_OK);
+    for (int i = 0; i < 60000; i++) {
+        struct bpcc_value args;
+        ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 2, &args), BPCC_OK);
+        args.u.seq.items[0] = bpcc_value_node(x);
+        args.u.seq.items[1] = bpcc_value_float(0.125 * i);
+        ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, NULL, "operator.mul", &args, NULL, &x, &d),
+                         BPCC_OK);
+    }
+    struct bpcc_value out;
+    ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &out), BPCC_OK);
+    out.u.seq.items[0] = bpcc_value_node(x);
+    ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_OUTPUT, "output", "output", &out, NULL, NULL, &d), BPCC_OK);
+    char *text;
+    size_t len;
+    ck_assert_int_eq(bpcc_graph_print(g, NULL, &text, &len, &d), BPCC_OK);
+    ck_assert_uint_gt(len, 3u << 20);
+    char *dir = tu_temp_dir(), path[600];
+    snprintf(path, sizeof path, "%s/big.bpcc", dir);
+    ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "%s", tu_msg(&d));
+    size_t flen;
+    char *file = tu_read(path, &flen);
+    ck_assert_uint_eq(flen, len);
+    ck_assert(memcmp(file, text, len) == 0);
+    ck_assert_int_eq(count_files(dir, NULL), 1); /* no weights: the text alone */
+    free(file);
+    bpcc_free(text);
+    bpcc_graph_free(g);
+    rm_dir(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(json_of_conv_bn_relu_matches_the_documented_golden)
 {
     size_t len;
@@ -380,6 +420,7 @@ int main(void)
     tcase_add_test(tc, every_fixture_loads_and_saves_back_identically);
     tcase_add_loop_test(tc, load_errors_point_at_the_declaration, 0, (int)BPCC_ARRAY_LEN(load_bad));
     tcase_add_test(tc, corrupt_weights_report_the_weights_file);
+    tcase_add_test(tc, a_text_of_many_megabytes_is_saved_as_it_is_printed);
     tcase_add_test(tc, failed_save_leaves_existing_files_untouched);
     tcase_add_test(tc, save_survives_every_allocation_failure);
     tcase_add_test(tc, json_of_conv_bn_relu_matches_the_documented_golden);

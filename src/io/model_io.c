@@ -163,8 +163,6 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
     for (uint32_t i = 0; i < g->n_modules; i++) n += g->modules[i]->n_tensors;
     char **keys = bpcc_malloc((n ? n : 1) * sizeof *keys);
     const struct bpcc_tensor **ts = bpcc_malloc((n ? n : 1) * sizeof *ts);
-    char *text = NULL;
-    size_t len = 0;
     uint32_t k = 0;
     if (!keys || !ts) {
         s = bpcc_diag_nomem(d);
@@ -181,9 +179,9 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
             ts[k++] = m->tensors[j].t;
         }
     }
-    if ((s = bpcc_graph_print(g, n ? bpcc_path_basename(wpath) : NULL, &text, &len, d))) goto out;
     /* Both files are written to temporaries first and renamed only when both are complete,
-    ** weights before text: a reader never sees text naming weights that are not there. */
+    ** weights before text: a reader never sees text naming weights that are not there. The text
+    ** goes to its file as it is made. */
     struct bpcc_atomic_file wf = {0}, tf = {0};
     if (n) {
         if ((s = bpcc_atomic_open(&wf, wpath, d))) goto out;
@@ -197,8 +195,9 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
         bpcc_atomic_abort(&wf);
         goto out;
     }
-    fwrite(text, 1, len, tf.fp);
-    if ((s = bpcc_atomic_finish(&tf, d))) {
+    if ((s = bpcc_graph_print_to(g, n ? bpcc_path_basename(wpath) : NULL, tf.fp, d)) ||
+        (s = bpcc_atomic_finish(&tf, d))) {
+        bpcc_atomic_abort(&tf);
         bpcc_atomic_abort(&wf);
         goto out;
     }
@@ -211,7 +210,6 @@ out:
     for (uint32_t i = 0; i < k; i++) bpcc_xfree(keys[i]);
     bpcc_xfree(keys);
     bpcc_xfree(ts);
-    bpcc_xfree(text);
     bpcc_xfree(wpath);
     return s;
 }

@@ -114,78 +114,120 @@ static bool has_tensors(const struct bpcc_graph *g)
     return false;
 }
 
+/* Text is handed to the sink in pieces of about this many bytes (bpcc_graph_save's file): a big
+** model's text is never held whole. */
+#define SINK_PIECE (1u << 20)
+
+/* a line is complete: to the sink once a piece has gathered */
+static void line_done(struct bpcc_buf *b, FILE *sink)
+{
+    if (sink && b->len >= SINK_PIECE && !b->oom) {
+        fwrite(b->data, 1, b->len, sink); /* write errors: ferror, checked when the file is finished */
+        b->len = 0;
+        b->data[0] = 0;
+    }
+}
+
+/* the text into b, or through b into sink; false when out of memory */
+static bool print_graph(const struct bpcc_graph *g, const char *w, struct bpcc_buf *b, FILE *sink)
+{
+    bpcc_buf_adds(b, "bpcc-model 1\n");
+    if (has_tensors(g)) {
+        bpcc_buf_adds(b, "weights ");
+        print_string(b, w);
+        bpcc_buf_addc(b, '\n');
+    }
+    bpcc_buf_addc(b, '\n');
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const struct bpcc_module *m = g->modules[i];
+        bpcc_buf_adds(b, "module ");
+        print_name(b, m->name);
+        bpcc_buf_adds(b, " : ");
+        print_name(b, m->type);
+        if (m->attrs.n) {
+            bpcc_buf_addc(b, ' ');
+            bpcc_print_value(b, &m->attrs);
+        }
+        bpcc_buf_addc(b, '\n');
+        line_done(b, sink);
+        for (uint32_t k = 0; k < m->n_tensors; k++) {
+            const struct module_tensor *mt = &m->tensors[k];
+            bpcc_buf_adds(b, "  ");
+            bpcc_buf_adds(b, bpcc_tensor_role_name(mt->role));
+            bpcc_buf_addc(b, ' ');
+            print_name(b, mt->name);
+            bpcc_buf_adds(b, " : ");
+            struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = mt->t->ndim};
+            tt.u.ttype.dtype = mt->t->dtype;
+            tt.u.ttype.dims = mt->t->dims;
+            print_ttype(b, &tt);
+            bpcc_buf_addc(b, '\n');
+            line_done(b, sink);
+        }
+    }
+    if (g->n_modules) bpcc_buf_addc(b, '\n');
+    bpcc_buf_adds(b, "graph\n");
+    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+        bpcc_buf_adds(b, "  %");
+        bpcc_buf_adds(b, n->name);
+        bpcc_buf_adds(b, " = ");
+        bpcc_buf_adds(b, bpcc_node_kind_name(n->kind));
+        bpcc_buf_addc(b, ' ');
+        print_name(b, n->target);
+        bpcc_buf_addc(b, ' ');
+        bpcc_print_value(b, &n->args);
+        if (n->kwargs.n) {
+            bpcc_buf_addc(b, ' ');
+            bpcc_print_value(b, &n->kwargs);
+        }
+        if (n->meta.kind != BPCC_VAL_NONE) {
+            bpcc_buf_adds(b, " : ");
+            bpcc_print_value(b, &n->meta);
+        }
+        if (n->scope_path) {
+            bpcc_buf_adds(b, " @ ");
+            print_name(b, n->scope_path);
+            bpcc_buf_adds(b, " : ");
+            print_name(b, n->scope_type);
+        }
+        bpcc_buf_addc(b, '\n');
+        line_done(b, sink);
+    }
+    if (sink && !b->oom && b->len) fwrite(b->data, 1, b->len, sink);
+    return !b->oom;
+}
+
+static enum bpcc_status weights_named(const struct bpcc_graph *g, const char *w, struct bpcc_diag *d)
+{
+    if (has_tensors(g) && (!w || !w[0]))
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the model has tensors but no weights file name");
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_graph_print_to(const struct bpcc_graph *g, const char *weights_name, FILE *fp,
+                                     struct bpcc_diag *d)
+{
+    const char *w = weights_name ? weights_name : g->weights_name;
+    enum bpcc_status s = weights_named(g, w, d);
+    if (s) return s;
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bool ok = print_graph(g, w, &b, fp);
+    bpcc_buf_release(&b);
+    return ok ? BPCC_OK : bpcc_diag_nomem(d);
+}
+
 enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weights_name,
                                   char **text_out, size_t *len_out, struct bpcc_diag *d)
 {
     *text_out = NULL;
     if (len_out) *len_out = 0;
+    const char *w = weights_name ? weights_name : g->weights_name;
+    enum bpcc_status s = weights_named(g, w, d);
+    if (s) return s;
     struct bpcc_buf b;
     bpcc_buf_init(&b);
-    bpcc_buf_adds(&b, "bpcc-model 1\n");
-    const char *w = weights_name ? weights_name : g->weights_name;
-    if (has_tensors(g)) {
-        if (!w || !w[0]) {
-            bpcc_buf_release(&b);
-            return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
-                                   "the model has tensors but no weights file name");
-        }
-        bpcc_buf_adds(&b, "weights ");
-        print_string(&b, w);
-        bpcc_buf_addc(&b, '\n');
-    }
-    bpcc_buf_addc(&b, '\n');
-    for (uint32_t i = 0; i < g->n_modules; i++) {
-        const struct bpcc_module *m = g->modules[i];
-        bpcc_buf_adds(&b, "module ");
-        print_name(&b, m->name);
-        bpcc_buf_adds(&b, " : ");
-        print_name(&b, m->type);
-        if (m->attrs.n) {
-            bpcc_buf_addc(&b, ' ');
-            bpcc_print_value(&b, &m->attrs);
-        }
-        bpcc_buf_addc(&b, '\n');
-        for (uint32_t k = 0; k < m->n_tensors; k++) {
-            const struct module_tensor *mt = &m->tensors[k];
-            bpcc_buf_adds(&b, "  ");
-            bpcc_buf_adds(&b, bpcc_tensor_role_name(mt->role));
-            bpcc_buf_addc(&b, ' ');
-            print_name(&b, mt->name);
-            bpcc_buf_adds(&b, " : ");
-            struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = mt->t->ndim};
-            tt.u.ttype.dtype = mt->t->dtype;
-            tt.u.ttype.dims = mt->t->dims;
-            print_ttype(&b, &tt);
-            bpcc_buf_addc(&b, '\n');
-        }
-    }
-    if (g->n_modules) bpcc_buf_addc(&b, '\n');
-    bpcc_buf_adds(&b, "graph\n");
-    for (const struct bpcc_node *n = g->first; n; n = n->next) {
-        bpcc_buf_adds(&b, "  %");
-        bpcc_buf_adds(&b, n->name);
-        bpcc_buf_adds(&b, " = ");
-        bpcc_buf_adds(&b, bpcc_node_kind_name(n->kind));
-        bpcc_buf_addc(&b, ' ');
-        print_name(&b, n->target);
-        bpcc_buf_addc(&b, ' ');
-        bpcc_print_value(&b, &n->args);
-        if (n->kwargs.n) {
-            bpcc_buf_addc(&b, ' ');
-            bpcc_print_value(&b, &n->kwargs);
-        }
-        if (n->meta.kind != BPCC_VAL_NONE) {
-            bpcc_buf_adds(&b, " : ");
-            bpcc_print_value(&b, &n->meta);
-        }
-        if (n->scope_path) {
-            bpcc_buf_adds(&b, " @ ");
-            print_name(&b, n->scope_path);
-            bpcc_buf_adds(&b, " : ");
-            print_name(&b, n->scope_type);
-        }
-        bpcc_buf_addc(&b, '\n');
-    }
+    print_graph(g, w, &b, NULL);
     size_t len;
     char *text = bpcc_buf_take(&b, &len);
     if (!text) return bpcc_diag_nomem(d);
