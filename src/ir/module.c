@@ -200,7 +200,12 @@ void bpcc_node_resolve_module(struct bpcc_node *n)
 
 void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
-    for (struct bpcc_node *n = g->first; n; n = n->next) bpcc_node_resolve_module(n);
+    /* a remembered module still in the table under the node's target is the one the table gives
+    ** (a module replaced under the same name is unlinked first): only the others are looked up */
+    for (struct bpcc_node *n = g->first; n; n = n->next) {
+        const struct bpcc_module *m = n->module;
+        if (!(m && n->kind == BPCC_NODE_CALL_MODULE && !m->dead && m->name == n->target)) bpcc_node_resolve_module(n);
+    }
 }
 
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
