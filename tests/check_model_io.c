@@ -274,12 +274,26 @@ START_TEST(save_survives_every_allocation_failure)
 }
 END_TEST
 
-START_TEST(a_text_of_many_megabytes_is_saved_as_it_is_printed)
+START_TEST(a_text_and_a_header_of_many_megabytes_are_saved_as_they_are_made)
 {
     /* save writes the text to its file a megabyte at a time: the pieces, joined, are the text
-    ** bpcc_graph_print gives, lines whole */
+    ** bpcc_graph_print gives, lines whole; the weights' header likewise, its length written over a
+    ** placeholder at the end: the model loads back with every tensor */
     struct bpcc_graph *g;
     ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_module *m;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "consts", "torch.nn.Module", &m, &d), BPCC_OK);
+    enum { N_CONSTS = 40000 };
+    for (int i = 0; i < N_CONSTS; i++) {
+        struct bpcc_tensor *t;
+        char name[32];
+        snprintf(name, sizeof name, "c%d", i);
+        ck_assert_int_eq(bpcc_tensor_new(g, i % 3 ? BPCC_DTYPE_F32 : BPCC_DTYPE_I64, 1, (int64_t[]){1 + i % 2}, &t, &d),
+                         BPCC_OK);
+        if (i % 3) ((float *)bpcc_tensor_data(t))[0] = (float)i;
+        else ((int64_t *)bpcc_tensor_data(t))[0] = -i;
+        ck_assert_int_eq(bpcc_module_set_tensor(m, name, BPCC_TENSOR_BUFFER, t, &d), BPCC_OK);
+    }
     struct bpcc_node *x;
     ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_PLACEHOLDER, "x", "x", NULL, NULL, &x, &d), BPCC_OK);
     for (int i = 0; i < 60000; i++) {
@@ -296,7 +310,7 @@ START_TEST(a_text_of_many_megabytes_is_saved_as_it_is_printed)
     ck_assert_int_eq(bpcc_graph_create_node(g, BPCC_NODE_OUTPUT, "output", "output", &out, NULL, NULL, &d), BPCC_OK);
     char *text;
     size_t len;
-    ck_assert_int_eq(bpcc_graph_print(g, NULL, &text, &len, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_print(g, "big.safetensors", &text, &len, &d), BPCC_OK);
     ck_assert_uint_gt(len, 3u << 20);
     char *dir = tu_temp_dir(), path[600];
     snprintf(path, sizeof path, "%s/big.bpcc", dir);
@@ -305,8 +319,30 @@ START_TEST(a_text_of_many_megabytes_is_saved_as_it_is_printed)
     char *file = tu_read(path, &flen);
     ck_assert_uint_eq(flen, len);
     ck_assert(memcmp(file, text, len) == 0);
-    ck_assert_int_eq(count_files(dir, NULL), 1); /* no weights: the text alone */
+    ck_assert_int_eq(count_files(dir, NULL), 2);
     free(file);
+    snprintf(path, sizeof path, "%s/big.safetensors", dir);
+    char *st = tu_read(path, &flen);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)st[i];
+    ck_assert_uint_gt(hlen, 2u << 20); /* several pieces */
+    ck_assert_uint_eq(hlen % 8, 0);
+    ck_assert(st[8] == '{' && st[8 + hlen - 1] != 0);
+    free(st);
+    struct bpcc_graph *back;
+    snprintf(path, sizeof path, "%s/big.bpcc", dir);
+    ck_assert_msg(bpcc_graph_load(path, &back, &d) == BPCC_OK, "%s", tu_msg(&d));
+    struct bpcc_module *mb = bpcc_graph_find_module(back, "consts");
+    ck_assert_uint_eq(bpcc_module_n_tensors(mb), N_CONSTS);
+    for (int i = 0; i < N_CONSTS; i += 997) {
+        char name[32];
+        snprintf(name, sizeof name, "c%d", i);
+        struct bpcc_tensor *t = bpcc_module_tensor(mb, name);
+        ck_assert_ptr_nonnull(t);
+        if (i % 3) ck_assert(((float *)bpcc_tensor_data(t))[0] == (float)i);
+        else ck_assert(((int64_t *)bpcc_tensor_data(t))[0] == -i);
+    }
+    bpcc_graph_free(back);
     bpcc_free(text);
     bpcc_graph_free(g);
     rm_dir(dir);
@@ -420,7 +456,7 @@ int main(void)
     tcase_add_test(tc, every_fixture_loads_and_saves_back_identically);
     tcase_add_loop_test(tc, load_errors_point_at_the_declaration, 0, (int)BPCC_ARRAY_LEN(load_bad));
     tcase_add_test(tc, corrupt_weights_report_the_weights_file);
-    tcase_add_test(tc, a_text_of_many_megabytes_is_saved_as_it_is_printed);
+    tcase_add_test(tc, a_text_and_a_header_of_many_megabytes_are_saved_as_they_are_made);
     tcase_add_test(tc, failed_save_leaves_existing_files_untouched);
     tcase_add_test(tc, save_survives_every_allocation_failure);
     tcase_add_test(tc, json_of_conv_bn_relu_matches_the_documented_golden);

@@ -578,13 +578,33 @@ struct wr_header {
     struct bpcc_diag *d;
 };
 
-/* the header's JSON into fp (under bpcc_ymem_run) */
+/* the JSON made so far to fp, counted into *len (a megabyte at a time: a header of millions of
+** tensors is never held whole) */
+static bool flush_gen(yajl_gen g, FILE *fp, size_t *len, size_t at_least)
+{
+    const unsigned char *buf;
+    size_t n;
+    if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok) return false;
+    if (n >= at_least) {
+        if (n) fwrite(buf, 1, n, fp); /* write errors: ferror, at bpcc_atomic_finish */
+        *len += n;
+        yajl_gen_clear(g);
+    }
+    return true;
+}
+
+/* the header into fp (under bpcc_ymem_run): its length comes first, so a placeholder goes first
+** and the length over it once the JSON is written (fp is a file: the writers' temporaries) */
 static enum bpcc_status write_header(struct bpcc_ymem *m, void *ctx)
 {
     const struct wr_header *w = ctx;
     yajl_gen g = yajl_gen_alloc(&m->funcs);
     yajl_gen_config(g, yajl_gen_validate_utf8, 1);
     enum bpcc_status s = BPCC_OK;
+    long at = ftell(w->fp);
+    unsigned char lenbuf[8] = {0};
+    size_t hlen = 0;
+    fwrite(lenbuf, 1, 8, w->fp);
     bool ok = yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "__metadata__") &&
               yajl_gen_map_open(g) == yajl_gen_status_ok && gen_str(g, "format") && gen_str(g, "bpcc") &&
               yajl_gen_map_close(g) == yajl_gen_status_ok;
@@ -607,20 +627,20 @@ static enum bpcc_status write_header(struct bpcc_ymem *m, void *ctx)
              yajl_gen_integer(g, (long long)(off + t->nbytes)) == yajl_gen_status_ok &&
              yajl_gen_array_close(g) == yajl_gen_status_ok && yajl_gen_map_close(g) == yajl_gen_status_ok;
         off += t->nbytes;
+        ok = ok && flush_gen(g, w->fp, &hlen, 1u << 20);
     }
-    ok = ok && yajl_gen_map_close(g) == yajl_gen_status_ok;
-    const unsigned char *hdr;
-    size_t hlen;
-    if (!ok || yajl_gen_get_buf(g, &hdr, &hlen) != yajl_gen_status_ok) {
+    ok = ok && yajl_gen_map_close(g) == yajl_gen_status_ok && flush_gen(g, w->fp, &hlen, 0);
+    if (!ok) {
         s = bpcc_diag_error(w->d, BPCC_ERR_INTERNAL, w->path, 0, 0, "cannot write the safetensors header");
         goto done;
     }
     size_t padded = (hlen + 7) & ~(size_t)7;
-    unsigned char lenbuf[8];
-    for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
-    fwrite(lenbuf, 1, 8, w->fp);
-    fwrite(hdr, 1, hlen, w->fp);
     for (size_t i = hlen; i < padded; i++) fputc(' ', w->fp);
+    for (int i = 0; i < 8; i++) lenbuf[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    if (at < 0 || fseek(w->fp, at, SEEK_SET) || fwrite(lenbuf, 1, 8, w->fp) != 8 || fseek(w->fp, 0, SEEK_END)) {
+        s = bpcc_diag_error(w->d, BPCC_ERR_IO, w->path, 0, 0, "cannot write the safetensors header: %s", strerror(errno));
+        goto done;
+    }
 done:
     yajl_gen_free(g);
     return s;

@@ -175,7 +175,8 @@ BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);
 BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_from_st_name(const char *s);
 BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_carrier(enum bpcc_dtype t);
 
-/* safetensors.c: write n tensors under the given keys to fp (path for messages) */
+/* safetensors.c: write n tensors under the given keys to fp, a file that can seek (the header is
+** streamed, its length written over a placeholder at the end); path for messages */
 BPCC_INTERNAL enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path,
                                                       const char *const *keys,
                                                       const struct bpcc_tensor *const *tensors,
