@@ -540,7 +540,8 @@ BPCC_API enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const cha
 /*
 ** Save a model: the weights to <path without extension>.safetensors and the text to path. Each
 ** file is written to a temporary file in the same directory and renamed over the target, so a
-** failure leaves any existing files untouched and no partial file behind.
+** failure leaves any existing files untouched and no partial file behind. Both are streamed (the
+** text and the weights' header a megabyte at a time): saving holds neither whole in memory.
 */
 BPCC_API enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
                                           struct bpcc_diag *d);
