@@ -422,8 +422,8 @@ uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g) { return g->n_nodes; }
 
 struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name)
 {
-    size_t len = strlen(name);
-    void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
+    struct name nm = name_of(name);
+    void **v = bpcc_intern_value(&g->intern, nm.s, nm.len, nm.hash);
     return v && *v != ERASED ? *v : NULL;
 }
 
@@ -645,8 +645,8 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
     unlink_node(g, n);
-    size_t len = strlen(n->name);
-    *bpcc_intern_value(&g->intern, n->name, len, bpcc_str_hash(n->name, len)) = ERASED;
+    struct name nm = name_of(n->name);
+    *bpcc_intern_value(&g->intern, nm.s, nm.len, nm.hash) = ERASED;
     n->dead = true;
     g->n_nodes--;
     return BPCC_OK;

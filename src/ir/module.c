@@ -185,12 +185,18 @@ struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const cha
     return e ? e->value : NULL;
 }
 
-struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
+/* n's remembered module is still the one the table gives for its target: it is in the table (a
+** module replaced under the same name is unlinked first) under that name (names and targets are
+** interned in the same graph: equal strings are equal pointers) */
+static bool remembered(const struct bpcc_node *n)
 {
     const struct bpcc_module *m = n->module;
-    /* names and targets are interned in the same graph: equal strings are equal pointers */
-    if (m && !m->dead && m->name == n->target) return n->module;
-    return bpcc_graph_find_module(n->graph, n->target);
+    return m && !m->dead && m->name == n->target;
+}
+
+struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
+{
+    return remembered(n) ? n->module : bpcc_graph_find_module(n->graph, n->target);
 }
 
 void bpcc_node_resolve_module(struct bpcc_node *n)
@@ -200,12 +206,9 @@ void bpcc_node_resolve_module(struct bpcc_node *n)
 
 void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
-    /* a remembered module still in the table under the node's target is the one the table gives
-    ** (a module replaced under the same name is unlinked first): only the others are looked up */
-    for (struct bpcc_node *n = g->first; n; n = n->next) {
-        const struct bpcc_module *m = n->module;
-        if (!(m && n->kind == BPCC_NODE_CALL_MODULE && !m->dead && m->name == n->target)) bpcc_node_resolve_module(n);
-    }
+    /* only the call_module nodes whose remembered module is gone are looked up */
+    for (struct bpcc_node *n = g->first; n; n = n->next)
+        if (!(n->kind == BPCC_NODE_CALL_MODULE && remembered(n))) bpcc_node_resolve_module(n);
 }
 
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
