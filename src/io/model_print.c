@@ -128,9 +128,13 @@ static void line_done(struct bpcc_buf *b, FILE *sink)
     }
 }
 
-/* the text into b, or through b into sink; false when out of memory */
-static bool print_graph(const struct bpcc_graph *g, const char *w, struct bpcc_buf *b, FILE *sink)
+/* the text into b, or through b into sink; weights_name as for bpcc_graph_print */
+static enum bpcc_status print_graph(const struct bpcc_graph *g, const char *weights_name, struct bpcc_buf *b, FILE *sink,
+                                    struct bpcc_diag *d)
 {
+    const char *w = weights_name ? weights_name : g->weights_name;
+    if (has_tensors(g) && (!w || !w[0]))
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the model has tensors but no weights file name");
     bpcc_buf_adds(b, "bpcc-model 1\n");
     if (has_tensors(g)) {
         bpcc_buf_adds(b, "weights ");
@@ -193,28 +197,19 @@ static bool print_graph(const struct bpcc_graph *g, const char *w, struct bpcc_b
         bpcc_buf_addc(b, '\n');
         line_done(b, sink);
     }
-    if (sink && !b->oom && b->len) fwrite(b->data, 1, b->len, sink);
-    return !b->oom;
-}
-
-static enum bpcc_status weights_named(const struct bpcc_graph *g, const char *w, struct bpcc_diag *d)
-{
-    if (has_tensors(g) && (!w || !w[0]))
-        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the model has tensors but no weights file name");
+    if (b->oom) return bpcc_diag_nomem(d);
+    if (sink && b->len) fwrite(b->data, 1, b->len, sink);
     return BPCC_OK;
 }
 
 enum bpcc_status bpcc_graph_print_to(const struct bpcc_graph *g, const char *weights_name, FILE *fp,
                                      struct bpcc_diag *d)
 {
-    const char *w = weights_name ? weights_name : g->weights_name;
-    enum bpcc_status s = weights_named(g, w, d);
-    if (s) return s;
     struct bpcc_buf b;
     bpcc_buf_init(&b);
-    bool ok = print_graph(g, w, &b, fp);
+    enum bpcc_status s = print_graph(g, weights_name, &b, fp, d);
     bpcc_buf_release(&b);
-    return ok ? BPCC_OK : bpcc_diag_nomem(d);
+    return s;
 }
 
 enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weights_name,
@@ -222,12 +217,13 @@ enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weight
 {
     *text_out = NULL;
     if (len_out) *len_out = 0;
-    const char *w = weights_name ? weights_name : g->weights_name;
-    enum bpcc_status s = weights_named(g, w, d);
-    if (s) return s;
     struct bpcc_buf b;
     bpcc_buf_init(&b);
-    print_graph(g, w, &b, NULL);
+    enum bpcc_status s = print_graph(g, weights_name, &b, NULL, d);
+    if (s) {
+        bpcc_buf_release(&b);
+        return s;
+    }
     size_t len;
     char *text = bpcc_buf_take(&b, &len);
     if (!text) return bpcc_diag_nomem(d);
