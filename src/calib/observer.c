@@ -752,11 +752,7 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
     uint32_t k = s->cls == OC_FIXED_QPARAMS || !o->n ? 1 : o->n;
     float *sc = bpcc_malloc(k * sizeof *sc);
     double *zp = bpcc_malloc(k * sizeof *zp);
-    if (!sc || !zp) {
-        bpcc_xfree(sc);
-        bpcc_xfree(zp);
-        return BPCC_ERR_NOMEM;
-    }
+    if (!sc || !zp) goto nomem;
     if (s->cls == OC_FIXED_QPARAMS) {
         sc[0] = (float)s->scale;
         zp[0] = (double)s->zero_point;
@@ -765,11 +761,7 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
         zp[0] = 0;
     } else if (s->cls == OC_HISTOGRAM) {
         float lo, hi;
-        if (bpcc_obs_histogram_range(o, &lo, &hi)) {
-            bpcc_xfree(sc);
-            bpcc_xfree(zp);
-            return BPCC_ERR_NOMEM;
-        }
+        if (bpcc_obs_histogram_range(o, &lo, &hi)) goto nomem;
         qparams_one(s, lo, hi, &sc[0], &zp[0]);
     } else {
         for (uint32_t i = 0; i < k; i++) qparams_one(s, o->min[i], o->max[i], &sc[i], &zp[i]);
@@ -778,6 +770,10 @@ enum bpcc_status bpcc_obs_qparams(const struct obs_state *o, float **scale, doub
     *zero_point = zp;
     *n = k;
     return BPCC_OK;
+nomem:
+    bpcc_xfree(sc);
+    bpcc_xfree(zp);
+    return BPCC_ERR_NOMEM;
 }
 
 /* {==================== observer modules ==================== */
