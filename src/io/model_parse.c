@@ -697,9 +697,14 @@ static enum bpcc_status parse_module(struct parser *ps, const char *kw_at)
             return fail_at(ps, tn_at, "tensor name '%s' must be a plain attribute name", tn);
         if (bpcc_module_tensor(m, tn)) return fail_at(ps, tn_at, "duplicate tensor '%s' in module '%s'", tn, name);
         if (expect(ps, ':')) return ps->status;
-        struct bpcc_tensor *t = BPCC_ARENA_NEW(&ps->g->arena, struct bpcc_tensor);
+        enum bpcc_dtype dt;
+        int64_t dims[BPCC_MAX_DIMS];
+        uint32_t nd;
+        if (parse_ttype(ps, &dt, dims, &nd) || expect_eol(ps)) return ps->status;
+        struct bpcc_tensor *t = bpcc_tensor_header(&ps->g->arena, nd);
         if (!t) return nomem(ps);
-        if (parse_ttype(ps, &t->dtype, t->dims, &t->ndim) || expect_eol(ps)) return ps->status;
+        t->dtype = dt;
+        memcpy(t->dims, dims, nd * sizeof *dims);
         t->src_line = ps->line;
         t->src_col = col_of(ps, tat);
         bool overflow;

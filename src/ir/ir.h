@@ -38,13 +38,16 @@ struct bpcc_node {
     struct bpcc_module *module; /* the module `target` last named: a cache, see bpcc_node_module */
 };
 
+/* A tensor's header is allocated for its rank (bpcc_tensor_header): most tensors of a converted
+** graph are scalars (scales, zero points, observers' statistics), for which a BPCC_MAX_DIMS array
+** would be two thirds of the header. */
 struct bpcc_tensor {
     enum bpcc_dtype dtype;
     uint32_t ndim;
-    int64_t dims[BPCC_MAX_DIMS];
     void *data;     /* NULL while unbound (parsed, weights not read) */
     size_t nbytes;
     uint32_t src_line, src_col;
+    int64_t dims[]; /* ndim of them */
 };
 
 struct module_tensor {
@@ -162,6 +165,8 @@ BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,
 ** until bpcc_graph_compact_modules. The module objects stay valid (graph arena). */
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
+/* a zeroed header for a tensor of rank ndim (<= BPCC_MAX_DIMS) in g's arena, ndim set; NULL when out of memory */
+BPCC_INTERNAL struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim);
 /* bpcc_tensor_new without zeroing the data: the caller writes every element */
 BPCC_INTERNAL enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
                                                       const int64_t *dims, struct bpcc_tensor **out, struct bpcc_diag *d);

@@ -132,10 +132,11 @@ enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_gra
             break;
         }
         for (uint32_t t = 0; t < m->n_tensors && !s; t++) {
-            struct bpcc_tensor *h = BPCC_ARENA_NEW(&dst->arena, struct bpcc_tensor);
+            const struct bpcc_tensor *from = m->tensors[t].t;
+            struct bpcc_tensor *h = bpcc_tensor_header(&dst->arena, from->ndim);
             if (!h) s = BPCC_ERR_NOMEM;
             else {
-                *h = *m->tensors[t].t;
+                memcpy(h, from, sizeof *h + from->ndim * sizeof h->dims[0]);
                 c->tensors[t] = (struct module_tensor){m->tensors[t].name, m->tensors[t].role, h};
             }
         }
@@ -407,16 +408,23 @@ size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
     return (size_t)n;
 }
 
+struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim)
+{
+    BPCC_ASSERT(ndim <= BPCC_MAX_DIMS);
+    struct bpcc_tensor *t = bpcc_arena_alloc(a, sizeof *t + ndim * sizeof t->dims[0], _Alignof(struct bpcc_tensor));
+    if (t) t->ndim = ndim;
+    return t;
+}
+
 static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
                                    bool zero, struct bpcc_tensor **out, struct bpcc_diag *d)
 {
     *out = NULL;
     if ((unsigned)dtype >= BPCC_DTYPE_COUNT || bpcc_dtype_size(dtype) == 0 || ndim > BPCC_MAX_DIMS)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor dtype or rank");
-    struct bpcc_tensor *t = BPCC_ARENA_NEW(&g->arena, struct bpcc_tensor);
+    struct bpcc_tensor *t = bpcc_tensor_header(&g->arena, ndim);
     if (!t) return bpcc_diag_nomem(d);
     t->dtype = dtype;
-    t->ndim = ndim;
     for (uint32_t i = 0; i < ndim; i++) t->dims[i] = dims[i];
     bool overflow;
     t->nbytes = bpcc_tensor_expected_bytes(t, &overflow);
