@@ -18,9 +18,12 @@ struct user_entry {
     uint32_t count; /* how many argument slots of `node` refer to the def */
 };
 
-struct bpcc_node {
+struct bpcc_node { /* the 4-byte fields together: no padding (176 bytes on LP64) */
     uint32_t id;
     enum bpcc_node_kind kind;
+    uint32_t n_users, cap_users;
+    uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
+    uint32_t mark;              /* scratch for passes (topo sort, verify) */
     bool dead;
     const char *name, *target; /* interned */
     struct bpcc_value args;    /* TUPLE */
@@ -32,9 +35,6 @@ struct bpcc_node {
     struct bpcc_node *prev, *next;
     struct bpcc_graph *graph;
     struct user_entry *users;
-    uint32_t n_users, cap_users;
-    uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
-    uint32_t mark;              /* scratch for passes (topo sort, verify) */
     struct bpcc_module *module; /* the module `target` last named: a cache, see bpcc_node_module */
 };
 
@@ -57,20 +57,20 @@ struct module_tensor {
 };
 
 
-struct bpcc_module {
+struct bpcc_module { /* the 4-byte fields together: no padding (128 bytes on LP64) */
     const char *name, *type;  /* interned */
     struct bpcc_value attrs;  /* DICT */
     uint32_t attrs_cap;
-    struct module_tensor *tensors;
     uint32_t n_tensors, cap_tensors;
-    uint32_t *tensor_slots;   /* modules with many tensors (a converted model's root): open */
-    uint32_t n_tensor_slots;  /* addressing on the interned name, tensor index + 1; 0 = empty */
+    uint32_t n_tensor_slots;  /* the index below: open addressing on the interned name */
     uint32_t src_line, src_col;
+    uint32_t mark;  /* scratch for passes */
+    bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
+    struct module_tensor *tensors;
+    uint32_t *tensor_slots;   /* modules with many tensors (a converted model's root): tensor index + 1; 0 = empty */
     struct bpcc_graph *graph;
     /* the module tree: the nearest ancestor present in the table, and children in order */
     struct bpcc_module *parent, *first_child, *last_child, *next_sibling;
-    bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
-    uint32_t mark;  /* scratch for passes */
 };
 
 struct bpcc_graph {
