@@ -306,6 +306,42 @@ START_TEST(a_node_finds_the_module_its_target_names_now)
 }
 END_TEST
 
+/* Modules that share an attribute array (clones, observers of one spec) each see only their own
+** changes: the array is copied by the first change to either, whichever it is. */
+START_TEST(modules_sharing_attributes_keep_their_own_changes)
+{
+    struct bpcc_module *a, *b, *c;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.Conv2d", &a, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "b", "torch.nn.Conv2d", &b, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "c", "torch.nn.Conv2d", &c, &d), BPCC_OK);
+    struct bpcc_value one = bpcc_value_int(1), two = bpcc_value_int(2), yes = bpcc_value_bool(true);
+    ck_assert_int_eq(bpcc_module_set_attr(a, "in_channels", &one, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_set_attr(a, "out_channels", &two, &d), BPCC_OK);
+    bpcc_module_share_attrs(b, a);
+    bpcc_module_share_attrs(c, a);
+    ck_assert_ptr_eq(b->attrs.u.seq.items, a->attrs.u.seq.items);
+    /* writing the value already there changes nothing and keeps the sharing */
+    ck_assert_int_eq(bpcc_module_set_attr(b, "in_channels", &one, &d), BPCC_OK);
+    ck_assert_ptr_eq(b->attrs.u.seq.items, a->attrs.u.seq.items);
+    /* the source changes an attribute in place: the others keep theirs */
+    ck_assert_int_eq(bpcc_module_set_attr(a, "in_channels", &two, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(a, "in_channels")->u.i, 2);
+    ck_assert_int_eq(bpcc_module_attr(b, "in_channels")->u.i, 1);
+    ck_assert_int_eq(bpcc_module_attr(c, "in_channels")->u.i, 1);
+    /* a sharer adds one: the array it shared does not grow under the others */
+    ck_assert_int_eq(bpcc_module_set_attr(b, "bias", &yes, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_module_attrs(b)->n, 3);
+    ck_assert_uint_eq(bpcc_module_attrs(c)->n, 2);
+    ck_assert_ptr_null(bpcc_module_attr(c, "bias"));
+    /* the last sharer changes one in place: its own copy */
+    ck_assert_int_eq(bpcc_module_set_attr(c, "out_channels", &one, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(c, "out_channels")->u.i, 1);
+    ck_assert_int_eq(bpcc_module_attr(b, "out_channels")->u.i, 2);
+    ck_assert_int_eq(bpcc_module_attr(a, "out_channels")->u.i, 2);
+    ck_assert_int_eq(bpcc_module_attr(b, "in_channels")->u.i, 1);
+}
+END_TEST
+
 START_TEST(module_attributes_may_not_hold_nodes)
 {
     struct bpcc_module *mod;
@@ -373,6 +409,7 @@ int main(void)
     tcase_add_test(tc, verify_reports_each_broken_invariant);
     tcase_add_test(tc, verify_resolves_modules_tensors_and_attributes);
     tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
+    tcase_add_test(tc, modules_sharing_attributes_keep_their_own_changes);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);
     tcase_add_test(tc, dtype_names_resolve);

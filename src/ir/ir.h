@@ -174,6 +174,10 @@ BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 /* room for n attributes (the arena cannot grow an array in place: a module whose attribute count
 ** is known up front, a clone or an observer, takes it at once instead of by doubling) */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n);
+/* m (without attributes, in from's graph) takes from's attributes by sharing their array, as
+** observers made from one spec and modules cloned by fusion have the same ones: the first change
+** to either copies it (bpcc_module_set_attr, bpcc_module_reserve_attrs). */
+BPCC_INTERNAL void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from);
 
 /* dtype.c */
 BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);

@@ -247,8 +247,18 @@ const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const cha
     return bpcc_value_get(&m->attrs, key);
 }
 
+/* Modules may share one attribute array (bpcc_module_share_attrs): attrs_cap below attrs.n marks
+** it, and a change copies it first (reserve) unless it writes a value equal to the one there. */
+void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from)
+{
+    BPCC_ASSERT(m->graph == from->graph && m->attrs.n == 0);
+    m->attrs = from->attrs;
+    m->attrs_cap = from->attrs_cap = 0;
+}
+
 enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n)
 {
+    if (n < m->attrs.n) n = m->attrs.n; /* a shared array is copied whole */
     if (n <= m->attrs_cap) return BPCC_OK;
     struct bpcc_value *a = &m->attrs;
     struct bpcc_value *items = BPCC_ARENA_NEWN(&m->graph->arena, struct bpcc_value, n);
@@ -271,19 +281,22 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
     if (bpcc_value_has_nodes(v))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
                                "module attribute '%s' may not refer to nodes", key);
+    struct bpcc_value *a = &m->attrs;
+    uint32_t i = 0;
+    while (i < a->n && strcmp(a->u.seq.keys[i], key) != 0) i++;
+    if (i < a->n && bpcc_value_equal(&a->u.seq.items[i], v)) return BPCC_OK; /* a shared array stays so */
     struct bpcc_value copy;
     enum bpcc_status s = bpcc_value_copy(g, &copy, v);
     if (s) return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
                                       : bpcc_diag_error(d, s, NULL, 0, 0, "attribute nests too deep");
-    struct bpcc_value *a = &m->attrs;
-    for (uint32_t i = 0; i < a->n; i++)
-        if (strcmp(a->u.seq.keys[i], key) == 0) {
-            a->u.seq.items[i] = copy;
-            return BPCC_OK;
-        }
+    if (i < a->n) {
+        if (m->attrs_cap < a->n && bpcc_module_reserve_attrs(m, a->n)) return bpcc_diag_nomem(d);
+        a->u.seq.items[i] = copy;
+        return BPCC_OK;
+    }
     const char *k = bpcc_graph_intern(g, key);
     if (!k) return bpcc_diag_nomem(d);
-    if (a->n == m->attrs_cap && bpcc_module_reserve_attrs(m, m->attrs_cap ? 2 * m->attrs_cap : 4))
+    if (a->n >= m->attrs_cap && bpcc_module_reserve_attrs(m, a->n ? 2 * a->n : 4))
         return bpcc_diag_nomem(d);
     a->u.seq.keys[a->n] = k;
     a->u.seq.items[a->n] = copy;

@@ -32,16 +32,15 @@ static double attr_float(const struct bpcc_module *m, const char *key, double df
 /* training flag; modules written without one are taken as in eval mode */
 static bool training(const struct bpcc_module *m) { return attr_bool(m, "training", false); }
 
-/* A copy of module `src` (type, attributes, tensor references) under `name`. */
-static enum bpcc_status clone_module(struct bpcc_graph *g, const struct bpcc_module *src,
+/* A copy of module `src` (type, attributes, tensor references) under `name`; the attributes are
+** shared until either module changes one. */
+static enum bpcc_status clone_module(struct bpcc_graph *g, struct bpcc_module *src,
                                      const char *name, struct bpcc_module **out,
                                      struct bpcc_diag *d)
 {
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, src->type, &m, d);
-    if (!s && bpcc_module_reserve_attrs(m, src->attrs.n)) s = bpcc_diag_nomem(d);
-    for (uint32_t i = 0; !s && i < src->attrs.n; i++)
-        s = bpcc_module_set_attr(m, src->attrs.u.seq.keys[i], &src->attrs.u.seq.items[i], d);
+    if (!s) bpcc_module_share_attrs(m, src);
     for (uint32_t i = 0; !s && i < src->n_tensors; i++)
         s = bpcc_module_set_tensor(m, src->tensors[i].name, src->tensors[i].role, src->tensors[i].t, d);
     if (!s) *out = m;
@@ -66,10 +65,10 @@ struct fuse_call {
     struct bpcc_graph *g;
     bool is_qat;
     const char *root_path;              /* module path of the root node: the result goes here */
-    const struct bpcc_module *root;     /* the root module (before fusion) */
+    struct bpcc_module *root;           /* the root module (before fusion) */
     const char *fused_module;           /* the config's fused_module (sequential), may be NULL */
     uint32_t n;
-    const struct bpcc_module *mod[MATCH_MAX_LEAVES]; /* NULL: not a module */
+    struct bpcc_module *mod[MATCH_MAX_LEAVES]; /* NULL: not a module (not const: clones share their attributes) */
     const char *op[MATCH_MAX_LEAVES];   /* the leaf's type or target ("torch.nn.ReLU" for F.relu) */
     const struct match *m;              /* for messages */
     struct bpcc_diag *d;
@@ -96,7 +95,7 @@ static enum bpcc_status fail(struct fuse_call *fc, const char *fmt, ...)
 }
 
 /* the forward-order modules of a simple chain: leaves are preorder (anchor first) */
-static const struct bpcc_module *fwd(const struct fuse_call *fc, uint32_t i)
+static struct bpcc_module *fwd(const struct fuse_call *fc, uint32_t i)
 {
     return fc->mod[fc->n - 1 - i];
 }
@@ -179,7 +178,7 @@ static char *child_path(const char *root, const char *child)
 /* A container module (a torch Sequential subclass) at the root path, children 0, 1, ... from
 ** `parts` (each cloned; NULL part = a fresh torch.nn.ReLU). */
 static enum bpcc_status container(struct fuse_call *fc, const char *type,
-                                  const struct bpcc_module *const *parts, uint32_t n_parts,
+                                  struct bpcc_module *const *parts, uint32_t n_parts,
                                   struct bpcc_module **children_out)
 {
     struct bpcc_module *c;
@@ -238,8 +237,8 @@ static enum bpcc_status qat_bn_checks(struct fuse_call *fc, const struct bpcc_mo
 }
 
 /* eval: a plain copy of the conv/linear at the root path with the BN folded in */
-static enum bpcc_status folded(struct fuse_call *fc, const struct bpcc_module *conv,
-                               const struct bpcc_module *bn, const char *path, int axis,
+static enum bpcc_status folded(struct fuse_call *fc, struct bpcc_module *conv,
+                               struct bpcc_module *bn, const char *path, int axis,
                                bool linear, struct bpcc_module **out)
 {
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
@@ -249,7 +248,7 @@ static enum bpcc_status folded(struct fuse_call *fc, const struct bpcc_module *c
 
 static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
 {
-    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
+    struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
     if (!conv || !bn) return fail(fc, "fuse_conv_bn needs a conv and a batch norm module");
     enum bpcc_status s = check_same_mode(fc, 2);
     if (s) return s;
@@ -258,7 +257,7 @@ static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
         char type[TYPE_NAME_MAX];
         const char *t = conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvBn");
         if (!t) return fail(fc, "cannot fuse train modules (%s, %s)", conv->type, bn->type);
-        const struct bpcc_module *parts[] = {conv, bn};
+        struct bpcc_module *parts[] = {conv, bn};
         return container(fc, t, parts, 2, NULL);
     }
     struct bpcc_module *m;
@@ -267,7 +266,7 @@ static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
 
 static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
 {
-    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1), *relu = fwd(fc, 2) /* NULL when the pattern had F.relu */;
+    struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1), *relu = fwd(fc, 2) /* NULL when the pattern had F.relu */;
     if (!conv || !bn) return fail(fc, "fuse_conv_bn_relu needs conv and batch norm modules");
     enum bpcc_status s = check_same_mode(fc, 3);
     if (s) return s;
@@ -276,14 +275,14 @@ static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
         char type[TYPE_NAME_MAX];
         const char *t = conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvBnReLU");
         if (!t) return fail(fc, "cannot fuse train modules (%s, %s, relu)", conv->type, bn->type);
-        const struct bpcc_module *parts[] = {conv, bn, relu};
+        struct bpcc_module *parts[] = {conv, bn, relu};
         return container(fc, t, parts, 3, NULL);
     }
     char type[TYPE_NAME_MAX];
     if (!conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvReLU"))
         return fail(fc, "cannot fuse eval modules (%s, %s, relu)", conv->type, bn->type);
     /* ConvReLU(fuse_conv_bn_eval(conv, bn), relu) */
-    const struct bpcc_module *parts[] = {conv, relu};
+    struct bpcc_module *parts[] = {conv, relu};
     struct bpcc_module *children[2];
     if ((s = container(fc, type, parts, 2, children))) return s;
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
@@ -292,13 +291,13 @@ static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
 
 static enum bpcc_status fuse_linear_bn(struct fuse_call *fc)
 {
-    const struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1);
+    struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1);
     if (!lin || !bn) return fail(fc, "fuse_linear_bn needs a linear and a batch norm module");
     enum bpcc_status s = check_same_mode(fc, 2);
     if (s) return s;
     if (fc->is_qat) {
         if ((s = qat_bn_checks(fc, lin, bn, "out_features"))) return s;
-        const struct bpcc_module *parts[] = {lin, bn};
+        struct bpcc_module *parts[] = {lin, bn};
         return container(fc, "torch.ao.nn.intrinsic.LinearBn1d", parts, 2, NULL);
     }
     int64_t nf = attr_int(bn, "num_features", -1);
@@ -310,7 +309,7 @@ static enum bpcc_status fuse_linear_bn(struct fuse_call *fc)
 
 static enum bpcc_status fuse_convtranspose_bn(struct fuse_call *fc)
 {
-    const struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
+    struct bpcc_module *conv = fwd(fc, 0), *bn = fwd(fc, 1);
     if (!conv || !bn) return fail(fc, "fuse_convtranspose_bn needs modules");
     enum bpcc_status s = check_same_mode(fc, 2);
     if (s) return s;
@@ -325,7 +324,7 @@ static enum bpcc_status fuse_convtranspose_bn(struct fuse_call *fc)
 static enum bpcc_status fuse_sequential(struct fuse_call *fc)
 {
     if (!fc->fused_module) return fail(fc, "the 'sequential' fuser needs the entry's fused_module");
-    const struct bpcc_module *parts[MATCH_MAX_LEAVES];
+    struct bpcc_module *parts[MATCH_MAX_LEAVES];
     for (uint32_t i = 0; i < fc->n; i++) parts[i] = fwd(fc, i);
     if (!parts[0]) return fail(fc, "the first op of the pattern is not a module");
     return container(fc, fc->fused_module, parts, fc->n, NULL);
@@ -333,12 +332,12 @@ static enum bpcc_status fuse_sequential(struct fuse_call *fc)
 
 static enum bpcc_status fuse_linear_bn_leaky_relu(struct fuse_call *fc)
 {
-    const struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1), *act = fwd(fc, 2);
+    struct bpcc_module *lin = fwd(fc, 0), *bn = fwd(fc, 1), *act = fwd(fc, 2);
     if (!lin || !bn || !act) return fail(fc, "fuse_linear_bn_leaky_relu needs three modules");
     enum bpcc_status s = check_same_mode(fc, 3);
     if (s) return s;
     if (fc->is_qat) return fail(fc, "cannot fuse train modules (linear, bn, leaky_relu)");
-    const struct bpcc_module *parts[] = {lin, act};
+    struct bpcc_module *parts[] = {lin, act};
     struct bpcc_module *children[2];
     if ((s = container(fc, "torch.ao.nn.intrinsic.LinearLeakyReLU", parts, 2, children))) return s;
     return fold_bn(fc, children[0], lin, bn, 0, true);
@@ -348,7 +347,7 @@ static enum bpcc_status fuse_linear_bn_leaky_relu(struct fuse_call *fc)
 ** [relu, add, x, bn, conv]. ConvAdd2d(conv, add) keeps the add op as attribute `add`. */
 static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
 {
-    const struct bpcc_module *conv = NULL, *bn = NULL, *relu = NULL;
+    struct bpcc_module *conv = NULL, *bn = NULL, *relu = NULL;
     const char *add = NULL;
     for (uint32_t i = 0; i < fc->n; i++) {
         const char *op = fc->op[i];
@@ -360,7 +359,7 @@ static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
     }
     if (!conv || !add) return fail(fc, "a conv+add fusion needs a Conv2d module and an add");
     if (bn && fc->is_qat) return fail(fc, "cannot fuse train modules (conv, bn, add)");
-    const struct bpcc_module *parts[2] = {conv, relu};
+    struct bpcc_module *parts[2] = {conv, relu};
     struct bpcc_module *children[2];
     bool with_relu = !strcmp(fc->op[0], "torch.nn.ReLU"); /* the anchor */
     const char *type = with_relu ? "torch.ao.nn.intrinsic.ConvAddReLU2d" : "torch.ao.nn.intrinsic.ConvAdd2d";
@@ -458,7 +457,7 @@ static enum bpcc_status run_fuser(const struct fuser_def *f, struct fuse_call *f
     if (f->fn) return f->fn(fc);
     struct bpcc_fuser_call call = {.graph = fc->g, .is_qat = fc->is_qat, .root_path = fc->root_path,
                                    .fused_module = fc->fused_module, .n_ops = fc->n,
-                                   .op_types = fc->op, .modules = fc->mod, .user_data = f->user_data};
+                                   .op_types = fc->op, .modules = (const struct bpcc_module *const *)fc->mod, .user_data = f->user_data};
     return f->user_fn(&call, fc->d);
 }
 

@@ -51,6 +51,9 @@ struct prep {
     const struct bpcc_prepare_options *o;
     uint32_t n_placeholders;     /* seen so far, for input_quantized */
     struct bpcc_buf why;         /* scratch */
+#define PREP_LIKE 8
+    struct bpcc_module *like[PREP_LIKE]; /* observers whose attributes later ones may share */
+    uint32_t next_like;
 };
 
 static struct prep_node *pn(struct prep *p, const struct bpcc_node *n)
@@ -424,68 +427,81 @@ static bool match_supported(struct prep *p, const struct prep_match *pm, const s
 
 /* {==================== observers ==================== */
 
-static enum bpcc_status set_int(struct bpcc_module *m, const char *k, int64_t v, struct bpcc_diag *d)
+/* An observer's constructor arguments as module attributes: a DICT on the stack (keys are
+** literals, values scalars; the qscheme symbol is interned in the graph). */
+#define OBS_ATTRS 10
+struct obs_attrs {
+    const char *keys[OBS_ATTRS];
+    struct bpcc_value items[OBS_ATTRS];
+    uint32_t n;
+};
+
+static void put(struct obs_attrs *a, const char *key, struct bpcc_value v)
 {
-    struct bpcc_value x = bpcc_value_int(v);
-    return bpcc_module_set_attr(m, k, &x, d);
+    BPCC_ASSERT(a->n < OBS_ATTRS);
+    a->keys[a->n] = key;
+    a->items[a->n++] = v;
 }
 
-static enum bpcc_status set_float(struct bpcc_module *m, const char *k, double v, struct bpcc_diag *d)
+static enum bpcc_status observer_attrs(struct bpcc_graph *g, const struct observer_spec *o, struct obs_attrs *a)
 {
-    struct bpcc_value x = bpcc_value_float(v);
-    return bpcc_module_set_attr(m, k, &x, d);
-}
-
-/* The observer's constructor arguments as module attributes. */
-static enum bpcc_status observer_attrs(struct bpcc_graph *g, struct bpcc_module *m, const struct observer_spec *o,
-                                       struct bpcc_diag *d)
-{
-    struct bpcc_value v = bpcc_value_dtype(o->dtype);
-    enum bpcc_status s = bpcc_module_set_attr(m, "dtype", &v, d);
-    if (s) return s;
+    a->n = 0;
+    put(a, "dtype", bpcc_value_dtype(o->dtype));
     bool ranged = o->cls != OC_PLACEHOLDER && o->cls != OC_NOOP && o->cls != OC_REUSE_INPUT;
     if (ranged) {
         char q[64];
         bpcc_str_cat(q, sizeof q, bpcc_str_cat(q, sizeof q, 0, "torch."), bpcc_qscheme_name(o->qscheme));
         struct bpcc_value qs;
-        s = bpcc_value_str_new(g, BPCC_VAL_SYMBOL, q, &qs);
-        if (!s) s = bpcc_module_set_attr(m, "qscheme", &qs, d);
-        else s = bpcc_diag_nomem(d);
-        if (!s) s = set_int(m, "quant_min", o->quant_min, d);
-        if (!s) s = set_int(m, "quant_max", o->quant_max, d);
-        if (!s) {
-            v = bpcc_value_bool(o->has_customized_qrange);
-            s = bpcc_module_set_attr(m, "has_customized_qrange", &v, d);
-        }
+        if (bpcc_value_str_new(g, BPCC_VAL_SYMBOL, q, &qs)) return BPCC_ERR_NOMEM;
+        put(a, "qscheme", qs);
+        put(a, "quant_min", bpcc_value_int(o->quant_min));
+        put(a, "quant_max", bpcc_value_int(o->quant_max));
+        put(a, "has_customized_qrange", bpcc_value_bool(o->has_customized_qrange));
     }
-    if (s) return s;
     switch (o->cls) {
     case OC_FIXED_QPARAMS:
-        s = set_float(m, "scale", o->scale, d);
-        if (!s) s = set_int(m, "zero_point", o->zero_point, d);
+        put(a, "scale", bpcc_value_float(o->scale));
+        put(a, "zero_point", bpcc_value_int(o->zero_point));
         break;
     case OC_PLACEHOLDER:
-        if (o->compute_dtype != BPCC_DTYPE_NONE) {
-            v = bpcc_value_dtype(o->compute_dtype);
-            s = bpcc_module_set_attr(m, "compute_dtype", &v, d);
-        }
+        if (o->compute_dtype != BPCC_DTYPE_NONE) put(a, "compute_dtype", bpcc_value_dtype(o->compute_dtype));
         break;
     case OC_NOOP:
     case OC_REUSE_INPUT: break;
     default:
-        v = bpcc_value_bool(o->reduce_range);
-        s = bpcc_module_set_attr(m, "reduce_range", &v, d);
-        if (!s) s = set_float(m, "eps", (double)o->eps, d);
-        if (!s && (o->cls == OC_MOVING_AVERAGE_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX))
-            s = set_float(m, "averaging_constant", o->averaging_constant, d);
-        if (!s && (o->cls == OC_PER_CHANNEL_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX))
-            s = set_int(m, "ch_axis", o->ch_axis, d);
-        if (!s && o->cls == OC_HISTOGRAM) {
-            s = set_int(m, "bins", o->bins, d);
-            if (!s) s = set_int(m, "upsample_rate", o->upsample_rate, d);
+        put(a, "reduce_range", bpcc_value_bool(o->reduce_range));
+        put(a, "eps", bpcc_value_float((double)o->eps));
+        if (o->cls == OC_MOVING_AVERAGE_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX)
+            put(a, "averaging_constant", bpcc_value_float(o->averaging_constant));
+        if (o->cls == OC_PER_CHANNEL_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX)
+            put(a, "ch_axis", bpcc_value_int(o->ch_axis));
+        if (o->cls == OC_HISTOGRAM) {
+            put(a, "bins", bpcc_value_int(o->bins));
+            put(a, "upsample_rate", bpcc_value_int(o->upsample_rate));
         }
     }
-    return s;
+    return BPCC_OK;
+}
+
+/* Observers made from one spec have the same attributes: m shares the array of an observer made
+** before with them (p->like, the last few kinds made), or is given its own. */
+static enum bpcc_status set_observer_attrs(struct prep *p, struct bpcc_module *m, const struct observer_spec *o)
+{
+    struct obs_attrs a;
+    if (observer_attrs(p->g, o, &a)) return bpcc_diag_nomem(p->d);
+    struct bpcc_value dict = {.kind = BPCC_VAL_DICT, .n = a.n, .u.seq = {a.items, a.keys}};
+    for (uint32_t i = 0; i < PREP_LIKE; i++)
+        if (p->like[i] && bpcc_value_equal(&p->like[i]->attrs, &dict)) {
+            bpcc_module_share_attrs(m, p->like[i]);
+            return BPCC_OK;
+        }
+    if (bpcc_module_reserve_attrs(m, a.n)) return bpcc_diag_nomem(p->d);
+    for (uint32_t i = 0; i < a.n; i++) {
+        enum bpcc_status s = bpcc_module_set_attr(m, a.keys[i], &a.items[i], p->d);
+        if (s) return s;
+    }
+    p->like[p->next_like++ % PREP_LIKE] = m;
+    return BPCC_OK;
 }
 
 /* insert_observer: a new observer module activation_post_process_<n> and a node calling it on
@@ -500,8 +516,7 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
     bpcc_str_cat(type, sizeof type, bpcc_str_cat(type, sizeof type, 0, obs_type_prefix), bpcc_obs_class_name(o->cls));
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, type, &m, p->d);
-    if (!s && bpcc_module_reserve_attrs(m, 10)) s = bpcc_diag_nomem(p->d); /* observer_attrs sets at most 10 */
-    if (!s) s = observer_attrs(g, m, o, p->d);
+    if (!s) s = set_observer_attrs(p, m, o);
     struct bpcc_value args;
     if (!s && bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args)) s = bpcc_diag_nomem(p->d);
     if (s) return s;
