@@ -342,6 +342,29 @@ START_TEST(modules_sharing_attributes_keep_their_own_changes)
 }
 END_TEST
 
+/* A snapshot shares its modules' attribute arrays with the graph: what the graph changes after it
+** (in place or by adding) is not in the state a restore brings back. */
+START_TEST(a_restore_brings_back_the_attributes_as_they_were)
+{
+    struct bpcc_module *m;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "relu", "torch.nn.ReLU", &m, &d), BPCC_OK);
+    struct bpcc_value yes = bpcc_value_bool(true), no = bpcc_value_bool(false);
+    ck_assert_int_eq(bpcc_module_set_attr(m, "inplace", &yes, &d), BPCC_OK);
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_set_attr(m, "inplace", &no, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_set_attr(m, "training", &no, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(m, "inplace")->u.b, false);
+    bpcc_graph_restore(g, snap);
+    m = bpcc_graph_find_module(g, "relu");
+    ck_assert_uint_eq(bpcc_module_attrs(m)->n, 1);
+    ck_assert_int_eq(bpcc_module_attr(m, "inplace")->u.b, true);
+    /* and the restored module changes on its own copy again */
+    ck_assert_int_eq(bpcc_module_set_attr(m, "inplace", &no, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(m, "inplace")->u.b, false);
+}
+END_TEST
+
 START_TEST(module_attributes_may_not_hold_nodes)
 {
     struct bpcc_module *mod;
@@ -410,6 +433,7 @@ int main(void)
     tcase_add_test(tc, verify_resolves_modules_tensors_and_attributes);
     tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
     tcase_add_test(tc, modules_sharing_attributes_keep_their_own_changes);
+    tcase_add_test(tc, a_restore_brings_back_the_attributes_as_they_were);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);
     tcase_add_test(tc, dtype_names_resolve);

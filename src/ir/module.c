@@ -121,11 +121,9 @@ enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_gra
         *c = *m;
         c->graph = dst;
         c->mark = marks[k - 1];
-        if (bpcc_value_copy_shared(dst, &c->attrs, &m->attrs)) {
-            s = BPCC_ERR_NOMEM;
-            break;
-        }
-        c->attrs_cap = c->attrs.n;
+        /* the attributes are shared as between clones (bpcc_module_share_attrs), across the two
+        ** graphs: a restore keeps the storage of the state it undoes, a freed snapshot owns none */
+        m->attrs_cap = c->attrs_cap = 0;
         c->tensors = BPCC_ARENA_NEWN(&dst->arena, struct module_tensor, m->cap_tensors ? m->cap_tensors : 1);
         if (!c->tensors) {
             s = BPCC_ERR_NOMEM;
