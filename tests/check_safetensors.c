@@ -102,6 +102,11 @@ START_TEST(copies_misaligned_data_into_aligned_memory)
     ck_assert_int_eq(bpcc_safetensors_get(st, 0, NULL, NULL, NULL, NULL, &ptr, NULL), BPCC_OK);
     ck_assert_uint_eq((uintptr_t)ptr % 4, 0);
     ck_assert(*(const float *)ptr == 0.75f);
+    /* a loaded model keeps the data alone (the copy included), not the names and shapes */
+    ck_assert(bpcc_safetensors_keep_data(st));
+    ck_assert_uint_eq(bpcc_safetensors_count(st), 0);
+    ck_assert_uint_eq(bpcc_safetensors_find(st, "x"), UINT32_MAX);
+    ck_assert(*(const float *)ptr == 0.75f);
     bpcc_safetensors_close(st);
     unlink(p);
     free(p);

@@ -129,6 +129,8 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
             s = bpcc_safetensors_open(wpath, &g->weights, d);
             if (s) bpcc_diag_note(d, 0, 0, "the weights file of %s (line %u)", path, g->weights_line);
             if (!s) s = bind_tensors(g, wpath, d);
+            /* the graph needs the data only: names, shapes and the index were for binding */
+            if (!s && !bpcc_safetensors_keep_data(g->weights)) s = bpcc_diag_nomem(d);
         }
         bpcc_xfree(wpath);
     } else if (any) {

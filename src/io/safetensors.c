@@ -48,6 +48,8 @@ struct bpcc_safetensors {
     uint32_t n, cap;
     struct st_entry *by_name;   /* uthash head */
     struct bpcc_arena mem;      /* the entries, their names and shapes */
+    void **copies;              /* after bpcc_safetensors_keep_data: the entries' aligned copies */
+    uint32_t n_copies;
 };
 
 static const char *const st_dtypes = "F64, F32, F16, BF16, I64, I32, I16, I8, U8, BOOL";
@@ -56,11 +58,28 @@ void bpcc_safetensors_close(struct bpcc_safetensors *st)
 {
     if (!st) return;
     for (uint32_t i = 0; i < st->n; i++) bpcc_xfree(st->entries[i]->copy);
+    for (uint32_t i = 0; i < st->n_copies; i++) bpcc_xfree(st->copies[i]);
+    bpcc_xfree(st->copies);
     HASH_CLEAR(hh, st->by_name);
     bpcc_xfree(st->entries);
     if (st->map && st->map != MAP_FAILED) munmap(st->map, st->map_len);
     bpcc_arena_release(&st->mem);
     bpcc_xfree(st);
+}
+
+bool bpcc_safetensors_keep_data(struct bpcc_safetensors *st)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < st->n; i++) k += st->entries[i]->copy != NULL;
+    if (k && !(st->copies = bpcc_malloc(k * sizeof *st->copies))) return false;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->entries[i]->copy) st->copies[st->n_copies++] = st->entries[i]->copy;
+    HASH_CLEAR(hh, st->by_name);
+    bpcc_xfree(st->entries);
+    st->entries = NULL;
+    st->n = st->cap = 0;
+    bpcc_arena_release(&st->mem);
+    return true;
 }
 
 static int cmp_begin(const void *a, const void *b)

@@ -190,6 +190,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path
                                                       const char *const *keys,
                                                       const struct bpcc_tensor *const *tensors,
                                                       uint32_t n, struct bpcc_diag *d);
+/* safetensors.c: once the tensors point into st's data, keep only that (the mapping and the aligned
+** copies): the names, shapes and index go, and st then holds no tensor (count 0). false when out of
+** memory (st unchanged). */
+BPCC_INTERNAL bool bpcc_safetensors_keep_data(struct bpcc_safetensors *st);
 /* json.c: route jansson's allocations through bpcc's hook (idempotent) */
 BPCC_INTERNAL void bpcc_json_init(void);
 
