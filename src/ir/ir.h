@@ -128,8 +128,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct 
 BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
 
 /* Passes leave their graph untouched when they fail: bpcc_graph_snapshot copies g's structure
-** (nodes with their names, ids, users order and positions; the naming state; modules with their
-** attributes; tensor headers, sharing g's tensor data) into a new graph, which a successful pass
+** (nodes with their names, ids, users order and positions; the naming state; modules, their
+** attribute arrays shared with g's until g changes them; tensor headers, sharing g's tensor data)
+** into a new graph, which a successful pass
 ** frees and a failed one hands to bpcc_graph_restore: g takes the snapshot's contents back (node
 ** and module pointers taken during the pass are then invalid) and keeps its own storage alive for
 ** the shared data. snapshot.c (restore: graph.c); restore cannot fail. */
@@ -142,7 +143,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct 
 /* For snapshots, without hashing anything again (the names keep their pointers and hash values):
 ** every name ever given, to map[node id] or ERASED for erased nodes, and the numbering state
 ** (graph.c); the live modules with their tree, index, attributes and tensor headers (module.c;
-** src's module marks are borrowed and restored). */
+** src's module marks are borrowed and restored; the attribute arrays become shared between the
+** two, so src's modules copy theirs at their next change). */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src,
                                                      struct bpcc_node *const *map);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
