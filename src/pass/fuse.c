@@ -238,7 +238,7 @@ static enum bpcc_status qat_bn_checks(struct fuse_call *fc, const struct bpcc_mo
 
 /* eval: a plain copy of the conv/linear at the root path with the BN folded in */
 static enum bpcc_status folded(struct fuse_call *fc, struct bpcc_module *conv,
-                               struct bpcc_module *bn, const char *path, int axis,
+                               const struct bpcc_module *bn, const char *path, int axis,
                                bool linear, struct bpcc_module **out)
 {
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
