@@ -365,6 +365,42 @@ START_TEST(a_restore_brings_back_the_attributes_as_they_were)
 }
 END_TEST
 
+/* Tensor types of one shape share one dims array in the graph (they are immutable), also across
+** a snapshot and its restore. */
+START_TEST(tensor_types_of_one_shape_share_their_dims)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y"), *z = placeholder("z");
+    int64_t d14[] = {1, 4}, d41[] = {4, 1}, again[] = {1, 4};
+    struct bpcc_value a = {.kind = BPCC_VAL_TTYPE, .n = 2, .u.ttype = {BPCC_DTYPE_F32, d14}};
+    struct bpcc_value b = {.kind = BPCC_VAL_TTYPE, .n = 2, .u.ttype = {BPCC_DTYPE_F32, d41}};
+    struct bpcc_value c = {.kind = BPCC_VAL_TTYPE, .n = 2, .u.ttype = {BPCC_DTYPE_I64, again}};
+    ck_assert_int_eq(bpcc_node_set_meta(x, &a, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_meta(y, &b, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_meta(z, &c, &d), BPCC_OK);
+    const struct bpcc_value *mx = bpcc_node_meta(x), *my = bpcc_node_meta(y), *mz = bpcc_node_meta(z);
+    ck_assert_ptr_ne(mx->u.ttype.dims, d14); /* the graph's own copy */
+    ck_assert_ptr_eq(mx->u.ttype.dims, mz->u.ttype.dims);
+    ck_assert_ptr_ne(mx->u.ttype.dims, my->u.ttype.dims);
+    ck_assert_int_eq(mz->u.ttype.dtype, BPCC_DTYPE_I64);
+    ck_assert(my->u.ttype.dims[0] == 4 && my->u.ttype.dims[1] == 1);
+    /* a failed pass's shapes and the ones before it */
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    int64_t d3[] = {3, 3, 3};
+    struct bpcc_value e = {.kind = BPCC_VAL_TTYPE, .n = 3, .u.ttype = {BPCC_DTYPE_F32, d3}};
+    ck_assert_int_eq(bpcc_node_set_meta(x, &e, &d), BPCC_OK);
+    bpcc_graph_restore(g, snap);
+    x = bpcc_graph_find_node(g, "x");
+    z = bpcc_graph_find_node(g, "z");
+    ck_assert_ptr_eq(bpcc_node_meta(x)->u.ttype.dims, bpcc_node_meta(z)->u.ttype.dims);
+    ck_assert(bpcc_node_meta(x)->n == 2 && bpcc_node_meta(x)->u.ttype.dims[1] == 4);
+    ck_assert_int_eq(bpcc_node_set_meta(z, &e, &d), BPCC_OK);
+    ck_assert(bpcc_node_meta(z)->n == 3 && bpcc_node_meta(z)->u.ttype.dims[2] == 3);
+    ck_assert_int_eq(bpcc_node_set_meta(y, &a, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_node_meta(y)->u.ttype.dims, bpcc_node_meta(x)->u.ttype.dims);
+}
+END_TEST
+
 START_TEST(module_attributes_may_not_hold_nodes)
 {
     struct bpcc_module *mod;
@@ -434,6 +470,7 @@ int main(void)
     tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
     tcase_add_test(tc, modules_sharing_attributes_keep_their_own_changes);
     tcase_add_test(tc, a_restore_brings_back_the_attributes_as_they_were);
+    tcase_add_test(tc, tensor_types_of_one_shape_share_their_dims);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);
     tcase_add_test(tc, dtype_names_resolve);

@@ -76,6 +76,8 @@ static inline void *bpcc_arena_alloc_n(struct bpcc_arena *a, size_t n, size_t si
 /* {==================== string index (strmap.c) ======================================== */
 
 /* A map from strings to pointers (open addressing; keys not copied, they must outlive the map).
+** Keys are compared by length and bytes, so any byte string serves (a graph's shapes are keyed by
+** their dims).
 ** Lookups take the key's hash (bpcc_str_hash), so a caller that asks several maps hashes once. */
 struct bpcc_strmap_slot {
     const char *key; /* NULL: empty */

@@ -47,6 +47,7 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
 static void release_tables(struct bpcc_graph *g)
 {
     bpcc_strmap_release(&g->names);
+    bpcc_strmap_release(&g->shapes);
     bpcc_strmap_release(&g->bases);
     bpcc_graph_release_modules(g);
     bpcc_intern_release(&g->intern);
@@ -79,8 +80,11 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     ** made): the restored graph keeps it */
     struct bpcc_intern strings = failed.intern;
     failed.intern.table = (struct bpcc_strmap){0};
+    struct bpcc_strmap shapes = failed.shapes; /* the same for the dims of tensor types */
+    failed.shapes = (struct bpcc_strmap){0};
     release_tables(&failed);
     bpcc_intern_release(&snap->intern);
+    bpcc_strmap_release(&snap->shapes);
     /* the node names as they were: the snapshot's copy of the slots, onto the table kept (the same
     ** string pointers, and every one of them still there: interning only adds) */
     BPCC_STRMAP_FOREACH(&strings.table, e) e->value = NULL;
@@ -96,6 +100,7 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     g->weights = weights;
     g->intern = strings;
     g->intern.arena = &g->arena;
+    g->shapes = shapes;
     for (struct bpcc_node *x = g->first; x; x = x->next) x->graph = g;
     for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->graph = g;
     bpcc_xfree(snap);
@@ -104,6 +109,19 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
 const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s)
 {
     return bpcc_intern_n(&g->intern, s, strlen(s));
+}
+
+const int64_t *bpcc_graph_intern_dims(struct bpcc_graph *g, const int64_t *dims, uint32_t n)
+{
+    if (!n) return NULL;
+    size_t len = (size_t)n * sizeof *dims;
+    uint32_t h = bpcc_str_hash((const char *)dims, len);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->shapes, (const char *)dims, len, h);
+    if (e) return (const int64_t *)(const void *)e->key;
+    int64_t *copy = BPCC_ARENA_NEWN(&g->arena, int64_t, n);
+    if (!copy) return NULL;
+    memcpy(copy, dims, len);
+    return bpcc_strmap_put(&g->shapes, (const char *)copy, len, h, NULL) ? NULL : copy;
 }
 
 /* {==================== names ==================== */

@@ -82,6 +82,9 @@ struct bpcc_graph {
     ** snapshot's copy of those slots, empty in other graphs */
     struct bpcc_strmap names;
     struct bpcc_strmap bases;  /* FX-style numbering state: base name -> int64_t last number */
+    /* the dims arrays of tensor types (TTYPE values), one per shape: keys are the dims' bytes
+    ** (bpcc_graph_intern_dims); values never write through their const dims */
+    struct bpcc_strmap shapes;
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
     struct bpcc_strmap module_index; /* module name -> module (unlinked ones taken out) */
@@ -117,6 +120,9 @@ BPCC_INTERNAL bool bpcc_symbol_valid(const char *s);
 BPCC_INTERNAL bool bpcc_node_name_valid(const char *s);
 
 /* graph.c */
+/* the graph's one copy of dims[0 .. n) (int64_t-aligned, in g's arena; NULL when n is 0 or out of
+** memory): a graph's values have few shapes, held by most nodes' meta */
+BPCC_INTERNAL const int64_t *bpcc_graph_intern_dims(struct bpcc_graph *g, const int64_t *dims, uint32_t n);
 /* bpcc_graph_create_node; with `adopt`, args/kwargs already live in g's arena and are taken
 ** over instead of copied. */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind kind,

@@ -129,11 +129,8 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
         if (shared) return BPCC_OK;
         dst->u.ttype.dims = NULL; /* nothing of src's kept */
         if (!src->n) return BPCC_OK;
-        int64_t *dims = BPCC_ARENA_NEWN(&g->arena, int64_t, src->n);
-        if (!dims) return BPCC_ERR_NOMEM;
-        memcpy(dims, src->u.ttype.dims, src->n * sizeof *dims);
-        dst->u.ttype.dims = dims;
-        return BPCC_OK;
+        dst->u.ttype.dims = bpcc_graph_intern_dims(g, src->u.ttype.dims, src->n);
+        return dst->u.ttype.dims ? BPCC_OK : BPCC_ERR_NOMEM;
     }
     default:
         return BPCC_OK;
