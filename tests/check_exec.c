@@ -9,6 +9,7 @@
 #include "calib/observer.h" /* bpcc_div_floor */
 
 #include <math.h>
+#include <unistd.h>
 
 struct model {
     struct bpcc_graph *g;
@@ -1006,6 +1007,62 @@ START_TEST(training_mode_is_refused_where_it_changes_the_result)
 }
 END_TEST
 
+/* A batch feeds every placeholder wherever it stands (here nine, one after the add that uses the
+** first ones), each from its own tensor; one that the file lacks is named. */
+START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
+{
+    char text[2048] = "bpcc-model 1\n\ngraph\n  %p0 = placeholder p0 ()\n";
+    size_t n = strlen(text);
+    for (int i = 1; i < 9; i++) {
+        n += (size_t)snprintf(text + n, sizeof text - n, "  %%p%d = placeholder p%d ()\n", i, i);
+        n += (size_t)snprintf(text + n, sizeof text - n, "  %%s%d = call_function operator.add (%%%s%d, %%p%d)\n", i,
+                              i == 1 ? "p" : "s", i - 1, i);
+    }
+    snprintf(text + n, sizeof text - n, "  %%output = output output (%%s8,)\n");
+    struct bpcc_graph *g = parse(text);
+    /* p<i> = i + 1 everywhere: the sum is 45 */
+    struct bpcc_graph *h;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&h, &d), BPCC_OK);
+    const char *names[9] = {"p0", "p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"};
+    const struct bpcc_tensor *ts[9];
+    for (int i = 0; i < 9; i++) {
+        struct bpcc_tensor *t;
+        ck_assert_int_eq(bpcc_tensor_new(h, BPCC_DTYPE_F32, 1, (int64_t[]){3}, &t, &d), BPCC_OK);
+        for (int k = 0; k < 3; k++) ((float *)bpcc_tensor_data(t))[k] = (float)(i + 1);
+        ts[i] = t;
+    }
+    char *batch = tu_write_temp("", 0, ".safetensors"), *out = tu_write_temp("", 0, ".safetensors");
+    for (uint32_t have = 9; have >= 8; have--) {
+        FILE *fp = fopen(batch, "wb");
+        ck_assert_ptr_nonnull(fp);
+        ck_assert_int_eq(bpcc_safetensors_write(fp, batch, names, ts, have, &d), BPCC_OK);
+        fclose(fp);
+        enum bpcc_status s = bpcc_run(g, batch, out, 1, &d);
+        if (have == 8) {
+            ck_assert_int_eq(s, BPCC_ERR_IO);
+            ck_assert_msg(strstr(tu_msg(&d), "no tensor 'p8' for the model input 'p8'"), "%s", tu_msg(&d));
+            break;
+        }
+        ck_assert_msg(s == BPCC_OK, "%s", tu_msg(&d));
+        struct bpcc_safetensors *st;
+        ck_assert_int_eq(bpcc_safetensors_open(out, &st, &d), BPCC_OK);
+        const void *data;
+        ck_assert_int_eq(bpcc_safetensors_get(st, bpcc_safetensors_find(st, "output"), NULL, NULL, NULL, NULL, &data, NULL),
+                         BPCC_OK);
+        for (int k = 0; k < 3; k++) ck_assert(((const float *)data)[k] == 45.0f);
+        bpcc_safetensors_close(st);
+    }
+    unlink(batch);
+    unlink(out);
+    free(batch);
+    free(out);
+    bpcc_graph_free(h);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -1767,6 +1824,7 @@ int main(void)
     tcase_add_test(tc, histograms_combine_bit_for_bit_as_element_by_element);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
+    tcase_add_test(tc, a_batch_feeds_many_inputs_and_names_a_missing_one);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

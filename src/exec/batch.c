@@ -6,13 +6,6 @@
 
 #include <stdio.h>
 
-static uint32_t n_placeholders(const struct bpcc_graph *g)
-{
-    uint32_t n = 0;
-    for (const struct bpcc_node *p = g->first; p; p = p->next) n += p->kind == BPCC_NODE_PLACEHOLDER;
-    return n;
-}
-
 void bpcc_batch_release(struct xbatch *b)
 {
     for (uint32_t i = 0; b->inputs && i < b->n; i++) bpcc_xval_release(&b->inputs[i]);
@@ -29,16 +22,9 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
     memset(b, 0, sizeof *b);
     enum bpcc_status s = bpcc_safetensors_open(path, &b->st, d);
     if (s) return s;
-    uint32_t n = n_placeholders(g);
-    if (load) {
-        b->inputs = bpcc_malloc((n ? n : 1) * sizeof *b->inputs);
-        if (!b->inputs) {
-            bpcc_batch_release(b);
-            return bpcc_diag_nomem(d);
-        }
-        memset(b->inputs, 0, (n ? n : 1) * sizeof *b->inputs);
-    }
-    uint32_t k = 0;
+    /* one walk over the nodes (a big graph's list is a cache miss per node): the inputs array
+    ** grows as placeholders are found */
+    uint32_t k = 0, cap = 0;
     for (const struct bpcc_node *p = g->first; p && !s; p = p->next) {
         if (p->kind != BPCC_NODE_PLACEHOLDER) continue;
         uint32_t i = bpcc_safetensors_find(b->st, p->target);
@@ -74,6 +60,16 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
                                     "as [%s] (only the batch dimension may differ)", name, got, p->name, want);
                 break;
             }
+        }
+        if (load && k == cap) {
+            uint32_t ncap = cap ? 2 * cap : 4;
+            struct xval *in = bpcc_realloc(b->inputs, ncap * sizeof *in);
+            if (!in) {
+                s = bpcc_diag_nomem(d);
+                break;
+            }
+            b->inputs = in;
+            cap = ncap;
         }
         if (load) {
             struct xtensor *t = bpcc_xtensor_new(nd, dims);
