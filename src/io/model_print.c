@@ -133,10 +133,11 @@ static enum bpcc_status print_graph(const struct bpcc_graph *g, const char *weig
                                     struct bpcc_diag *d)
 {
     const char *w = weights_name ? weights_name : g->weights_name;
-    if (has_tensors(g) && (!w || !w[0]))
+    bool tensors = has_tensors(g);
+    if (tensors && (!w || !w[0]))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the model has tensors but no weights file name");
     bpcc_buf_adds(b, "bpcc-model 1\n");
-    if (has_tensors(g)) {
+    if (tensors) {
         bpcc_buf_adds(b, "weights ");
         print_string(b, w);
         bpcc_buf_addc(b, '\n');
