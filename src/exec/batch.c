@@ -61,17 +61,17 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
                 break;
             }
         }
-        if (load && k == cap) {
-            uint32_t ncap = cap ? 2 * cap : 4;
-            struct xval *in = bpcc_realloc(b->inputs, ncap * sizeof *in);
-            if (!in) {
-                s = bpcc_diag_nomem(d);
-                break;
-            }
-            b->inputs = in;
-            cap = ncap;
-        }
         if (load) {
+            if (k == cap) {
+                uint32_t ncap = cap ? 2 * cap : 4;
+                struct xval *in = bpcc_realloc(b->inputs, ncap * sizeof *in);
+                if (!in) {
+                    s = bpcc_diag_nomem(d);
+                    break;
+                }
+                b->inputs = in;
+                cap = ncap;
+            }
             struct xtensor *t = bpcc_xtensor_new(nd, dims);
             if (!t) {
                 s = bpcc_diag_nomem(d);
