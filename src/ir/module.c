@@ -288,7 +288,7 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
     if (s) return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
                                       : bpcc_diag_error(d, s, NULL, 0, 0, "attribute nests too deep");
     if (i < a->n) {
-        if (m->attrs_cap < a->n && bpcc_module_reserve_attrs(m, a->n)) return bpcc_diag_nomem(d);
+        if (bpcc_module_reserve_attrs(m, a->n)) return bpcc_diag_nomem(d); /* copies a shared array */
         a->u.seq.items[i] = copy;
         return BPCC_OK;
     }
