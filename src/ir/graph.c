@@ -1,6 +1,7 @@
 /*
 ** graph.c — graphs and nodes: creation, FX-style naming, use-def (users), ordering and
-** mutation. One arena per graph holds everything; nothing is freed individually.
+** mutation. Two arenas per graph, one for the nodes and one for everything else (see `nodes` in
+** ir.h); nothing is freed individually.
 */
 #include "ir.h"
 
@@ -38,6 +39,7 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
     if (!g) return bpcc_diag_nomem(d);
     memset(g, 0, sizeof *g);
     bpcc_arena_init(&g->arena);
+    bpcc_arena_init(&g->nodes);
     bpcc_intern_init(&g->intern, &g->arena);
     *out = g;
     return BPCC_OK;
@@ -59,6 +61,7 @@ void bpcc_graph_free(struct bpcc_graph *g)
     release_tables(g);
     if (g->weights) bpcc_safetensors_close(g->weights);
     bpcc_arena_release(&g->arena);
+    bpcc_arena_release(&g->nodes);
     bpcc_xfree(g);
 }
 
@@ -96,6 +99,7 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
     ** their data with it */
     bpcc_arena_adopt(&snap->arena, &failed.arena);
+    bpcc_arena_adopt(&snap->arena, &failed.nodes);
     *g = *snap;
     g->weights = weights;
     g->intern = strings;
@@ -386,7 +390,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
 
-    struct bpcc_node *n = BPCC_ARENA_NEW(&g->arena, struct bpcc_node);
+    struct bpcc_node *n = BPCC_ARENA_NEW(&g->nodes, struct bpcc_node);
     if (!n) return bpcc_diag_nomem(d);
     n->graph = g;
     n->kind = kind;

@@ -75,6 +75,11 @@ struct bpcc_module { /* the 4-byte fields together: no padding (128 bytes on LP6
 
 struct bpcc_graph {
     struct bpcc_arena arena;
+    /* the nodes alone, one after another in the order they were made: the passes' walks over the
+    ** node list read nothing else, and on a graph far larger than the caches they then stream
+    ** through a few dense pages instead of one node per page among args, names and tensors
+    ** (1M-node synthetic model: fuse and prepare ~15 % faster) */
+    struct bpcc_arena nodes;
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;

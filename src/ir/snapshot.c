@@ -21,7 +21,7 @@ static enum bpcc_status copy_nodes(struct bpcc_graph *dst, const struct bpcc_gra
 {
     struct bpcc_node *prev = NULL;
     for (const struct bpcc_node *n = g->first; n; n = n->next) {
-        struct bpcc_node *c = BPCC_ARENA_NEW(&dst->arena, struct bpcc_node);
+        struct bpcc_node *c = BPCC_ARENA_NEW(&dst->nodes, struct bpcc_node);
         if (!c) return BPCC_ERR_NOMEM;
         *c = *n;
         c->graph = dst;
