@@ -306,6 +306,53 @@ START_TEST(a_node_finds_the_module_its_target_names_now)
 }
 END_TEST
 
+/* A node takes its remembered module's type from itself while nothing has happened to the module:
+** unlinking it or changing its type is seen at once by the one node that remembered it and by
+** every node when more did, and a resolve makes them trust the module again. */
+START_TEST(a_node_knows_when_its_remembered_module_changed)
+{
+    struct bpcc_module *m, *t, *again;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "m", "torch.nn.ReLU", &m, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "t", "torch.nn.Tanh", &t, &d), BPCC_OK);
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *c1 = mk(BPCC_NODE_CALL_MODULE, NULL, "m", refs(1, x));
+    struct bpcc_node *c2 = mk(BPCC_NODE_CALL_MODULE, NULL, "m", refs(1, c1));
+    struct bpcc_node *u = mk(BPCC_NODE_CALL_MODULE, NULL, "t", refs(1, c2));
+    ck_assert_str_eq(bpcc_node_module_type(c1), "torch.nn.ReLU");
+    ck_assert_str_eq(bpcc_node_module_type(c2), "torch.nn.ReLU");
+    ck_assert_ptr_nonnull(c2->module_type); /* trusted */
+    /* one caller: a new type is seen */
+    bpcc_module_set_type(t, bpcc_graph_intern(g, "torch.nn.Hardtanh"));
+    ck_assert_str_eq(bpcc_node_module_type(u), "torch.nn.Hardtanh");
+    /* two callers: both see the module go, and its successor */
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "m", &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_node_module_type(c1));
+    ck_assert_ptr_null(bpcc_node_module_type(c2));
+    ck_assert_ptr_null(bpcc_node_module(c2));
+    ck_assert_int_eq(bpcc_graph_add_module(g, "m", "torch.nn.ReLU6", &again, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_node_module_type(c1), "torch.nn.ReLU6");
+    ck_assert_str_eq(bpcc_node_module_type(c2), "torch.nn.ReLU6");
+    /* trusted again after a resolve; the type change of a module two nodes call reaches both */
+    bpcc_graph_resolve_modules(g);
+    ck_assert_ptr_eq(c1->module, again);
+    ck_assert_ptr_nonnull(c1->module_type);
+    ck_assert_ptr_nonnull(c2->module_type);
+    bpcc_module_set_type(again, bpcc_graph_intern(g, "torch.nn.ELU"));
+    ck_assert_str_eq(bpcc_node_module_type(c1), "torch.nn.ELU");
+    ck_assert_str_eq(bpcc_node_module_type(c2), "torch.nn.ELU");
+    /* a snapshot's nodes are resolved in their own graph after a restore */
+    bpcc_graph_resolve_modules(g);
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    bpcc_module_set_type(again, bpcc_graph_intern(g, "torch.nn.SiLU"));
+    bpcc_graph_restore(g, snap);
+    bpcc_graph_resolve_modules(g);
+    struct bpcc_node *r1 = bpcc_graph_find_node(g, bpcc_node_name(c1));
+    ck_assert_ptr_eq(bpcc_node_module(r1), bpcc_graph_find_module(g, "m"));
+    ck_assert_str_eq(bpcc_node_module_type(r1), "torch.nn.ELU");
+}
+END_TEST
+
 /* Modules that share an attribute array (clones, observers of one spec) each see only their own
 ** changes: the array is copied by the first change to either, whichever it is. */
 START_TEST(modules_sharing_attributes_keep_their_own_changes)
@@ -470,6 +517,7 @@ int main(void)
     tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
     tcase_add_test(tc, modules_sharing_attributes_keep_their_own_changes);
     tcase_add_test(tc, a_restore_brings_back_the_attributes_as_they_were);
+    tcase_add_test(tc, a_node_knows_when_its_remembered_module_changed);
     tcase_add_test(tc, tensor_types_of_one_shape_share_their_dims);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);

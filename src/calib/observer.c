@@ -784,14 +784,16 @@ static const struct bpcc_value *attr_of(const struct bpcc_module *m, const char 
     return v && v->kind == kind ? v : NULL;
 }
 
-int bpcc_obs_module_class(const struct bpcc_module *m)
+int bpcc_obs_type_class(const char *type)
 {
     static const char prefix[] = "torch.ao.quantization.";
-    if (strncmp(m->type, prefix, sizeof prefix - 1)) return -1;
+    if (strncmp(type, prefix, sizeof prefix - 1)) return -1;
     for (int c = 0; c < OC_COUNT; c++)
-        if (!strcmp(m->type + sizeof prefix - 1, bpcc_obs_class_name((enum obs_class)c))) return c;
+        if (!strcmp(type + sizeof prefix - 1, bpcc_obs_class_name((enum obs_class)c))) return c;
     return -1;
 }
+
+int bpcc_obs_module_class(const struct bpcc_module *m) { return bpcc_obs_type_class(m->type); }
 
 bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o)
 {

@@ -55,8 +55,10 @@ BPCC_INTERNAL double bpcc_obs_quant_error(const struct obs_state *o, int64_t s, 
 BPCC_INTERNAL enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *o, float *new_min, float *new_max);
 
 /* An observer module of a prepared model (type torch.ao.quantization.<Class>, its constructor
-** arguments as attributes): its class, or -1; and its spec (false when not an observer). */
+** arguments as attributes): its class, or -1 (also from the type alone); and its spec (false when
+** not an observer). */
 BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
+BPCC_INTERNAL int bpcc_obs_type_class(const char *type);
 BPCC_INTERNAL bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o);
 
 #endif

@@ -701,7 +701,7 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
             s = bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "the graph changed after the interpreter was set up");
             break;
         }
-        switch (n->kind) {
+        switch ((enum bpcc_node_kind)n->kind) {
         case BPCC_NODE_PLACEHOLDER:
             if (k >= n_inputs) {
                 s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "no data for input '%s'",

@@ -18,12 +18,13 @@ struct user_entry {
     uint32_t count; /* how many argument slots of `node` refer to the def */
 };
 
-struct bpcc_node { /* the 4-byte fields together: no padding (176 bytes on LP64) */
+struct bpcc_node { /* the small fields together: no padding (184 bytes on LP64) */
     uint32_t id;
-    enum bpcc_node_kind kind;
     uint32_t n_users, cap_users;
     uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
     uint32_t mark;              /* scratch for passes (topo sort, verify) */
+    uint32_t module_epoch;      /* with module_type: see bpcc_node_module */
+    uint8_t kind;               /* enum bpcc_node_kind */
     bool dead;
     const char *name, *target; /* interned */
     struct bpcc_value args;    /* TUPLE */
@@ -36,6 +37,7 @@ struct bpcc_node { /* the 4-byte fields together: no padding (176 bytes on LP64)
     struct bpcc_graph *graph;
     struct user_entry *users;
     struct bpcc_module *module; /* the module `target` last named: a cache, see bpcc_node_module */
+    const char *module_type;    /* its type while the cache is known good, else NULL */
 };
 
 /* A tensor's header is allocated for its rank (bpcc_tensor_header): most tensors of a converted
@@ -57,7 +59,7 @@ struct module_tensor {
 };
 
 
-struct bpcc_module { /* the 4-byte fields together: no padding (128 bytes on LP64) */
+struct bpcc_module { /* the 4-byte fields together: no padding (136 bytes on LP64) */
     const char *name, *type;  /* interned */
     struct bpcc_value attrs;  /* DICT */
     uint32_t attrs_cap;
@@ -66,11 +68,13 @@ struct bpcc_module { /* the 4-byte fields together: no padding (128 bytes on LP6
     uint32_t src_line, src_col;
     uint32_t mark;  /* scratch for passes */
     bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
+    bool many_callers; /* more than one node has remembered it (see bpcc_node_module) */
     struct module_tensor *tensors;
     uint32_t *tensor_slots;   /* modules with many tensors (a converted model's root): tensor index + 1; 0 = empty */
     struct bpcc_graph *graph;
     /* the module tree: the nearest ancestor present in the table, and children in order */
     struct bpcc_module *parent, *first_child, *last_child, *next_sibling;
+    struct bpcc_node *caller; /* the node that remembered it, if only one did */
 };
 
 struct bpcc_graph {
@@ -92,6 +96,7 @@ struct bpcc_graph {
     struct bpcc_strmap shapes;
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
+    uint32_t module_epoch; /* moves on when a module more than one node remembered goes */
     struct bpcc_strmap module_index; /* module name -> module (unlinked ones taken out) */
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
@@ -163,11 +168,19 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, s
 /* module.c */
 /* bpcc_graph_find_module(n->graph, n->target) through the module remembered on the node: passes
 ** ask for a node's module many times, and each table lookup is a few cache misses on a big graph.
-** The remembered module is used while it is still in the table (not unlinked) under the node's
-** target, else the table is asked. Only mutators remember (node creation, retargeting, and
-** bpcc_graph_resolve_modules at the end of each pass), so that readers of a const graph write
-** nothing. */
+** Only mutators remember (node creation, retargeting, and bpcc_graph_resolve_modules at the end
+** of each pass), so that readers of a const graph write nothing. The remembered module is known
+** good, without reading it, while the node holds its type (module_type) under the graph's current
+** module_epoch: unlinking a module or changing its type (bpcc_module_set_type) clears the type on
+** the one node that remembered it, or moves the epoch on when more did. Otherwise it is used while
+** it is still in the table (not unlinked) under the node's target, else the table is asked. On a
+** 1M-node graph each pass walks the nodes several times asking for their modules' types; reading
+** the module itself each time was a cache miss per node per walk. */
 BPCC_INTERNAL struct bpcc_module *bpcc_node_module(const struct bpcc_node *n);
+/* the type of bpcc_node_module(n) (NULL when none), from the node alone while its cache is good */
+BPCC_INTERNAL const char *bpcc_node_module_type(const struct bpcc_node *n);
+/* m->type = type (interned in m's graph); the nodes remembering m forget its type */
+BPCC_INTERNAL void bpcc_module_set_type(struct bpcc_module *m, const char *type);
 BPCC_INTERNAL void bpcc_node_resolve_module(struct bpcc_node *n);
 BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 /* The module a get_attr target names an attribute of: "a.b.c" -> module "a.b", leaf "c"; a name

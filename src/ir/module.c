@@ -66,12 +66,29 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     return BPCC_OK;
 }
 
+/* The nodes that remembered m may no longer take it on trust (bpcc_node_module): the one that
+** did forgets its type, or, when more did, every node's trust ends with the epoch. */
+static void forget_callers(struct bpcc_graph *g, struct bpcc_module *m)
+{
+    if (m->many_callers) g->module_epoch++;
+    else if (m->caller) m->caller->module_type = NULL;
+    m->caller = NULL;
+    m->many_callers = false;
+}
+
 static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
 {
     for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
     struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->module_index, m->name);
     if (e && e->value == m) bpcc_strmap_remove(&g->module_index, e);
     m->dead = true;
+    forget_callers(g, m);
+}
+
+void bpcc_module_set_type(struct bpcc_module *m, const char *type)
+{
+    forget_callers(m->graph, m);
+    m->type = type;
 }
 
 void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
@@ -121,6 +138,8 @@ enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_gra
         *c = *m;
         c->graph = dst;
         c->mark = marks[k - 1];
+        c->caller = NULL; /* the snapshot's nodes remember nothing (copy_nodes) */
+        c->many_callers = false;
         /* the attributes are shared as between clones (bpcc_module_share_attrs), across the two
         ** graphs: a restore keeps the storage of the state it undoes, a freed snapshot owns none */
         m->attrs_cap = c->attrs_cap = 0;
@@ -193,21 +212,51 @@ static bool remembered(const struct bpcc_node *n)
     return m && !m->dead && m->name == n->target;
 }
 
+/* n's remembered module is known good without reading it */
+static bool trusted(const struct bpcc_node *n)
+{
+    return n->module_type && n->module_epoch == n->graph->module_epoch;
+}
+
 struct bpcc_module *bpcc_node_module(const struct bpcc_node *n)
 {
-    return remembered(n) ? n->module : bpcc_graph_find_module(n->graph, n->target);
+    return trusted(n) || remembered(n) ? n->module : bpcc_graph_find_module(n->graph, n->target);
+}
+
+const char *bpcc_node_module_type(const struct bpcc_node *n)
+{
+    if (trusted(n)) return n->module_type;
+    const struct bpcc_module *m = bpcc_node_module(n);
+    return m ? m->type : NULL;
+}
+
+/* n remembers m, which is in the table under n's target */
+static void remember(struct bpcc_node *n, struct bpcc_module *m)
+{
+    n->module = m;
+    n->module_type = NULL;
+    if (!m) return;
+    if (!m->caller) m->caller = n;
+    else if (m->caller != n) m->many_callers = true;
+    n->module_type = m->type;
+    n->module_epoch = n->graph->module_epoch;
 }
 
 void bpcc_node_resolve_module(struct bpcc_node *n)
 {
-    n->module = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, n->target) : NULL;
+    remember(n, n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, n->target) : NULL);
 }
 
 void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
     /* only the call_module nodes whose remembered module is gone are looked up */
     for (struct bpcc_node *n = g->first; n; n = n->next)
-        if (!(n->kind == BPCC_NODE_CALL_MODULE && remembered(n))) bpcc_node_resolve_module(n);
+        if (n->kind != BPCC_NODE_CALL_MODULE) {
+            n->module = NULL;
+            n->module_type = NULL;
+        } else if (!trusted(n)) {
+            remember(n, remembered(n) ? n->module : bpcc_graph_find_module(g, n->target));
+        }
 }
 
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)

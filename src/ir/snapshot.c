@@ -26,6 +26,7 @@ static enum bpcc_status copy_nodes(struct bpcc_graph *dst, const struct bpcc_gra
         *c = *n;
         c->graph = dst;
         c->module = NULL; /* n's, not the snapshot's */
+        c->module_type = NULL;
         c->prev = prev;
         c->next = NULL;
         if (prev) prev->next = c;

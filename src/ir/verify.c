@@ -83,7 +83,7 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
         bpcc_value_visit_nodes(&n->args, count_ref, &c);
         bpcc_value_visit_nodes(&n->kwargs, count_ref, &c);
         bad |= c.bad;
-        switch (n->kind) {
+        switch ((enum bpcc_node_kind)n->kind) {
         case BPCC_NODE_OUTPUT:
             n_outputs++;
             if (n->next)

@@ -40,8 +40,8 @@ static bool none_qconfig(const struct conv *cv, const struct bpcc_node *n)
 static bool is_obs_node(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return false;
-    const struct bpcc_module *m = bpcc_node_module(n);
-    return m && bpcc_obs_module_class(m) >= 0;
+    const char *type = bpcc_node_module_type(n);
+    return type && bpcc_obs_type_class(type) >= 0;
 }
 
 static struct bpcc_module *root_module(struct conv *cv)
@@ -329,8 +329,9 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     bpcc_xfree(sc);
     bpcc_xfree(zp);
     if (s) return s;
-    root->type = bpcc_graph_intern(g, re->reference_module);
-    if (!root->type) return bpcc_diag_nomem(cv->d);
+    const char *type = bpcc_graph_intern(g, re->reference_module);
+    if (!type) return bpcc_diag_nomem(cv->d);
+    bpcc_module_set_type(root, type);
     cv->n_modules++;
     return BPCC_OK;
 }

@@ -8,10 +8,9 @@
 
 const char *bpcc_node_op(const struct bpcc_node *n)
 {
-    switch (n->kind) {
+    switch ((enum bpcc_node_kind)n->kind) {
     case BPCC_NODE_CALL_MODULE: {
-        const struct bpcc_module *m = bpcc_node_module(n);
-        return m ? m->type : NULL;
+        return bpcc_node_module_type(n);
     }
     case BPCC_NODE_CALL_FUNCTION:
     case BPCC_NODE_CALL_METHOD:

@@ -69,8 +69,8 @@ static const char *obs_type_prefix = "torch.ao.quantization.";
 static int observer_class(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return -1;
-    const struct bpcc_module *m = bpcc_node_module(n);
-    return m ? bpcc_obs_module_class(m) : -1;
+    const char *type = bpcc_node_module_type(n);
+    return type ? bpcc_obs_type_class(type) : -1;
 }
 
 static enum bpcc_dtype observer_dtype(const struct bpcc_node *n)
@@ -153,7 +153,7 @@ static bool node_no_tensors(struct prep *p, const struct bpcc_node *n)
 
 static bool compute_no_tensors(struct prep *p, const struct bpcc_node *n)
 {
-    switch (n->kind) {
+    switch ((enum bpcc_node_kind)n->kind) {
     case BPCC_NODE_PLACEHOLDER:
     case BPCC_NODE_GET_ATTR: return false;
     case BPCC_NODE_CALL_MODULE:
@@ -781,8 +781,8 @@ static int stub_kind_of_type(const char *type)
 static int stub_kind(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return 0;
-    const struct bpcc_module *m = bpcc_node_module(n);
-    return m ? stub_kind_of_type(m->type) : 0;
+    const char *type = bpcc_node_module_type(n);
+    return type ? stub_kind_of_type(type) : 0;
 }
 
 static bool is_stub(const struct bpcc_node *n) { return stub_kind(n) != 0; }

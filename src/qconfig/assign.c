@@ -251,10 +251,12 @@ static size_t parent_len(const char *name)
 
 /* The type a call_module node was traced as: a fused module's first part (the fused node keeps
 ** the name, hence the scope, of the pattern's root module), otherwise the module's own type. */
-static const char *traced_type(const struct bpcc_module *mod)
+/* the type of a call_module node's module as traced: a fused module's first part's */
+static const char *traced_type(const struct bpcc_node *n, const char *type)
 {
-    if (is_fused_type(mod->type) && mod->first_child) return mod->first_child->type;
-    return mod->type;
+    if (!is_fused_type(type)) return type;
+    const struct bpcc_module *mod = bpcc_node_module(n);
+    return mod->first_child ? mod->first_child->type : type;
 }
 
 static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *n, struct bpcc_node_qconfig *out)
@@ -264,7 +266,7 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
     struct pick glob = global_pick(A->m);
     const char *path = n->scope_path ? n->scope_path : "";
     enum bpcc_status s = BPCC_OK;
-    switch (n->kind) {
+    switch ((enum bpcc_node_kind)n->kind) {
     case BPCC_NODE_GET_ATTR: {
         size_t pl = parent_len(n->target);
         char *owner = bpcc_arena_strndup(&A->a->arena, n->target, pl);
@@ -285,12 +287,12 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
         p = type_or_name(A, n->scope_type, path, p);
         break;
     case BPCC_NODE_CALL_MODULE: {
-        const struct bpcc_module *mod = bpcc_node_module(n);
-        if (!mod)
+        const char *type = bpcc_node_module_type(n);
+        if (!type)
             return bpcc_diag_error(A->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                    "node '%s' calls '%s', which is not a module", n->name, n->target);
-        p = type_or_name(A, mod->type, n->target, glob);
-        s = order(A, n->target, parent_len(n->target), traced_type(mod), &p);
+        p = type_or_name(A, type, n->target, glob);
+        s = order(A, n->target, parent_len(n->target), traced_type(n, type), &p);
         break;
     }
     default:
