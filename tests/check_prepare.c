@@ -534,6 +534,40 @@ START_TEST(convert_turns_observers_into_quantize_dequantize_and_weighted_modules
 }
 END_TEST
 
+/* get_new_attr_name_with_prefix: each buffer name takes the first free number of its own prefix,
+** so a root buffer already called _scale_0 moves the scales on and not the zero points. The names
+** are PyTorch 1.13's for the same module (a buffer _scale_0, forward `a = x + self._scale_0;
+** return a + a`): the buffer's own quantize point is in the root scope too. */
+START_TEST(convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix)
+{
+    static const char *model = "bpcc-model 1\n\n"
+                               "module \"\" : torch.fx.graph_module.GraphModule\n"
+                               "  buffer _scale_0 : f32[1]\n"
+                               "\ngraph\n"
+                               "  %x = placeholder x ()\n"
+                               "  %_scale_0 = get_attr _scale_0 ()\n"
+                               "  %add = call_function operator.add (%x, %_scale_0)\n"
+                               "  %add_1 = call_function operator.add (%add, %add)\n"
+                               "  %output = output output (%add_1,)\n";
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_msg(quantize_text(model, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    const char *want[][2] = {{"_input_scale_0", "_input_zero_point_0"},
+                             {"_scale_1", "_zero_point_0"},
+                             {"_scale_2", "_zero_point_1"},
+                             {"_scale_3", "_zero_point_2"}};
+    for (uint32_t i = 0; i < 4; i++) {
+        const struct bpcc_node *q = find_target(p.g, "torch.quantize_per_tensor", i);
+        ck_assert_ptr_nonnull(q);
+        ck_assert_str_eq(bpcc_node_target(bpcc_node_args(q)->u.seq.items[1].u.node), want[i][0]);
+        ck_assert_str_eq(bpcc_node_target(bpcc_node_args(q)->u.seq.items[2].u.node), want[i][1]);
+    }
+    ck_assert_ptr_null(find_target(p.g, "torch.quantize_per_tensor", 4));
+    prepared_free(&p);
+}
+END_TEST
+
 START_TEST(convert_refuses_an_uncalibrated_model)
 {
     struct prepared p;
@@ -788,6 +822,7 @@ int main(void)
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
+    tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
     tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);

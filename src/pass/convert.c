@@ -20,8 +20,9 @@ struct conv {
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
     struct bpcc_module *root;  /* the root module, once asked for */
-    /* the next number to try per buffer-name prefix (an uint32_t in `scratch`, keyed by a copy
-    ** there), so naming n buffers is not n^2 tries */
+    /* the next numbers to try for the scale and zero point buffers per name stem (struct next_free
+    ** in `scratch`, keyed by a copy there), so naming n buffers is not n^2 tries; one entry for both
+    ** names, so one lookup in a table that on a big graph is a cache miss a time */
     struct bpcc_strmap prefixes;
     struct bpcc_arena scratch;
 };
@@ -52,30 +53,33 @@ static struct bpcc_module *root_module(struct conv *cv)
     return cv->root = r;
 }
 
-/* create_getattr_from_value: a root buffer <prefix><n> (dots as underscores, the first free n) and
-** a get_attr node for it, before `before` */
-static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, struct bpcc_tensor *t, struct bpcc_node *before,
-                                     struct bpcc_node **out)
+struct next_free {
+    uint32_t scale, zero_point;
+};
+
+/* The counters for buffer names <stem>_scale_<n> and <stem>_zero_point_<n>; NULL when out of memory */
+static struct next_free *next_free(struct conv *cv, const char *stem, size_t len)
+{
+    uint32_t h = bpcc_str_hash(stem, len);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&cv->prefixes, stem, len, h);
+    if (e) return e->value;
+    const char *key = bpcc_arena_strndup(&cv->scratch, stem, len);
+    struct next_free *next = key ? BPCC_ARENA_NEW(&cv->scratch, struct next_free) : NULL;
+    return next && !bpcc_strmap_put(&cv->prefixes, key, len, h, next) ? next : NULL;
+}
+
+/* create_getattr_from_value: a root buffer <prefix><n> (the first free n from *next on) and a
+** get_attr node for it, before `before` */
+static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, uint32_t *next, struct bpcc_tensor *t,
+                                     struct bpcc_node *before, struct bpcc_node **out)
 {
     struct bpcc_module *root = root_module(cv);
     if (!root) return BPCC_ERR_NOMEM;
-    char base[256], name[300];
-    bpcc_str_cat(base, sizeof base, 0, prefix);
-    for (char *p = base; *p; p++)
-        if (*p == '.') *p = '_';
-    size_t kl = strlen(base);
-    uint32_t kh = bpcc_str_hash(base, kl);
-    struct bpcc_strmap_slot *e = bpcc_strmap_get(&cv->prefixes, base, kl, kh);
-    uint32_t *next = e ? e->value : NULL;
-    if (!next) {
-        const char *key = bpcc_arena_strndup(&cv->scratch, base, kl);
-        if (!key || !(next = BPCC_ARENA_NEW(&cv->scratch, uint32_t)) || bpcc_strmap_put(&cv->prefixes, key, kl, kh, next))
-            return bpcc_diag_nomem(cv->d);
-    }
+    char name[300];
     /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile).
     ** Tensor names, attribute keys and module names are all interned in the graph: a candidate
     ** that is not is free, and most are (one lookup instead of three). */
-    size_t lb = bpcc_str_cat(name, sizeof name, 0, base);
+    size_t lb = bpcc_str_cat(name, sizeof name, 0, prefix);
     for (uint32_t i = *next;; i++) {
         size_t len = bpcc_str_cat_i64(name, sizeof name, lb, i);
         if (!bpcc_intern_find(&cv->g->intern, name, len, bpcc_str_hash(name, len)) ||
@@ -154,9 +158,13 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
                            spec.qscheme == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
         const char *prefix;
         const char *path = module_path(cv, obs, &prefix);
-        char p1[300], p2[300];
-        size_t lp = bpcc_str_cat(p1, sizeof p1, bpcc_str_cat(p1, sizeof p1, 0, path), prefix);
-        memcpy(p2, p1, sizeof p2);
+        char p1[300], p2[300]; /* <stem>_scale_, <stem>_zero_point_; the stem's dots as underscores */
+        size_t lp = bpcc_str_cat(p1, 256, bpcc_str_cat(p1, 256, 0, path), prefix);
+        for (char *c = p1; *c; c++)
+            if (*c == '.') *c = '_';
+        struct next_free *next = next_free(cv, p1, lp);
+        if (!next) return bpcc_diag_nomem(cv->d);
+        memcpy(p2, p1, lp);
         bpcc_str_cat(p1, sizeof p1, lp, "_scale_");
         bpcc_str_cat(p2, sizeof p2, lp, "_zero_point_");
         struct bpcc_tensor *ts, *tz;
@@ -181,8 +189,8 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
             *(int64_t *)tz->data = zp->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)zp->data : (int64_t) * (const float *)zp->data;
         }
         struct bpcc_node *ns, *nz, *q;
-        s = getattr_node(cv, p1, ts, obs, &ns);
-        if (!s) s = getattr_node(cv, p2, tz, obs, &nz);
+        s = getattr_node(cv, p1, &next->scale, ts, obs, &ns);
+        if (!s) s = getattr_node(cv, p2, &next->zero_point, tz, obs, &nz);
         if (s) return s;
         struct bpcc_value args;
         uint32_t na = per_channel ? 5 : 4;
