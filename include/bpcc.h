@@ -43,8 +43,9 @@
 ** - Ownership is stated per parameter: "borrowed" (the library keeps no pointer after the call),
 **   "copied" (the library keeps its own copy), or "owned by the graph" (lives until
 **   bpcc_graph_free; never free it yourself).
-** - A graph owns one arena: nodes, values, names, modules and tensor data created through the
-**   graph's functions live in it and are released together by bpcc_graph_free.
+** - A graph owns its memory: nodes, values, names, modules and tensor data created through the
+**   graph's functions live in its arenas (one for the nodes, one for the rest) and are released
+**   together by bpcc_graph_free.
 ** - Strings handed out by the library (names, targets) are interned per graph: two equal strings
 **   from the same graph are the same pointer.
 ** - The passes (bpcc_fuse, bpcc_prepare, bpcc_calibrate, bpcc_convert) change their graph in place
