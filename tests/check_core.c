@@ -36,41 +36,6 @@ START_TEST(arena_keeps_addresses_across_growth)
 }
 END_TEST
 
-/* A donated block serves the allocations that come after the head runs out, zeroed where they ask
-** for zeroes; a block too small to serve is freed at once; spares move with an adopted arena and are
-** released with it (valgrind and ASan check the frees). */
-START_TEST(arena_serves_from_donated_blocks)
-{
-    struct bpcc_arena a, b;
-    bpcc_arena_init(&a);
-    bpcc_arena_init(&b);
-    size_t size = (size_t)1 << 20;
-    unsigned char *block = bpcc_malloc(size);
-    ck_assert_ptr_nonnull(block);
-    memset(block, 0xcd, size); /* an outgrown table is not zero */
-    bpcc_arena_donate(&a, block, size);
-    bpcc_arena_donate(&a, bpcc_malloc(100), 100); /* too small: freed */
-    bpcc_arena_donate(&a, NULL, 0);
-    size_t before = a.total;
-    bool used = false;
-    for (int i = 0; i < 20000 && !used; i++) {
-        unsigned char *p = bpcc_arena_alloc(&a, 48, 8);
-        ck_assert_ptr_nonnull(p);
-        for (int k = 0; k < 48; k++) ck_assert_uint_eq(p[k], 0);
-        used = p >= block && p + 48 <= block + size;
-    }
-    ck_assert(used);
-    ck_assert_uint_eq(a.total, before); /* nothing new obtained for the donated block's span */
-    /* a spare not used yet moves with an adopt */
-    bpcc_arena_donate(&b, bpcc_malloc(size), size);
-    bpcc_arena_adopt(&a, &b);
-    ck_assert_ptr_null(b.spare);
-    ck_assert_ptr_nonnull(a.spare);
-    bpcc_arena_release(&b);
-    bpcc_arena_release(&a);
-}
-END_TEST
-
 START_TEST(arena_rejects_overflowing_counts)
 {
     struct bpcc_arena a;
@@ -327,7 +292,6 @@ int main(void)
     tcase_add_test(tc, arena_aligns_and_zeroes);
     tcase_add_test(tc, arena_keeps_addresses_across_growth);
     tcase_add_test(tc, arena_rejects_overflowing_counts);
-    tcase_add_test(tc, arena_serves_from_donated_blocks);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, strmap_finds_removes_and_copies);
     tcase_add_test(tc, buf_appends_and_formats);

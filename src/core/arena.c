@@ -13,9 +13,11 @@ struct arena_chunk {
 #define ARENA_MIN_CHUNK (64 * 1024 - sizeof(struct arena_chunk) - 64)
 
 /* One allocation holds the chunk header and its data, aligned up to 64 bytes. */
-static struct arena_chunk *chunk_at(void *block, size_t cap)
+static struct arena_chunk *chunk_new(size_t cap)
 {
-    struct arena_chunk *c = block;
+    if (cap > SIZE_MAX - sizeof(struct arena_chunk) - 64) return NULL;
+    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap + 64);
+    if (!c) return NULL;
     uintptr_t p = (uintptr_t)(c + 1);
     c->data = (unsigned char *)((p + 63) & ~(uintptr_t)63);
     c->cap = cap;
@@ -23,55 +25,17 @@ static struct arena_chunk *chunk_at(void *block, size_t cap)
     return c;
 }
 
-static struct arena_chunk *chunk_new(size_t cap)
-{
-    if (cap > SIZE_MAX - sizeof(struct arena_chunk) - 64) return NULL;
-    void *block = bpcc_malloc(sizeof(struct arena_chunk) + cap + 64);
-    return block ? chunk_at(block, cap) : NULL;
-}
+void bpcc_arena_init(struct bpcc_arena *a) { memset(a, 0, sizeof *a); }
 
-static void free_chunks(struct arena_chunk *c)
+void bpcc_arena_release(struct bpcc_arena *a)
 {
+    struct arena_chunk *c = a->head;
     while (c) {
         struct arena_chunk *next = c->next;
         bpcc_xfree(c);
         c = next;
     }
-}
-
-void bpcc_arena_init(struct bpcc_arena *a) { memset(a, 0, sizeof *a); }
-
-void bpcc_arena_release(struct bpcc_arena *a)
-{
-    free_chunks(a->head);
-    free_chunks(a->spare);
     memset(a, 0, sizeof *a);
-}
-
-void bpcc_arena_donate(struct bpcc_arena *a, void *block, size_t size)
-{
-    if (!block) return;
-    if (size < sizeof(struct arena_chunk) + 64 + ARENA_MIN_CHUNK) { /* less than a first chunk */
-        bpcc_xfree(block);
-        return;
-    }
-    struct arena_chunk *c = chunk_at(block, size - sizeof(struct arena_chunk) - 64);
-    c->next = a->spare;
-    a->spare = c;
-    a->total += size;
-}
-
-/* the first spare chunk that holds `size` bytes, taken off the spare list; NULL when none does */
-static struct arena_chunk *take_spare(struct bpcc_arena *a, size_t size)
-{
-    for (struct arena_chunk **link = &a->spare; *link; link = &(*link)->next)
-        if ((*link)->cap >= size) {
-            struct arena_chunk *c = *link;
-            *link = c->next;
-            c->next = NULL;
-            return c;
-        }
-    return NULL;
 }
 
 static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool zero)
@@ -93,11 +57,8 @@ static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool z
     if (cap > ((size_t)64 << 20)) cap = (size_t)64 << 20;
     bool dedicated = a->head && size > cap / 4;
     if (dedicated || size > cap) cap = size;
-    /* a donated block, when one is big enough, before new memory (its size counts as obtained) */
-    struct arena_chunk *c = dedicated ? NULL : take_spare(a, size);
-    if (c) cap = c->cap;
-    else if (!(c = chunk_new(cap))) return NULL;
-    else a->total += sizeof *c + cap + 64;
+    struct arena_chunk *c = chunk_new(cap);
+    if (!c) return NULL;
     if (dedicated) {
         c->next = a->head->next;
         a->head->next = c;
@@ -107,6 +68,7 @@ static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool z
         a->cap = cap;
         a->used = size;
     }
+    a->total += sizeof *c + cap + 64;
     if (zero) memset(c->data, 0, size);
     return c->data;
 }
@@ -120,20 +82,16 @@ void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align)
 
 void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src)
 {
-    struct arena_chunk **link = &dst->spare; /* src's spares behind dst's */
-    while (*link) link = &(*link)->next;
-    *link = src->spare;
-    dst->total += src->total;
-    if (src->head && !dst->head) {
-        dst->head = src->head;
-        dst->used = src->used;
-        dst->cap = src->cap;
-    } else if (src->head) {
+    if (!src->head) return;
+    if (!dst->head) {
+        *dst = *src;
+    } else {
         /* behind dst's head, so that dst keeps allocating where it did */
         struct arena_chunk *last = src->head;
         while (last->next) last = last->next;
         last->next = dst->head->next;
         dst->head->next = src->head;
+        dst->total += src->total;
     }
     memset(src, 0, sizeof *src);
 }

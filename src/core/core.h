@@ -52,7 +52,6 @@ struct bpcc_arena {
     struct arena_chunk *head;
     size_t used, cap;     /* in head */
     size_t total;         /* bytes obtained from the allocator */
-    struct arena_chunk *spare; /* donated blocks not used yet (bpcc_arena_donate) */
 };
 
 BPCC_INTERNAL void bpcc_arena_init(struct bpcc_arena *a);
@@ -61,11 +60,6 @@ BPCC_INTERNAL void bpcc_arena_release(struct bpcc_arena *a);
 BPCC_INTERNAL void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align);
 /* the same without zeroing: for buffers the caller writes in full at once (folded weights) */
 BPCC_INTERNAL void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align);
-/* A block from bpcc_malloc of `size` bytes that its owner is done with (an outgrown hash table)
-** becomes memory for later allocations instead of going back to the system: on a big graph its
-** pages are already faulted in, where a fresh chunk's would each cost a page fault. Released with
-** the arena; freed at once when too small to serve. Cannot fail. */
-BPCC_INTERNAL void bpcc_arena_donate(struct bpcc_arena *a, void *block, size_t size);
 /* Move all of src's memory into dst (released with dst); src is left empty. Cannot fail. */
 BPCC_INTERNAL void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src);
 BPCC_INTERNAL char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n);
@@ -93,7 +87,6 @@ struct bpcc_strmap_slot {
 struct bpcc_strmap {
     struct bpcc_strmap_slot *slots; /* mask + 1 of them, NULL while empty */
     uint32_t mask, n;
-    struct bpcc_arena *spill; /* if set, outgrown slot arrays are donated to it (not copied) */
 };
 
 BPCC_INTERNAL uint32_t bpcc_str_hash(const char *s, size_t n);

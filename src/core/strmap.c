@@ -67,8 +67,7 @@ enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char *key, size_t 
         memset(slots, 0, (size_t)ncap * sizeof *slots);
         for (uint32_t i = 0; i < cap; i++)
             if (m->slots[i].key) place(slots, ncap - 1, &m->slots[i]);
-        if (m->spill) bpcc_arena_donate(m->spill, m->slots, (size_t)cap * sizeof *slots);
-        else bpcc_xfree(m->slots);
+        bpcc_xfree(m->slots);
         m->slots = slots;
         m->mask = ncap - 1;
     }

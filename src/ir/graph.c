@@ -32,15 +32,6 @@ enum bpcc_node_kind bpcc_node_kind_from_name(const char *name)
 }
 
 
-/* The two tables that grow with the graph give their outgrown slot arrays to its arena: on a
-** million-node graph those are hundreds of megabytes already faulted in, that new nodes and
-** values then fill instead of fresh pages. */
-static void spill_tables(struct bpcc_graph *g)
-{
-    g->intern.table.spill = &g->arena;
-    g->module_index.spill = &g->arena;
-}
-
 enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
 {
     *out = NULL;
@@ -50,7 +41,6 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
     bpcc_arena_init(&g->arena);
     bpcc_arena_init(&g->nodes);
     bpcc_intern_init(&g->intern, &g->arena);
-    spill_tables(g);
     *out = g;
     return BPCC_OK;
 }
@@ -115,7 +105,6 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     g->intern = strings;
     g->intern.arena = &g->arena;
     g->shapes = shapes;
-    spill_tables(g); /* the snapshot's module index spilled into the snapshot's arena */
     for (struct bpcc_node *x = g->first; x; x = x->next) x->graph = g;
     for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->graph = g;
     bpcc_xfree(snap);
