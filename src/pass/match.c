@@ -9,9 +9,8 @@
 const char *bpcc_node_op(const struct bpcc_node *n)
 {
     switch ((enum bpcc_node_kind)n->kind) {
-    case BPCC_NODE_CALL_MODULE: {
+    case BPCC_NODE_CALL_MODULE:
         return bpcc_node_module_type(n);
-    }
     case BPCC_NODE_CALL_FUNCTION:
     case BPCC_NODE_CALL_METHOD:
         return n->target;
