@@ -230,16 +230,14 @@ const char *bpcc_node_module_type(const struct bpcc_node *n)
     return m ? m->type : NULL;
 }
 
-/* n remembers m, which is in the table under n's target */
+/* n remembers m (NULL: none), which is in the table under n's target */
 static void remember(struct bpcc_node *n, struct bpcc_module *m)
 {
     n->module = m;
-    n->module_type = NULL;
-    if (!m) return;
-    if (!m->caller) m->caller = n;
-    else if (m->caller != n) m->many_callers = true;
-    n->module_type = m->type;
+    n->module_type = m ? m->type : NULL;
     n->module_epoch = n->graph->module_epoch;
+    if (m && !m->caller) m->caller = n;
+    else if (m && m->caller != n) m->many_callers = true;
 }
 
 void bpcc_node_resolve_module(struct bpcc_node *n)
@@ -251,12 +249,8 @@ void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
     /* only the call_module nodes whose remembered module is gone are looked up */
     for (struct bpcc_node *n = g->first; n; n = n->next)
-        if (n->kind != BPCC_NODE_CALL_MODULE) {
-            n->module = NULL;
-            n->module_type = NULL;
-        } else if (!trusted(n)) {
-            remember(n, remembered(n) ? n->module : bpcc_graph_find_module(g, n->target));
-        }
+        if (n->kind != BPCC_NODE_CALL_MODULE) remember(n, NULL);
+        else if (!trusted(n)) remember(n, bpcc_node_module(n));
 }
 
 struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target, const char **leaf_out)
