@@ -1572,11 +1572,32 @@ static const struct kentry table[] = {
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }
 
+/* The table's index: open addressing on the op's hash with its kind, a slot holding the entry's
+** position + 1 (0 = empty). The interpreter asks once per node per run; scanning the table took
+** ~100 string compares a node (a third of calibration's instructions on graphs of small tensors).
+** Built when the library is loaded, so that threads only ever read it. */
+#define KINDEX_SLOTS 1024u
+_Static_assert(sizeof table / sizeof *table < KINDEX_SLOTS / 2, "the kernel index must stay at most half full");
+static uint16_t kindex[KINDEX_SLOTS];
+
+static uint32_t khash(char kind, const char *op) { return bpcc_str_hash(op, strlen(op)) * 31u + (uint32_t)kind; }
+
+__attribute__((constructor)) static void kindex_init(void)
+{
+    for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
+        uint32_t h = khash(table[i].kind, table[i].op) & (KINDEX_SLOTS - 1);
+        while (kindex[h]) h = (h + 1) & (KINDEX_SLOTS - 1);
+        kindex[h] = (uint16_t)(i + 1);
+    }
+}
+
 xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op)
 {
     char k = kind == BPCC_NODE_CALL_MODULE ? 'm' : kind == BPCC_NODE_CALL_FUNCTION ? 'f' : 't';
-    for (size_t i = 0; i < sizeof table / sizeof *table; i++)
-        if (table[i].kind == k && !strcmp(table[i].op, op)) return table[i].fn;
+    for (uint32_t h = khash(k, op) & (KINDEX_SLOTS - 1); kindex[h]; h = (h + 1) & (KINDEX_SLOTS - 1)) {
+        const struct kentry *e = &table[kindex[h] - 1];
+        if (e->kind == k && !strcmp(e->op, op)) return e->fn;
+    }
     return NULL;
 }
 
