@@ -1275,6 +1275,53 @@ START_TEST(observers_see_what_passes_and_shared_ones_see_every_use)
 }
 END_TEST
 
+/* The memo answers by module type and attribute array: modules sharing one array get the spec read
+** once; another array, another type or more distinct specs than it holds are read again, and every
+** answer is the one bpcc_obs_spec_of_module gives. */
+START_TEST(the_observer_spec_memo_keys_on_type_and_attribute_array)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\n"
+        "module a : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, quant_min: 0, quant_max: 255}\n"
+        "module b : torch.ao.quantization.MinMaxObserver {dtype: torch.qint8, quant_min: -128, quant_max: 127}\n"
+        "module c : torch.ao.quantization.MovingAverageMinMaxObserver {dtype: torch.qint8, quant_min: -8, quant_max: 7}\n"
+        "module d : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, quant_min: 0, quant_max: 15}\n"
+        "module e : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, quant_min: 0, quant_max: 31}\n"
+        "module f : torch.ao.quantization.MinMaxObserver {dtype: torch.quint8, quant_min: 0, quant_max: 63}\n"
+        "module s : torch.ao.quantization.MinMaxObserver\n"
+        "module t : torch.ao.quantization.HistogramObserver\n"
+        "module r : torch.nn.ReLU\n\n"
+        "graph\n  %x = placeholder x ()\n  %output = output output (%x,)\n");
+    struct bpcc_module *s = bpcc_graph_find_module(g, "s"), *t = bpcc_graph_find_module(g, "t");
+    bpcc_module_share_attrs(s, bpcc_graph_find_module(g, "b"));
+    /* t has b's attributes under another type: HistogramObserver, not MinMaxObserver */
+    bpcc_module_share_attrs(t, bpcc_graph_find_module(g, "b"));
+    const char *order[] = {"a", "b", "s", "c", "t", "d", "e", "f", "r", "a", "s", "b", "t", "c", "r", "f", "a"};
+    struct obs_spec_memo memo = {0};
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(order); i++) {
+        const struct bpcc_module *m = bpcc_graph_find_module(g, order[i]);
+        struct observer_spec want, got;
+        memset(&want, 0, sizeof want);
+        memset(&got, 0, sizeof got);
+        bool ok = bpcc_obs_spec_of_module(m, &want);
+        ck_assert_msg(bpcc_obs_spec_of_module_memo(m, &memo, &got) == ok, "%s", order[i]);
+        if (!ok) continue;
+        ck_assert_msg(got.cls == want.cls && got.dtype == want.dtype && got.quant_min == want.quant_min &&
+                          got.quant_max == want.quant_max,
+                      "%s", order[i]);
+    }
+    struct observer_spec o;
+    bpcc_obs_spec_of_module_memo(s, &memo, &o);
+    ck_assert_int_eq(o.cls, OC_MINMAX);
+    ck_assert_int_eq(o.quant_max, 127);
+    bpcc_obs_spec_of_module_memo(t, &memo, &o);
+    ck_assert_int_eq(o.cls, OC_HISTOGRAM);
+    ck_assert_int_eq(o.quant_max, 127);
+    ck_assert(!bpcc_obs_spec_of_module_memo(bpcc_graph_find_module(g, "r"), &memo, &o));
+    bpcc_graph_free(g);
+}
+END_TEST
+
 /* a quint8 HistogramObserver with `bins` bins, PyTorch's other defaults */
 static void histogram_observer(struct obs_state *o, uint32_t bins)
 {
@@ -1818,6 +1865,7 @@ int main(void)
     tcase_add_test(tc, floor_division_agrees_with_c10s_formula);
     tcase_add_test(tc, an_op_it_cannot_run_is_named);
     tcase_add_test(tc, observers_see_what_passes_and_shared_ones_see_every_use);
+    tcase_add_test(tc, the_observer_spec_memo_keys_on_type_and_attribute_array);
     tcase_add_test(tc, histogram_observer_bins_as_pytorch_1_13_does);
     tcase_add_test(tc, histogram_counts_of_a_big_tensor_equal_one_by_one_counting);
     tcase_add_test(tc, minmax_observers_find_the_extremes_and_nan_anywhere);

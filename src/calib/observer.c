@@ -825,4 +825,22 @@ bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *
     return true;
 }
 
+bool bpcc_obs_spec_of_module_memo(const struct bpcc_module *m, struct obs_spec_memo *memo, struct observer_spec *o)
+{
+    const struct bpcc_value *items = m->attrs.n ? m->attrs.u.seq.items : NULL;
+    for (uint32_t i = 0; i < BPCC_ARRAY_LEN(memo->e); i++) {
+        if (memo->e[i].type == m->type && memo->e[i].items == items && memo->e[i].n == m->attrs.n) {
+            *o = memo->e[i].spec;
+            return memo->e[i].ok;
+        }
+    }
+    uint32_t k = memo->next++ % BPCC_ARRAY_LEN(memo->e);
+    memo->e[k].ok = bpcc_obs_spec_of_module(m, &memo->e[k].spec);
+    memo->e[k].type = m->type;
+    memo->e[k].items = items;
+    memo->e[k].n = m->attrs.n;
+    *o = memo->e[k].spec;
+    return memo->e[k].ok;
+}
+
 /* }================================================ */

@@ -60,5 +60,21 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *
 BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
 BPCC_INTERNAL int bpcc_obs_type_class(const char *type);
 BPCC_INTERNAL bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o);
+/* The same, remembering the last few specs read by their module's type and attribute array:
+** observers made from one spec share one array (bpcc_module_share_attrs), so a walk over a
+** graph's observers reads a dozen attributes by name once per distinct spec instead of once per
+** observer. For a walk that changes no observer's attributes; start from a zeroed memo. */
+struct obs_spec_memo {
+    struct {
+        const char *type;
+        const struct bpcc_value *items;
+        uint32_t n;
+        bool ok;
+        struct observer_spec spec;
+    } e[4];
+    uint32_t next;
+};
+BPCC_INTERNAL bool bpcc_obs_spec_of_module_memo(const struct bpcc_module *m, struct obs_spec_memo *memo,
+                                                struct observer_spec *o);
 
 #endif

@@ -416,10 +416,11 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
         bpcc_exec_free(e);
         return bpcc_diag_nomem(d);
     }
+    struct obs_spec_memo memo = {0};
     for (uint32_t i = 0; i < g->n_modules; i++) {
         const struct bpcc_module *m = g->modules[i];
         struct observer_spec spec;
-        if (m->dead || !bpcc_obs_spec_of_module(m, &spec)) continue;
+        if (m->dead || !bpcc_obs_spec_of_module_memo(m, &memo, &spec)) continue;
         struct obs_entry *oe = &e->ctx.obs[e->ctx.n_obs];
         oe->m = m;
         if (bpcc_obs_init(&oe->st, &spec)) {

@@ -25,6 +25,7 @@ struct conv {
     ** names, so one lookup in a table that on a big graph is a cache miss a time */
     struct bpcc_strmap prefixes;
     struct bpcc_arena scratch;
+    struct obs_spec_memo specs; /* the observers' specs, read once per distinct attribute array */
 };
 
 static const struct qconfig *qc_of(const struct conv *cv, const struct bpcc_node *n)
@@ -136,7 +137,7 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
     struct bpcc_graph *g = cv->g;
     const struct bpcc_module *m = bpcc_node_module(obs);
     struct observer_spec spec;
-    bpcc_obs_spec_of_module(m, &spec);
+    bpcc_obs_spec_of_module_memo(m, &cv->specs, &spec);
     struct bpcc_node *in = obs->args.n && obs->args.u.seq.items[0].kind == BPCC_VAL_NODE ? obs->args.u.seq.items[0].u.node : NULL;
     if (!in) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, obs->src_line, obs->src_col,
                                     "observer '%s' has no input", obs->name);
