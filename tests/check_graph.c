@@ -476,6 +476,19 @@ START_TEST(values_compare_structurally)
     ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "not a symbol", &s1), BPCC_ERR_INVALID);
     ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.float32", &s1), BPCC_ERR_INVALID);
     ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.strided", &s1), BPCC_OK);
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.per_tensor_affine", &s1), BPCC_OK);
+    ck_assert_int_eq(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, "torch.nn.Conv2d", &s1), BPCC_OK);
+    /* every dtype is refused as a symbol (the check skips names longer than BPCC_DTYPE_NAME_MAX) */
+    for (int t = 1; t < BPCC_DTYPE_COUNT; t++) {
+        char sym[64];
+        snprintf(sym, sizeof sym, "torch.%s", bpcc_dtype_name((enum bpcc_dtype)t));
+        ck_assert_uint_le(strlen(bpcc_dtype_name((enum bpcc_dtype)t)), BPCC_DTYPE_NAME_MAX);
+        ck_assert_msg(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, sym, &s1) == BPCC_ERR_INVALID, "%s", sym);
+    }
+    for (const char *const *a = (const char *const[]){"torch.float", "torch.double", "torch.half", "torch.long",
+                                                       "torch.int", "torch.short", NULL};
+         *a; a++)
+        ck_assert_msg(bpcc_value_str_new(g, BPCC_VAL_SYMBOL, *a, &s1) == BPCC_ERR_INVALID, "%s", *a);
     ck_assert_int_eq(bpcc_value_seq_new(g, BPCC_VAL_SLICE, 2, &a), BPCC_ERR_INVALID);
     ck_assert_ptr_null(bpcc_value_item(&s1, 0));
     ck_assert_str_eq(bpcc_value_kind_name(BPCC_VAL_ELLIPSIS), "ellipsis");

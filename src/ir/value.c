@@ -60,10 +60,11 @@ enum bpcc_status bpcc_value_seq_new(struct bpcc_graph *g, enum bpcc_value_kind k
     return BPCC_OK; /* zeroed items are None */
 }
 
+/* [A-Za-z0-9_.]: with no branch but the loop's, as every node made is named through here */
 static bool word_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-           c == '.';
+    unsigned u = (unsigned char)c;
+    return ((u | 32u) - 'a' < 26u) | (u - '0' < 10u) | (u == '_') | (u == '.');
 }
 
 bool bpcc_node_name_valid(const char *s)
@@ -80,7 +81,10 @@ bool bpcc_symbol_valid(const char *s)
     if (n < 3 || !strchr(s, '.') || s[0] == '.' || (s[0] >= '0' && s[0] <= '9') || s[n - 1] == '.')
         return false;
     if (!bpcc_node_name_valid(s)) return false;
-    return !(strncmp(s, "torch.", 6) == 0 && bpcc_dtype_from_name(s) != BPCC_DTYPE_NONE);
+    /* torch.<dtype> is a dtype; a dtype's name is short and has no dot, so torch.nn.X or
+    ** torch.per_tensor_affine is never one */
+    return !(n <= 6 + BPCC_DTYPE_NAME_MAX && strncmp(s, "torch.", 6) == 0 && !strchr(s + 6, '.') &&
+             bpcc_dtype_from_name(s) != BPCC_DTYPE_NONE);
 }
 
 enum bpcc_status bpcc_value_str_new(struct bpcc_graph *g, enum bpcc_value_kind kind,
