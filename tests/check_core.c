@@ -67,6 +67,54 @@ START_TEST(intern_gives_one_pointer_per_string)
 }
 END_TEST
 
+/* get_or_add finds a present key in the slot put gave it and adds an absent one with one probe:
+** the added slot takes the caller's key and value, survives growth, and can be removed again */
+START_TEST(strmap_get_or_add_adds_once_and_finds_after)
+{
+    enum { N = 3000 };
+    static char keys[N][16], copies[N][16];
+    struct bpcc_strmap m = {0};
+    bool added;
+    for (int i = 0; i < N; i++) {
+        snprintf(keys[i], sizeof keys[i], "g%d", i);
+        size_t n = strlen(keys[i]);
+        uint32_t h = bpcc_str_hash(keys[i], n);
+        if (i % 3 == 0) { /* every third key put the plain way first */
+            ck_assert_int_eq(bpcc_strmap_put(&m, keys[i], n, h, &keys[i]), BPCC_OK);
+        } else {
+            struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&m, keys[i], n, h, &added);
+            ck_assert(e && added && e->value == NULL);
+            ck_assert_ptr_eq(e->key, keys[i]);
+            memcpy(copies[i], keys[i], n + 1);
+            e->key = copies[i]; /* the caller's lasting copy */
+            e->value = &keys[i];
+        }
+        /* asked again, the same key is found, not added */
+        struct bpcc_strmap_slot *f = bpcc_strmap_get_or_add(&m, keys[i], n, h, &added);
+        ck_assert(f && !added && f->value == &keys[i]);
+        ck_assert_uint_eq(m.n, (uint32_t)i + 1);
+    }
+    ck_assert_uint_le(4u * m.n, 3u * (m.mask + 1));
+    for (int i = 0; i < N; i++) {
+        size_t n = strlen(keys[i]);
+        struct bpcc_strmap_slot *e = bpcc_strmap_get(&m, keys[i], n, bpcc_str_hash(keys[i], n));
+        ck_assert(e && e->value == &keys[i]);
+        ck_assert_ptr_eq(e->key, i % 3 ? copies[i] : keys[i]);
+    }
+    /* an added slot removed at once (the caller's copy failed) leaves the map as it was */
+    struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&m, "fresh", 5, bpcc_str_hash("fresh", 5), &added);
+    ck_assert(e && added);
+    bpcc_strmap_remove(&m, e);
+    ck_assert_uint_eq(m.n, N);
+    ck_assert_ptr_null(bpcc_strmap_get(&m, "fresh", 5, bpcc_str_hash("fresh", 5)));
+    for (int i = 0; i < N; i++) {
+        size_t n = strlen(keys[i]);
+        ck_assert_ptr_nonnull(bpcc_strmap_get(&m, keys[i], n, bpcc_str_hash(keys[i], n)));
+    }
+    bpcc_strmap_release(&m);
+}
+END_TEST
+
 START_TEST(strmap_finds_removes_and_copies)
 {
     /* 5000 keys (several growths), removed in a scattered order with lookups after each removal
@@ -294,6 +342,7 @@ int main(void)
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, strmap_finds_removes_and_copies);
+    tcase_add_test(tc, strmap_get_or_add_adds_once_and_finds_after);
     tcase_add_test(tc, buf_appends_and_formats);
     tcase_add_test(tc, buf_stays_failed_after_an_allocation_fails);
     tcase_add_test(tc, str_cat_builds_and_truncates_like_snprintf);

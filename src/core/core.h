@@ -96,6 +96,11 @@ BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap 
 BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get_str(const struct bpcc_strmap *m, const char *s);
 /* add a key that is absent; slot pointers taken before are then invalid */
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char *key, size_t n, uint32_t h, void *value);
+/* the slot holding key s, or a new one for it (*added; key s, value NULL) found by the same probe:
+** the caller may then put a lasting copy of s in the slot's key. NULL when the map cannot grow.
+** Slot pointers taken before are then invalid. */
+BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h,
+                                                             bool *added);
 /* remove the slot's key (other slot pointers are then invalid) */
 BPCC_INTERNAL void bpcc_strmap_remove(struct bpcc_strmap *m, struct bpcc_strmap_slot *e);
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_copy(struct bpcc_strmap *dst, const struct bpcc_strmap *src);

@@ -34,15 +34,19 @@ static const char *recent(const struct bpcc_intern *in, const char *s, size_t n)
 static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
 {
     unsigned slot = recent_slot(s);
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&in->table, s, n, h);
-    if (e) {
-        in->recent[slot] = (struct bpcc_intern_recent){s, e->key, n};
-        return e->key;
+    bool added;
+    struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&in->table, s, n, h, &added);
+    if (!e) return NULL;
+    if (added) {
+        char *copy = bpcc_arena_strndup(in->arena, s, n);
+        if (!copy) {
+            bpcc_strmap_remove(&in->table, e);
+            return NULL;
+        }
+        e->key = copy;
     }
-    char *copy = bpcc_arena_strndup(in->arena, s, n);
-    if (!copy || bpcc_strmap_put(&in->table, copy, n, h, NULL)) return NULL; /* the copy is simply unused */
-    in->recent[slot] = (struct bpcc_intern_recent){s, copy, n};
-    return copy;
+    in->recent[slot] = (struct bpcc_intern_recent){s, e->key, n};
+    return e->key;
 }
 
 const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)

@@ -55,22 +55,44 @@ static void place(struct bpcc_strmap_slot *slots, uint32_t mask, const struct bp
     slots[i] = *e;
 }
 
+/* room for one more key: at most three quarters full */
+static enum bpcc_status reserve_one(struct bpcc_strmap *m)
+{
+    uint32_t cap = m->slots ? m->mask + 1 : 0;
+    if (4 * (uint64_t)(m->n + 1) <= 3 * (uint64_t)cap) return BPCC_OK;
+    uint32_t ncap = cap ? 2 * cap : MIN_SLOTS;
+    if (ncap < cap) return BPCC_ERR_NOMEM; /* 2^31 keys */
+    struct bpcc_strmap_slot *slots = bpcc_malloc((size_t)ncap * sizeof *slots);
+    if (!slots) return BPCC_ERR_NOMEM;
+    memset(slots, 0, (size_t)ncap * sizeof *slots);
+    for (uint32_t i = 0; i < cap; i++)
+        if (m->slots[i].key) place(slots, ncap - 1, &m->slots[i]);
+    bpcc_xfree(m->slots);
+    m->slots = slots;
+    m->mask = ncap - 1;
+    return BPCC_OK;
+}
+
+struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h, bool *added)
+{
+    *added = false;
+    if (n > UINT32_MAX || reserve_one(m)) return NULL;
+    for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
+        struct bpcc_strmap_slot *e = &m->slots[i];
+        if (!e->key) {
+            *e = (struct bpcc_strmap_slot){.key = s, .hash = h, .len = (uint32_t)n};
+            m->n++;
+            *added = true;
+            return e;
+        }
+        if (e->hash == h && (e->key == s || (e->len == n && !memcmp(e->key, s, n)))) return e;
+    }
+}
+
 enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char *key, size_t n, uint32_t h, void *value)
 {
     if (n > UINT32_MAX) return BPCC_ERR_LIMIT;
-    uint32_t cap = m->slots ? m->mask + 1 : 0;
-    if (4 * (uint64_t)(m->n + 1) > 3 * (uint64_t)cap) { /* at most three quarters full */
-        uint32_t ncap = cap ? 2 * cap : MIN_SLOTS;
-        if (ncap < cap) return BPCC_ERR_NOMEM; /* 2^31 keys */
-        struct bpcc_strmap_slot *slots = bpcc_malloc((size_t)ncap * sizeof *slots);
-        if (!slots) return BPCC_ERR_NOMEM;
-        memset(slots, 0, (size_t)ncap * sizeof *slots);
-        for (uint32_t i = 0; i < cap; i++)
-            if (m->slots[i].key) place(slots, ncap - 1, &m->slots[i]);
-        bpcc_xfree(m->slots);
-        m->slots = slots;
-        m->mask = ncap - 1;
-    }
+    if (reserve_one(m)) return BPCC_ERR_NOMEM;
     struct bpcc_strmap_slot e = {.key = key, .value = value, .hash = h, .len = (uint32_t)n};
     place(m->slots, m->mask, &e);
     m->n++;

@@ -25,7 +25,10 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     if (out) *out = NULL;
     if (!name || !type)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module needs a name and a type");
-    if (bpcc_graph_find_module(g, name))
+    /* one hash of the name for the index lookup, the intern table and the index entry */
+    size_t len = strlen(name);
+    uint32_t h = bpcc_str_hash(name, len);
+    if (bpcc_strmap_get(&g->module_index, name, len, h))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
     if (g->n_modules == g->cap_modules) {
         uint32_t cap = g->cap_modules ? g->cap_modules * 2 : 16;
@@ -37,12 +40,11 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     struct bpcc_module *m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module);
     if (!m) return bpcc_diag_nomem(d);
     m->graph = g;
-    m->name = bpcc_graph_intern(g, name);
+    m->name = bpcc_intern_nh(&g->intern, name, len, h);
     m->type = bpcc_graph_intern(g, type);
     if (!m->name || !m->type) return bpcc_diag_nomem(d);
     m->attrs.kind = BPCC_VAL_DICT;
-    size_t len = strlen(m->name);
-    if (bpcc_strmap_put(&g->module_index, m->name, len, bpcc_str_hash(m->name, len), m)) return bpcc_diag_nomem(d);
+    if (bpcc_strmap_put(&g->module_index, m->name, len, h, m)) return bpcc_diag_nomem(d);
     g->modules[g->n_modules++] = m;
     /* link into the tree under the nearest ancestor in the table */
     char buf[512];

@@ -292,10 +292,9 @@ static const struct pattern_entry *function_entry(const struct prep *p, const st
     return NULL;
 }
 
-/* node_arg_is_weight / node_arg_is_bias */
-static bool arg_is(const struct prep *p, const struct bpcc_node *n, const struct bpcc_node *arg, const char *key)
+/* node_arg_is_weight / node_arg_is_bias, with e = function_entry(p, n) looked up once by the caller */
+static bool arg_is(const struct pattern_entry *e, const struct bpcc_node *n, const struct bpcc_node *arg, const char *key)
 {
-    const struct pattern_entry *e = function_entry(p, n);
     if (!e) return false;
     for (uint32_t i = 0; i < e->n_type_index; i++)
         if (!strcmp(e->type_index_key[i], key)) {
@@ -310,8 +309,9 @@ static bool arg_is(const struct prep *p, const struct bpcc_node *n, const struct
 
 static unsigned arg_kind(const struct prep *p, const struct bpcc_node *n, const struct bpcc_node *arg)
 {
-    if (arg_is(p, n, arg, "weight")) return BPCC_ARG_WEIGHT;
-    if (arg_is(p, n, arg, "bias")) return BPCC_ARG_BIAS;
+    const struct pattern_entry *e = function_entry(p, n);
+    if (arg_is(e, n, arg, "weight")) return BPCC_ARG_WEIGHT;
+    if (arg_is(e, n, arg, "bias")) return BPCC_ARG_BIAS;
     return BPCC_ARG_ACTIVATION;
 }
 
@@ -325,8 +325,9 @@ static bool has_weight(const struct prep *p, const struct bpcc_node *n)
             if (bpcc_module_tensor(c, "weight")) return true; /* a fused module's first part */
         return false;
     }
+    const struct pattern_entry *e = function_entry(p, n);
     for (uint32_t i = 0; i < n->args.n; i++)
-        if (n->args.u.seq.items[i].kind == BPCC_VAL_NODE && arg_is(p, n, n->args.u.seq.items[i].u.node, "weight")) return true;
+        if (n->args.u.seq.items[i].kind == BPCC_VAL_NODE && arg_is(e, n, n->args.u.seq.items[i].u.node, "weight")) return true;
     for (uint32_t i = 0; i < n->kwargs.n; i++)
         if (!strcmp(n->kwargs.u.seq.keys[i], "weight") && n->kwargs.u.seq.items[i].kind == BPCC_VAL_NODE) return true;
     return false;
