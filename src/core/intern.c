@@ -30,10 +30,8 @@ static const char *recent(const struct bpcc_intern *in, const char *s, size_t n)
     return r->arg == s && r->len == n && !memcmp(r->str, s, n) ? r->str : NULL;
 }
 
-/* the table's copy of s, made when absent; remembered for argument s */
-static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_t h, const char **str)
 {
-    unsigned slot = recent_slot(s);
     bool added;
     struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&in->table, s, n, h, &added);
     if (!e) return NULL;
@@ -45,8 +43,17 @@ static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n,
         }
         e->key = copy;
     }
-    in->recent[slot] = (struct bpcc_intern_recent){s, e->key, n};
-    return e->key;
+    *str = e->key;
+    return &e->value;
+}
+
+/* the table's copy of s, made when absent; remembered for argument s */
+static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
+{
+    const char *str;
+    if (!bpcc_intern_slot(in, s, n, h, &str)) return NULL;
+    in->recent[recent_slot(s)] = (struct bpcc_intern_recent){s, str, n};
+    return str;
 }
 
 const char *bpcc_intern_nh(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)

@@ -144,16 +144,12 @@ static struct name name_of(const char *s)
     return (struct name){s, len, bpcc_str_hash(s, len)};
 }
 
-static bool name_taken(const struct bpcc_graph *g, const struct name *nm)
-{
-    void **v = bpcc_intern_value(&g->intern, nm->s, nm->len, nm->hash);
-    return v && *v;
-}
-
 /* FX's _Namespace.create_name: split a trailing "_<digits>", then count up from the last
-** number handed out for that base until the candidate is free. Candidates are built on the stack
-** and only the chosen one is interned (into *out; false when out of memory). */
-static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name *out)
+** number handed out for that base until the candidate is free. Candidates are built on the stack;
+** each is looked up and interned by one probe (taken ones are node names, interned already), and
+** the chosen one comes back in *out with its intern slot, for the node (false when out of memory).
+** The slot lasts until the next string is interned. */
+static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name *out, void ***slot)
 {
     size_t clen = strlen(candidate);
     if (clen > 4000) clen = 4000; /* names are shortened rather than refused */
@@ -179,11 +175,12 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
         num = strtoll(buf + j, NULL, 10);
         base_len = j - 1;
     }
-    const char *base = bpcc_intern_n(&g->intern, buf, base_len);
-    if (!base) return false;
-    uint32_t bh = bpcc_str_hash(base, base_len);
-    struct bpcc_strmap_slot *be = bpcc_strmap_get(&g->bases, base, base_len, bh);
+    /* the numbering state of the base; the base is interned (as the state's key) only when new */
+    uint32_t bh = bpcc_str_hash(buf, base_len);
+    struct bpcc_strmap_slot *be = bpcc_strmap_get(&g->bases, buf, base_len, bh);
     int64_t *last = be ? be->value : NULL;
+    const char *base = NULL;
+    if (!be && !(base = bpcc_intern_n(&g->intern, buf, base_len))) return false;
     /* the candidate: base itself, or base_num as written */
     if (num < 0) {
         buf[base_len] = 0;
@@ -193,25 +190,21 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     }
     if (num <= 0) num = last ? *last : 0;
     struct name c = name_of(buf);
-    while (name_taken(g, &c)) {
+    void **v;
+    while ((v = bpcc_intern_slot(&g->intern, buf, c.len, c.hash, &c.s)) && *v) {
         num++;
         buf[base_len] = '_';
         c.len = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
         c.hash = bpcc_str_hash(buf, c.len);
     }
-    if (!(c.s = bpcc_intern_nh(&g->intern, buf, c.len, c.hash))) return false;
+    if (!v) return false;
     if (!last) {
         if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || bpcc_strmap_put(&g->bases, base, base_len, bh, last)) return false;
     }
     *last = num;
     *out = c;
+    *slot = v;
     return true;
-}
-
-/* nm.s is interned: its slot takes the node (cannot fail) */
-static void reserve_name(struct bpcc_graph *g, const struct name *nm, struct bpcc_node *n)
-{
-    *bpcc_intern_value(&g->intern, nm->s, nm->len, nm->hash) = n;
 }
 
 enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
@@ -410,19 +403,20 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
                                    : bpcc_diag_error(d, s, NULL, 0, 0, "node arguments nest too deep");
     n->meta.kind = BPCC_VAL_NONE;
 
+    /* the name's intern slot: every name ever given keeps its node there (reserved below, once
+    ** nothing can fail; nothing is interned in between, so the slot stays valid) */
     struct name nm = {0};
-    bool free_as_given = false;
+    void **slot = NULL;
     if (name && bpcc_node_name_valid(name)) {
         nm = name_of(name);
-        free_as_given = !name_taken(g, &nm);
+        if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s))) return bpcc_diag_nomem(d);
+        if (*slot) slot = NULL; /* taken: numbered below */
     }
-    if (free_as_given) {
-        if (!(nm.s = bpcc_intern_nh(&g->intern, name, nm.len, nm.hash))) return bpcc_diag_nomem(d);
-    } else {
+    if (!slot) {
         char cand[256];
         if (name) bpcc_str_cat(cand, sizeof cand, 0, name);
         else default_candidate(kind, n->target, cand, sizeof cand);
-        if (!unique_name(g, cand, &nm)) return bpcc_diag_nomem(d);
+        if (!unique_name(g, cand, &nm, &slot)) return bpcc_diag_nomem(d);
     }
     n->name = nm.s;
     if ((s = add_uses(n, &n->args))) return bpcc_diag_nomem(d);
@@ -430,7 +424,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
         remove_uses(n, &n->args);
         return bpcc_diag_nomem(d);
     }
-    reserve_name(g, &nm, n);
+    *slot = n;
     n->id = g->next_id++;
     link_last(g, n);
     g->n_nodes++;
