@@ -60,18 +60,19 @@ enum bpcc_status bpcc_value_seq_new(struct bpcc_graph *g, enum bpcc_value_kind k
     return BPCC_OK; /* zeroed items are None */
 }
 
-/* [A-Za-z0-9_.] as a bitmap of the 128 ASCII codes: one load and shift a character, as every node
-** made is named through here: '.' 46, '0'-'9' 48-57; 'A'-'Z' 65-90, '_' 95, 'a'-'z' 97-122 */
-static const uint64_t word_bits[2] = {
-    (1ull << 46) | (0x3FFull << 48),
-    (0x3FFFFFFull << 1) | (1ull << 31) | (0x3FFFFFFull << 33),
+/* [A-Za-z0-9_.] by table (ASCII; the rest are 0): every node made is named through here */
+static const unsigned char word_table[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1,
+    0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+    1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0,
 };
 
-static bool word_char(char c)
-{
-    unsigned u = (unsigned char)c;
-    return u < 128 && (word_bits[u >> 6] >> (u & 63) & 1);
-}
+static bool word_char(char c) { return word_table[(unsigned char)c]; }
 
 bool bpcc_node_name_valid(const char *s)
 {
