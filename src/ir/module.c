@@ -425,10 +425,19 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     if ((unsigned)role >= BPCC_TENSOR_ROLE_COUNT || !t || !name)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor attribute");
     struct bpcc_graph *g = m->graph;
-    /* interned first (it is needed when new), then found by pointer: one hash of the name */
+    /* a small module's few names are compared where they are; a big one's index is asked with
+    ** the interned name, interned first (it is needed when new): one hash of the name */
+    if (!m->tensor_slots) {
+        for (uint32_t i = 0; i < m->n_tensors; i++)
+            if (m->tensors[i].name == name || !strcmp(m->tensors[i].name, name)) {
+                m->tensors[i].role = role;
+                m->tensors[i].t = t;
+                return BPCC_OK;
+            }
+    }
     const char *nm = bpcc_graph_intern(g, name);
     if (!nm) return bpcc_diag_nomem(d);
-    int64_t at = find_interned_tensor(m, nm);
+    int64_t at = m->tensor_slots ? find_interned_tensor(m, nm) : -1;
     if (at >= 0) {
         m->tensors[at].role = role;
         m->tensors[at].t = t;
