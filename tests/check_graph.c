@@ -389,6 +389,52 @@ START_TEST(modules_sharing_attributes_keep_their_own_changes)
 }
 END_TEST
 
+/* The parser gives modules with equal attributes one array (floats compared by their bits, keys
+** and order included); each module still changes only its own, and the text prints back the same. */
+START_TEST(parsed_modules_with_equal_attributes_share_one_array)
+{
+    const char *text =
+        "bpcc-model 1\n\n"
+        "module a : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 1), eps: 0.0}\n"
+        "module b : torch.nn.ReLU {inplace: False}\n"
+        "module c : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 1), eps: 0.0}\n"
+        "module d : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 2), eps: 0.0}\n"
+        "module e : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 1), eps: -0.0}\n"
+        "module f : torch.nn.Conv2d {out_channels: 4, in_channels: 4, kernel_size: (1, 1), eps: 0.0}\n"
+        "module h : torch.nn.ReLU {inplace: False}\n"
+        "module i : torch.nn.ReLU {}\n\n"
+        "graph\n  %x = placeholder x ()\n  %output = output output (%x,)\n";
+    struct bpcc_graph *pg;
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &pg, &d) == BPCC_OK, "%s", tu_msg(&d));
+    const struct bpcc_module *a = bpcc_graph_find_module(pg, "a"), *b = bpcc_graph_find_module(pg, "b"),
+                             *c = bpcc_graph_find_module(pg, "c"), *dm = bpcc_graph_find_module(pg, "d"),
+                             *e = bpcc_graph_find_module(pg, "e"), *f = bpcc_graph_find_module(pg, "f"),
+                             *h = bpcc_graph_find_module(pg, "h");
+    ck_assert_ptr_eq(c->attrs.u.seq.items, a->attrs.u.seq.items);
+    ck_assert_ptr_eq(h->attrs.u.seq.items, b->attrs.u.seq.items);
+    ck_assert_ptr_ne(dm->attrs.u.seq.items, a->attrs.u.seq.items); /* a tuple item differs */
+    ck_assert_ptr_ne(e->attrs.u.seq.items, a->attrs.u.seq.items); /* -0.0 is not 0.0 */
+    ck_assert_ptr_ne(f->attrs.u.seq.items, a->attrs.u.seq.items); /* another order of keys */
+    ck_assert_uint_eq(bpcc_graph_find_module(pg, "i")->attrs.n, 0);
+    /* a change to one is its own */
+    struct bpcc_value two = bpcc_value_int(2);
+    ck_assert_int_eq(bpcc_module_set_attr(bpcc_graph_find_module(pg, "c"), "in_channels", &two, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(a, "in_channels")->u.i, 4);
+    ck_assert_int_eq(bpcc_module_attr(c, "in_channels")->u.i, 2);
+    struct bpcc_value four = bpcc_value_int(4);
+    ck_assert_int_eq(bpcc_module_set_attr(bpcc_graph_find_module(pg, "c"), "in_channels", &four, &d), BPCC_OK);
+    /* and the text prints back as it was written */
+    char *out;
+    size_t len;
+    ck_assert_int_eq(bpcc_graph_print(pg, NULL, &out, &len, &d), BPCC_OK);
+    ck_assert_ptr_nonnull(strstr(out, "module e : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 1), eps: -0.0}"));
+    ck_assert_ptr_nonnull(strstr(out, "module c : torch.nn.Conv2d {in_channels: 4, out_channels: 4, kernel_size: (1, 1), eps: 0.0}"));
+    ck_assert_ptr_nonnull(strstr(out, "module h : torch.nn.ReLU {inplace: False}"));
+    bpcc_free(out);
+    bpcc_graph_free(pg);
+}
+END_TEST
+
 /* A snapshot shares its modules' attribute arrays with the graph: what the graph changes after it
 ** (in place or by adding) is not in the state a restore brings back. */
 START_TEST(a_restore_brings_back_the_attributes_as_they_were)
@@ -529,6 +575,7 @@ int main(void)
     tcase_add_test(tc, verify_resolves_modules_tensors_and_attributes);
     tcase_add_test(tc, a_node_finds_the_module_its_target_names_now);
     tcase_add_test(tc, modules_sharing_attributes_keep_their_own_changes);
+    tcase_add_test(tc, parsed_modules_with_equal_attributes_share_one_array);
     tcase_add_test(tc, a_restore_brings_back_the_attributes_as_they_were);
     tcase_add_test(tc, a_node_knows_when_its_remembered_module_changed);
     tcase_add_test(tc, tensor_types_of_one_shape_share_their_dims);

@@ -96,6 +96,15 @@ void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src)
     memset(src, 0, sizeof *src);
 }
 
+struct bpcc_arena_mark bpcc_arena_mark(const struct bpcc_arena *a) { return (struct bpcc_arena_mark){a->head, a->used}; }
+
+bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m)
+{
+    if (a->head != m.head || a->used < m.used) return false;
+    a->used = m.used;
+    return true;
+}
+
 char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n)
 {
     char *r = bpcc_arena_alloc(a, n + 1, 1);

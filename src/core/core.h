@@ -62,6 +62,17 @@ BPCC_INTERNAL void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t a
 BPCC_INTERNAL void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align);
 /* Move all of src's memory into dst (released with dst); src is left empty. Cannot fail. */
 BPCC_INTERNAL void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src);
+/* Where the arena's head stands, and a rewind to it: what was allocated since from the same head
+** chunk is given back (true); after a new head chunk nothing is (false; it stays allocated), and a
+** chunk of its own made for a large request stays in any case. For
+** throwing away a value just built that turned out to exist already: the caller makes sure that
+** nothing allocated since is referred to. */
+struct bpcc_arena_mark {
+    const void *head;
+    size_t used;
+};
+BPCC_INTERNAL struct bpcc_arena_mark bpcc_arena_mark(const struct bpcc_arena *a);
+BPCC_INTERNAL bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m);
 BPCC_INTERNAL char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n);
 
 #define BPCC_ARENA_NEW(a, T) ((T *)bpcc_arena_alloc((a), sizeof(T), _Alignof(T)))

@@ -21,6 +21,10 @@ struct parser {
     struct bpcc_diag *d;
     enum bpcc_status status;
     struct bpcc_buf scratch;
+    /* the last few modules given attributes of their own: a module whose attributes equal one's
+    ** shares its array (bpcc_module_share_attrs), as the convolutions of one shape do */
+    struct bpcc_module *like[8];
+    uint32_t next_like;
 };
 
 static uint32_t col_of(const struct parser *ps, const char *at)
@@ -674,11 +678,26 @@ static enum bpcc_status parse_module(struct parser *ps, const char *kw_at)
     if (ps->p < ps->end && *ps->p == '{') {
         ps->p++;
         struct bpcc_value attrs;
+        struct bpcc_graph *g = ps->g;
+        struct bpcc_arena_mark mark = bpcc_arena_mark(&g->arena);
+        uint32_t n_strings = g->intern.table.n, n_shapes = g->shapes.n;
         if (parse_items(ps, '}', true, &attrs, BPCC_VAL_DICT, 0, NULL)) return ps->status;
         if (bpcc_value_has_nodes(&attrs))
             return fail_at(ps, name_at, "module attributes may not refer to nodes");
-        m->attrs = attrs;
-        m->attrs_cap = attrs.n;
+        struct bpcc_module *same = NULL;
+        for (uint32_t i = 0; i < BPCC_ARRAY_LEN(ps->like) && !same; i++)
+            if (ps->like[i] && ps->like[i]->attrs.n == attrs.n && bpcc_value_equal(&ps->like[i]->attrs, &attrs))
+                same = ps->like[i];
+        if (same) {
+            /* the copy just parsed goes back to the arena when it made no string or shape that
+            ** something else now refers to */
+            if (g->intern.table.n == n_strings && g->shapes.n == n_shapes) bpcc_arena_rewind(&g->arena, mark);
+            bpcc_module_share_attrs(m, same);
+        } else {
+            m->attrs = attrs;
+            m->attrs_cap = attrs.n;
+            if (attrs.n) ps->like[ps->next_like++ % BPCC_ARRAY_LEN(ps->like)] = m;
+        }
     }
     if (expect_eol(ps)) return ps->status;
     /* tensor lines */
