@@ -772,6 +772,9 @@ static const char stub_type[] = "paddle.nn.quant.Stub";
 ** (an identity: its output is float), 0 otherwise */
 static int stub_kind_of_type(const char *type)
 {
+    /* asked of every call_module node several times: most types do not end in "Stub" */
+    size_t n = strlen(type);
+    if (n < 4 || memcmp(type + n - 4, "Stub", 4)) return 0;
     if (!strcmp(type, stub_type) || !strcmp(type, "torch.ao.quantization.QuantStub") ||
         !strcmp(type, "torch.quantization.QuantStub"))
         return 1;
