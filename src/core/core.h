@@ -64,9 +64,9 @@ BPCC_INTERNAL void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, s
 BPCC_INTERNAL void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src);
 /* Where the arena's head stands, and a rewind to it: what was allocated since from the same head
 ** chunk is given back (true); after a new head chunk nothing is (false; it stays allocated), and a
-** chunk of its own made for a large request stays in any case. For
-** throwing away a value just built that turned out to exist already: the caller makes sure that
-** nothing allocated since is referred to. */
+** chunk of its own made for a large request stays in any case. For throwing away a value just
+** built that turned out to exist already: the caller makes sure that nothing allocated since is
+** referred to. */
 struct bpcc_arena_mark {
     const void *head;
     size_t used;

@@ -31,14 +31,20 @@ uint32_t bpcc_str_hash(const char *s, size_t n)
     return (uint32_t)(h >> 32);
 }
 
+/* a full slot holds key s; the key itself (an interned name looked up) matches without reading
+** its bytes */
+static bool holds(const struct bpcc_strmap_slot *e, const char *s, size_t n, uint32_t h)
+{
+    return e->hash == h && (e->key == s || (e->len == n && !memcmp(e->key, s, n)));
+}
+
 struct bpcc_strmap_slot *bpcc_strmap_get(const struct bpcc_strmap *m, const char *s, size_t n, uint32_t h)
 {
     if (!m->slots || n > UINT32_MAX) return NULL;
     for (uint32_t i = h & m->mask;; i = (i + 1) & m->mask) {
         struct bpcc_strmap_slot *e = &m->slots[i];
         if (!e->key) return NULL;
-        /* the key itself (an interned name looked up) matches without reading its bytes */
-        if (e->hash == h && (e->key == s || (e->len == n && !memcmp(e->key, s, n)))) return e;
+        if (holds(e, s, n, h)) return e;
     }
 }
 
@@ -85,7 +91,7 @@ struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const cha
             *added = true;
             return e;
         }
-        if (e->hash == h && (e->key == s || (e->len == n && !memcmp(e->key, s, n)))) return e;
+        if (holds(e, s, n, h)) return e;
     }
 }
 

@@ -686,7 +686,7 @@ static enum bpcc_status parse_module(struct parser *ps, const char *kw_at)
             return fail_at(ps, name_at, "module attributes may not refer to nodes");
         struct bpcc_module *same = NULL;
         for (uint32_t i = 0; i < BPCC_ARRAY_LEN(ps->like) && !same; i++)
-            if (ps->like[i] && ps->like[i]->attrs.n == attrs.n && bpcc_value_equal(&ps->like[i]->attrs, &attrs))
+            if (ps->like[i] && bpcc_value_equal(&ps->like[i]->attrs, &attrs))
                 same = ps->like[i];
         if (same) {
             /* the copy just parsed goes back to the arena when it made no string or shape that

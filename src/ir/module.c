@@ -387,14 +387,10 @@ static bool index_tensors(struct bpcc_module *m)
     return true;
 }
 
-/* find_tensor for a name interned in m's graph: the entries' names are too, so pointers compare */
-static int64_t find_interned_tensor(const struct bpcc_module *m, const char *p)
+/* a big module's index asked for a name interned in m's graph (the entries' names are too, so
+** pointers compare) */
+static int64_t find_indexed_tensor(const struct bpcc_module *m, const char *p)
 {
-    if (!m->tensor_slots) {
-        for (uint32_t i = 0; i < m->n_tensors; i++)
-            if (m->tensors[i].name == p) return i;
-        return -1;
-    }
     for (uint32_t k = slot_of(p, m->n_tensor_slots); m->tensor_slots[k]; k = (k + 1) & (m->n_tensor_slots - 1))
         if (m->tensors[m->tensor_slots[k] - 1].name == p) return m->tensor_slots[k] - 1;
     return -1;
@@ -409,7 +405,7 @@ static int64_t find_tensor(const struct bpcc_module *m, const char *name)
         return -1;
     }
     const char *p = bpcc_intern_lookup(&m->graph->intern, name);
-    return p ? find_interned_tensor(m, p) : -1;
+    return p ? find_indexed_tensor(m, p) : -1;
 }
 
 struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *name)
@@ -425,24 +421,22 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     if ((unsigned)role >= BPCC_TENSOR_ROLE_COUNT || !t || !name)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor attribute");
     struct bpcc_graph *g = m->graph;
-    /* a small module's few names are compared where they are; a big one's index is asked with
-    ** the interned name, interned first (it is needed when new): one hash of the name */
-    if (!m->tensor_slots) {
-        for (uint32_t i = 0; i < m->n_tensors; i++)
-            if (m->tensors[i].name == name || !strcmp(m->tensors[i].name, name)) {
-                m->tensors[i].role = role;
-                m->tensors[i].t = t;
-                return BPCC_OK;
-            }
+    /* a small module's few names are compared where they are, before anything is interned; a big
+    ** one's index is asked with the name interned first (it is needed when new): one hash of it */
+    const char *nm = NULL;
+    int64_t at;
+    if (m->tensor_slots) {
+        if (!(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
+        at = find_indexed_tensor(m, nm);
+    } else {
+        at = find_tensor(m, name);
     }
-    const char *nm = bpcc_graph_intern(g, name);
-    if (!nm) return bpcc_diag_nomem(d);
-    int64_t at = m->tensor_slots ? find_interned_tensor(m, nm) : -1;
     if (at >= 0) {
         m->tensors[at].role = role;
         m->tensors[at].t = t;
         return BPCC_OK;
     }
+    if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
     if (m->n_tensors == m->cap_tensors) {
         uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
         struct module_tensor *p = BPCC_ARENA_NEWN(&g->arena, struct module_tensor, cap);
