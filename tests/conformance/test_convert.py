@@ -244,24 +244,43 @@ class Convert(unittest.TestCase):
         main = lambda v: (v["out"] if isinstance(v, dict) else v).detach()
         theirs = main(want(batches[0]))
         in_torch = main(got(batches[0]))
+        # PyTorch's reference model with bpcc's qparams put in its buffers (their names are equal,
+        # asserted above): what is left between it and bpcc's model is the graph and the weights
+        same_q = copy.deepcopy(want)
+        for n in got.graph.nodes:
+            if n.op == "get_attr" and ("_scale_" in n.target or "_zero_point_" in n.target):
+                *owner, attr = n.target.split(".")
+                m = same_q
+                for part in owner:
+                    m = getattr(m, part)
+                setattr(m, attr, value(got, n))
+        theirs_same_q = main(same_q(batches[0]))
         last = [n for n in want.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor]
         step = float(value(want, last[-1].args[1])) if last else 1e-3
-        # The same model run by bpcc and by PyTorch agrees to the step but where a value lies on a
-        # rounding boundary of an inner quantize point (the float ops are not bit-equal between
-        # bpcc's interpreter and PyTorch's kernels) and the flip spreads: over the 38
-        # configurations here, 100 % within one step in most, worst resnet50 / MinMax (94 %, mean
-        # 0.59 steps, at most 3). bpcc's model and PyTorch's also differ in their qparams by
-        # calibration noise (MinMax 1e-5 relative, Histogram a few %): worst resnet50 / fbgemm
-        # (93.4 % within one step, mean 0.59, at most 2).
-        for a, b, who, frac, top, mean in ((mine, in_torch, "bpcc run and torch on bpcc's model", 0.92, 3, 0.7),
-                                           (in_torch, theirs, "bpcc's model and torch's, both run by torch", 0.92, 3, 0.7),
-                                           (mine, theirs, "bpcc run and torch's reference model", 0.92, 3, 0.7)):
+        def steps(a, b, who):
             d = (a - b).abs() / step
             print("%s: %s: %.4f within one step, mean %.3f, max %.1f" % (what, who, (d <= 1 + 1e-3).float().mean().item(),
                                                                         d.mean().item(), d.max().item()), flush=True)
-            self.assertGreaterEqual((d <= 1 + 1e-3).float().mean().item(), frac, "%s: %s: max %s" % (what, who, d.max()))
-            self.assertLessEqual(d.max().item(), top + 1e-3, "%s: %s" % (what, who))
-            self.assertLessEqual(d.mean().item(), mean, "%s: %s" % (what, who))
+            return d
+        # bpcc's model is PyTorch's: given the same qparams, PyTorch runs both to the same bits
+        # (every configuration here). What differs is only the qparams, checked above.
+        steps(in_torch, theirs_same_q, "bpcc's model and torch's with bpcc's qparams, both run by torch")
+        self.assertTrue(torch.equal(in_torch, theirs_same_q), "%s: bpcc's model and torch's with the same qparams" % what)
+        # The same model run by bpcc and by PyTorch agrees to the step but where a value lies on a
+        # rounding boundary of an inner quantize point (the float ops are not bit-equal between
+        # bpcc's interpreter and PyTorch's kernels, and PyTorch's own differ by the machine's
+        # vector width) and the flip spreads. Over the 49 configurations here: bit-equal in most,
+        # worst resnet50 / MinMax (mean 0.55 steps, at most 2; 94 % within one step) on an AVX-512
+        # machine. How many values a flip reaches depends on the model (a log-softmax row takes
+        # it whole), so the test bounds the mean and the largest distance, not the fraction.
+        d = steps(mine, in_torch, "bpcc run and torch on bpcc's model")
+        self.assertLessEqual(d.max().item(), 3 + 1e-3, "%s: bpcc run and torch on bpcc's model" % what)
+        self.assertLessEqual(d.mean().item(), 0.7, "%s: bpcc run and torch on bpcc's model" % what)
+        # End to end, the two tools' models differ by the flips above and by their qparams' calibration
+        # noise (MinMax 1e-5 relative, Histogram a few %, both asserted above), which moves rounding
+        # boundaries of its own: reported, not asserted (docs/CONVERT.md).
+        steps(in_torch, theirs, "bpcc's model and torch's, both run by torch")
+        steps(mine, theirs, "bpcc run and torch's reference model")
 
     def test_head(self):
         torch.manual_seed(0)
@@ -275,8 +294,8 @@ class Convert(unittest.TestCase):
         torch.manual_seed(0)
         model = More().eval()
         for backend in ("fbgemm", "qnnpack", "native"):
-            self.check(model, (4, 3, 8, 8), "more", "minmax", minmax_mapping(), backend)
-        self.check(model, (4, 3, 8, 8), "more", "fbgemm", "fbgemm", "fbgemm")
+            self.check(model, (16, 3, 8, 8), "more", "minmax", minmax_mapping(), backend)
+        self.check(model, (16, 3, 8, 8), "more", "fbgemm", "fbgemm", "fbgemm")
 
     def test_parameter_read_in_a_submodule(self):
         """the quantize point of a get_attr takes the scope it was traced in (block.0), as torch
