@@ -333,6 +333,101 @@ START_TEST(allocator_hook_sees_every_allocation)
 }
 END_TEST
 
+#if defined(__linux__)
+#include <sys/mman.h>
+
+/* The VmFlags line of the mapping in /proc/self/smaps that holds addr, "" if not found. */
+static void vmflags_of(const void *addr, char *out, size_t n)
+{
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    bool inside = false;
+    uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = a >= lo && a < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t k = strlen(line + 8);
+            if (k >= n) k = n - 1;
+            memcpy(out, line + 8, k);
+            out[k] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
+static bool advised_huge(const void *addr)
+{
+    char flags[256];
+    vmflags_of(addr, flags, sizeof flags);
+    ck_assert_msg(flags[0], "no mapping holds %p", addr);
+    return strstr(flags, " hg") != NULL;
+}
+
+static void *mmap_malloc(void *ud, size_t n)
+{
+    (void)ud;
+    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+static void *no_realloc(void *ud, void *p, size_t n) { (void)ud, (void)p, (void)n; return NULL; }
+static void no_free(void *ud, void *p) { (void)ud, (void)p; }
+
+START_TEST(big_blocks_are_advised_onto_huge_pages)
+{
+    /* can this kernel take the advice at all? (not without transparent huge pages built in) */
+    size_t two = (size_t)2 << 20;
+    unsigned char *probe = mmap(NULL, 2 * two, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(probe, MAP_FAILED);
+    unsigned char *inner = (unsigned char *)(((uintptr_t)probe + two - 1) & ~(uintptr_t)(two - 1));
+    bool kernel_takes_it = madvise(inner, two, MADV_HUGEPAGE) == 0;
+    munmap(probe, 2 * two);
+
+    /* an arena's big chunk starts on a 2 MiB boundary, so all of it can be backed by huge pages */
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    ck_assert_ptr_nonnull(bpcc_arena_alloc(&a, 100, 8));
+    unsigned char *big = bpcc_arena_alloc(&a, BPCC_HUGE_ADVICE_MIN, 8);
+    ck_assert_ptr_nonnull(big);
+    ck_assert_uint_eq((uintptr_t)big % two, 0);
+    big[0] = 1, big[BPCC_HUGE_ADVICE_MIN - 1] = 2;
+    if (kernel_takes_it) {
+        ck_assert(advised_huge(big));
+        ck_assert(advised_huge(big + BPCC_HUGE_ADVICE_MIN - 1));
+    }
+    bpcc_arena_release(&a);
+
+    /* a big block from the default allocator is advised (its aligned interior), also when it
+    ** grows into being big; a small one is not aligned on purpose, and is left alone */
+    unsigned char *p = bpcc_malloc(BPCC_HUGE_ADVICE_MIN + 4096);
+    ck_assert_ptr_nonnull(p);
+    unsigned char *mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
+    if (kernel_takes_it) ck_assert(advised_huge(mid));
+    bpcc_xfree(p);
+    p = bpcc_malloc(64);
+    ck_assert_ptr_nonnull(p);
+    p = bpcc_realloc(p, 3 * BPCC_HUGE_ADVICE_MIN);
+    ck_assert_ptr_nonnull(p);
+    mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
+    if (kernel_takes_it) ck_assert(advised_huge(mid + two));
+    bpcc_xfree(p);
+
+    /* a caller's own allocator gets no advice */
+    struct bpcc_allocator mine = {mmap_malloc, no_realloc, no_free, NULL};
+    bpcc_set_allocator(&mine);
+    p = bpcc_malloc(3 * BPCC_HUGE_ADVICE_MIN);
+    bpcc_set_allocator(NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(!advised_huge(p + two));
+    munmap(p, 3 * BPCC_HUGE_ADVICE_MIN);
+}
+END_TEST
+#endif
+
 int main(void)
 {
     Suite *s = suite_create("core");
@@ -350,6 +445,9 @@ int main(void)
     tcase_add_test(tc, diag_keeps_first_counts_rest);
     tcase_add_test(tc, diag_formats_offsets_and_plain_errors);
     tcase_add_test(tc, allocator_hook_sees_every_allocation);
+#if defined(__linux__)
+    tcase_add_test(tc, big_blocks_are_advised_onto_huge_pages);
+#endif
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

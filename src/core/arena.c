@@ -12,14 +12,23 @@ struct arena_chunk {
 
 #define ARENA_MIN_CHUNK (64 * 1024 - sizeof(struct arena_chunk) - 64)
 
-/* One allocation holds the chunk header and its data, aligned up to 64 bytes. */
+/* A big chunk's data starts on a 2 MiB boundary, so that all of it can be backed by huge
+** pages (alloc.c advises the block so). The slack before it is address space only: nothing
+** touches it, so it is never given memory. */
+#define ARENA_HUGE_ALIGN ((size_t)2 << 20)
+
+static size_t chunk_align(size_t cap) { return cap >= BPCC_HUGE_ADVICE_MIN ? ARENA_HUGE_ALIGN : 64; }
+
+/* One allocation holds the chunk header and its data, aligned up to 64 bytes (2 MiB for a big
+** chunk). */
 static struct arena_chunk *chunk_new(size_t cap)
 {
-    if (cap > SIZE_MAX - sizeof(struct arena_chunk) - 64) return NULL;
-    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap + 64);
+    size_t align = chunk_align(cap);
+    if (cap > SIZE_MAX - sizeof(struct arena_chunk) - align) return NULL;
+    struct arena_chunk *c = bpcc_malloc(sizeof *c + cap + align);
     if (!c) return NULL;
     uintptr_t p = (uintptr_t)(c + 1);
-    c->data = (unsigned char *)((p + 63) & ~(uintptr_t)63);
+    c->data = (unsigned char *)((p + align - 1) & ~(uintptr_t)(align - 1));
     c->cap = cap;
     c->next = NULL;
     return c;
@@ -68,7 +77,7 @@ static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool z
         a->cap = cap;
         a->used = size;
     }
-    a->total += sizeof *c + cap + 64;
+    a->total += sizeof *c + cap + chunk_align(cap);
     if (zero) memset(c->data, 0, size);
     return c->data;
 }
