@@ -3,7 +3,8 @@
 **   bench_passes MODEL BATCH [RUNS] [-b BACKEND] [-q QCONFIG] [--no-rollback]
 **       per run: load (parse + map the weights), fuse, prepare, one calibration batch (not
 **       counted in "passes"), qparams (the end of bpcc_calibrate: observers' statistics to
-**       qparams, which PyTorch's convert_fx does; counted), convert, print (the IR text); the model's weights are faulted in
+**       qparams, which PyTorch's convert_fx does; counted), convert, print (the IR text, streamed
+**       into a temporary file as bpcc_graph_save writes it); the model's weights are faulted in
 **       after the load and before the passes, as PyTorch's model is in memory. Prints one JSON
 **       object: medians / min / max in ms per phase, "passes" = fuse + prepare + qparams + convert, node
 **       counts, the peak resident memory (also after each phase of the first run:
@@ -287,13 +288,20 @@ int main(int argc, char **argv)
         p[5] = now_ms() - t0;
         if (!r) hwm[5] = peak_rss_kib();
         n_out = bpcc_graph_n_nodes(g);
-        char *text;
-        size_t len;
+        FILE *out = tmpfile();
+        if (!out) {
+            perror("tmpfile");
+            return 1;
+        }
         t0 = now_ms();
-        if (bpcc_graph_print(g, "w.safetensors", &text, &len, &d)) die(&d);
+        if (bpcc_graph_print_to(g, "w.safetensors", out, &d)) die(&d);
+        if (fflush(out) || ferror(out)) {
+            perror("print");
+            return 1;
+        }
         p[6] = now_ms() - t0;
         if (!r) hwm[6] = peak_rss_kib();
-        bpcc_free(text);
+        fclose(out);
         p[7] = p[1] + p[2] + p[4] + p[5];
         bpcc_graph_free(g);
         if (!r) getrusage(RUSAGE_THREAD, &ru1);

@@ -59,6 +59,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -542,6 +543,13 @@ BPCC_API enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const c
 */
 BPCC_API enum bpcc_status bpcc_graph_print(const struct bpcc_graph *g, const char *weights_name,
                                            char **text_out, size_t *len_out, struct bpcc_diag *d);
+
+/*
+** The same text written to fp as it is made, a megabyte at a time, never held whole (a model of a
+** million nodes prints ~350 MB). Write errors are left on fp: check ferror/fclose after.
+*/
+BPCC_API enum bpcc_status bpcc_graph_print_to(const struct bpcc_graph *g, const char *weights_name, FILE *fp,
+                                              struct bpcc_diag *d);
 
 /*
 ** Save a model: the weights to <path without extension>.safetensors and the text to path. Each

@@ -312,6 +312,18 @@ START_TEST(a_text_and_a_header_of_many_megabytes_are_saved_as_they_are_made)
     size_t len;
     ck_assert_int_eq(bpcc_graph_print(g, "big.safetensors", &text, &len, &d), BPCC_OK);
     ck_assert_uint_gt(len, 3u << 20);
+    /* the same text streamed into a file */
+    FILE *fp = tmpfile();
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_int_eq(bpcc_graph_print_to(g, "big.safetensors", fp, &d), BPCC_OK);
+    ck_assert_int_eq(fflush(fp), 0);
+    ck_assert_int_eq(ftell(fp), (long)len);
+    rewind(fp);
+    char *streamed = malloc(len);
+    ck_assert_uint_eq(fread(streamed, 1, len, fp), len);
+    ck_assert(memcmp(streamed, text, len) == 0);
+    free(streamed);
+    fclose(fp);
     char *dir = tu_temp_dir(), path[600];
     snprintf(path, sizeof path, "%s/big.bpcc", dir);
     ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "%s", tu_msg(&d));

@@ -120,10 +120,6 @@ BPCC_INTERNAL bool bpcc_value_has_nodes(const struct bpcc_value *v);
 
 /* model_print.c */
 BPCC_INTERNAL void bpcc_print_value(struct bpcc_buf *b, const struct bpcc_value *v);
-/* bpcc_graph_print's text written to fp as it is made, a megabyte at a time (write errors are
-** left on fp for its closer to find) */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_print_to(const struct bpcc_graph *g, const char *weights_name, FILE *fp,
-                                                   struct bpcc_diag *d);
 /* the longest torch dtype name or alias after "torch." (quint4x2, bfloat16) */
 #define BPCC_DTYPE_NAME_MAX 8
 /* A valid SYMBOL: a dotted word [A-Za-z_][A-Za-z0-9_.]* with a dot inside, not a dtype. */
