@@ -151,7 +151,7 @@ BPCC_API size_t bpcc_diag_format(const struct bpcc_diag_entry *e, char *buf, siz
 ** Allocation hook
 ** All memory the library allocates goes through these three functions (libyaml's internal
 ** buffers excepted). Set them before any other call; NULL restores malloc/realloc/free.
-** The default functions, on Linux, advise the kernel to back blocks of 4 MiB and more with
+** The default functions, on Linux, advise the kernel to back blocks of 2 MiB and more with
 ** transparent huge pages (madvise MADV_HUGEPAGE; it does nothing where they are off or not
 ** built in). A large graph's memory is then faulted in 2 MiB at a time: at a million nodes,
 ** 676k page faults become ~31k, and loading, the passes and printing take ~35 % less time

@@ -8,12 +8,12 @@
 #include <sys/mman.h>
 #endif
 
-/* A big block (an arena chunk of a large graph, a name table) is advised to be backed by huge
-** pages: its 2 MiB-aligned interior, where the kernel allows it (transparent huge pages in
-** "madvise" or "always" mode). The graph's memory is then faulted in 2 MiB at a time instead
-** of 4 KiB: at a million nodes, 676k page faults become ~3k and the kernel's time falls by
-** more than half. Advice only: a refusal changes nothing, and a caller's own allocator gets
-** none. */
+/* A big block (an arena chunk of a large graph, a name table, a folded weight) is advised to be
+** backed by huge pages: its 2 MiB-aligned interior, where the kernel allows it (transparent huge
+** pages in "madvise" or "always" mode). The memory is then faulted in 2 MiB at a time instead of
+** 4 KiB: at a million nodes, 676k page faults become ~20k and the kernel's time falls by about
+** half; resnet18's whole quantize run takes 5.5k faults instead of 13k. Advice only: a refusal
+** changes nothing, and a caller's own allocator gets none. */
 static void advise_huge(void *p, size_t n)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)

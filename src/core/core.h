@@ -32,7 +32,7 @@ BPCC_INTERNAL void bpcc_assert_fail(const char *expr, const char *file, int line
 /* {==================== allocation (one hook for the whole library) ==================== */
 
 /* Blocks of this size and more from the default allocator are advised onto huge pages. */
-#define BPCC_HUGE_ADVICE_MIN ((size_t)4 << 20)
+#define BPCC_HUGE_ADVICE_MIN ((size_t)2 << 20)
 BPCC_INTERNAL void *bpcc_malloc(size_t n);
 BPCC_INTERNAL void *bpcc_realloc(void *p, size_t n);
 BPCC_INTERNAL void bpcc_xfree(void *p);
