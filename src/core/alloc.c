@@ -12,7 +12,7 @@
 ** backed by huge pages: its 2 MiB-aligned interior, where the kernel allows it (transparent huge
 ** pages in "madvise" or "always" mode). The memory is then faulted in 2 MiB at a time instead of
 ** 4 KiB: at a million nodes, 676k page faults become ~20k and the kernel's time falls by about
-** half; resnet18's whole quantize run takes 5.5k faults instead of 13k. Advice only: a refusal
+** half; resnet18's whole quantize run takes 3.7k faults instead of 13k. Advice only: a refusal
 ** changes nothing, and a caller's own allocator gets none. */
 static void advise_huge(void *p, size_t n)
 {
