@@ -154,8 +154,9 @@ BPCC_API size_t bpcc_diag_format(const struct bpcc_diag_entry *e, char *buf, siz
 ** The default functions, on Linux, advise the kernel to back blocks of 2 MiB and more with
 ** transparent huge pages (madvise MADV_HUGEPAGE; it does nothing where they are off or not
 ** built in). A large graph's memory is then faulted in 2 MiB at a time: at a million nodes,
-** 676k page faults become ~31k, and loading, the passes and printing take ~35 % less time
-** (docs/PERFORMANCE.md). Your own functions get no such advice.
+** 676k page faults become ~20k, and loading, the passes and printing take ~35 % less time
+** (docs/PERFORMANCE.md). BPCC_HUGE_PAGES=0 in the environment (read when the library is loaded)
+** turns the advice off; your own functions get none.
 ** ==================================================================================== */
 
 struct bpcc_allocator {

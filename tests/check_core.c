@@ -387,6 +387,8 @@ START_TEST(big_blocks_are_advised_onto_huge_pages)
     bool kernel_takes_it = madvise(inner, two, MADV_HUGEPAGE) == 0;
     munmap(probe, 2 * two);
 
+    bpcc_huge_pages_set(true); /* whatever BPCC_HUGE_PAGES says */
+
     /* an arena's big chunk starts on a 2 MiB boundary, so all of it can be backed by huge pages */
     struct bpcc_arena a;
     bpcc_arena_init(&a);
@@ -414,6 +416,16 @@ START_TEST(big_blocks_are_advised_onto_huge_pages)
     ck_assert_ptr_nonnull(p);
     mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
     if (kernel_takes_it) ck_assert(advised_huge(mid + two));
+    bpcc_xfree(p);
+
+    /* switched off (BPCC_HUGE_PAGES=0 at load), the default allocator gives none: a block above
+    ** glibc's largest mmap threshold (32 MiB), so that it is a mapping of its own, never one an
+    ** advised block had */
+    bpcc_huge_pages_set(false);
+    p = bpcc_malloc((size_t)40 << 20);
+    bpcc_huge_pages_set(true);
+    ck_assert_ptr_nonnull(p);
+    ck_assert(!advised_huge(p + ((size_t)20 << 20)));
     bpcc_xfree(p);
 
     /* a caller's own allocator gets no advice */

@@ -14,11 +14,25 @@
 ** 4 KiB: at a million nodes, 676k page faults become ~20k and the kernel's time falls by about
 ** half; resnet18's whole quantize run takes 3.7k faults instead of 13k. Advice only: a refusal
 ** changes nothing, and a caller's own allocator gets none. */
+static bool huge_pages = true;
+
+void bpcc_huge_pages_set(bool on) { huge_pages = on; }
+
+/* BPCC_HUGE_PAGES=0 turns the advice off, read once when the library is loaded (as cpu.c reads
+** BPCC_ISA): for a machine where huge pages cost more than they save, e.g. one whose fragmented
+** memory makes the kernel compact on each huge fault (an earlier machine of this project's saw
+** the kernel's time rise with them, docs/PERFORMANCE.md). */
+__attribute__((constructor)) static void huge_pages_init(void)
+{
+    const char *v = getenv("BPCC_HUGE_PAGES");
+    huge_pages = !(v && !strcmp(v, "0"));
+}
+
 static void advise_huge(void *p, size_t n)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
     const uintptr_t huge = (uintptr_t)2 << 20;
-    if (!p || n < BPCC_HUGE_ADVICE_MIN) return;
+    if (!p || n < BPCC_HUGE_ADVICE_MIN || !huge_pages) return;
     uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
     uintptr_t hi = ((uintptr_t)p + n) & ~(huge - 1);
     if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);

@@ -33,6 +33,8 @@ BPCC_INTERNAL void bpcc_assert_fail(const char *expr, const char *file, int line
 
 /* Blocks of this size and more from the default allocator are advised onto huge pages. */
 #define BPCC_HUGE_ADVICE_MIN ((size_t)2 << 20)
+/* the advice on or off (at load: off when the environment has BPCC_HUGE_PAGES=0) */
+BPCC_INTERNAL void bpcc_huge_pages_set(bool on);
 BPCC_INTERNAL void *bpcc_malloc(size_t n);
 BPCC_INTERNAL void *bpcc_realloc(void *p, size_t n);
 BPCC_INTERNAL void bpcc_xfree(void *p);
