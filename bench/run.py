@@ -112,7 +112,7 @@ def calibrate(build, models, batches, histogram=False):
 
 # the phases whose instructions are counted: the qparams step runs inside bpcc_calibrate with the
 # calibration batch, so it is left out of the count
-COUNTED = ["bpcc_graph_load", "bpcc_fuse", "bpcc_prepare", "bpcc_convert", "bpcc_graph_print"]
+COUNTED = ["bpcc_graph_load", "bpcc_fuse", "bpcc_prepare", "bpcc_convert", "bpcc_graph_print", "bpcc_graph_print_to"]
 
 
 def instructions(exe, model, batch, nodes):
