@@ -324,6 +324,10 @@ START_TEST(a_text_and_a_header_of_many_megabytes_are_saved_as_they_are_made)
     ck_assert(memcmp(streamed, text, len) == 0);
     free(streamed);
     fclose(fp);
+    /* no file: an error, not a silent nothing */
+    ck_assert_int_eq(bpcc_graph_print_to(g, "big.safetensors", NULL, &d), BPCC_ERR_INVALID);
+    ck_assert_str_eq(tu_msg(&d), "no file to print the model into");
+    bpcc_diag_init(&d);
     char *dir = tu_temp_dir(), path[600];
     snprintf(path, sizeof path, "%s/big.bpcc", dir);
     ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "%s", tu_msg(&d));

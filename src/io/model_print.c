@@ -206,6 +206,7 @@ static enum bpcc_status print_graph(const struct bpcc_graph *g, const char *weig
 enum bpcc_status bpcc_graph_print_to(const struct bpcc_graph *g, const char *weights_name, FILE *fp,
                                      struct bpcc_diag *d)
 {
+    if (!fp) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no file to print the model into");
     struct bpcc_buf b;
     bpcc_buf_init(&b);
     enum bpcc_status s = print_graph(g, weights_name, &b, fp, d);
