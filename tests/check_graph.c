@@ -494,6 +494,48 @@ START_TEST(tensor_types_of_one_shape_share_their_dims)
 }
 END_TEST
 
+START_TEST(reserved_tensor_room_takes_puts_without_allocating)
+{
+    /* a small module (names compared in place) and one past the index threshold (names found by
+    ** interned pointer): after bpcc_module_reserve_tensors, puts of new and existing names
+    ** allocate nothing, so a pass can store into many modules all or nothing */
+    for (int big = 0; big < 2; big++) {
+        struct bpcc_module *m;
+        ck_assert_int_eq(bpcc_graph_add_module(g, big ? "big" : "small", "torch.nn.Module", &m, &d), BPCC_OK);
+        int have = big ? 20 : 4;
+        char name[32];
+        for (int i = 0; i < have; i++) {
+            struct bpcc_tensor *t;
+            ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &t, &d), BPCC_OK);
+            snprintf(name, sizeof name, "t%d", i);
+            ck_assert_int_eq(bpcc_module_set_tensor(m, name, BPCC_TENSOR_BUFFER, t, &d), BPCC_OK);
+        }
+        struct bpcc_tensor *fresh[8];
+        const char *names[8];
+        for (int i = 0; i < 8; i++) {
+            ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &fresh[i], &d), BPCC_OK);
+            snprintf(name, sizeof name, "t%d", i % 2 ? have + i : i / 2); /* half new, half existing */
+            names[i] = bpcc_graph_intern(g, name);
+        }
+        ck_assert_int_eq(bpcc_module_reserve_tensors(m, 4), BPCC_OK);
+        bpcc_alloc_fail_at(1, true); /* every allocation from here fails */
+        for (int i = 0; i < 8; i++) bpcc_module_put_tensor(m, names[i], BPCC_TENSOR_CONSTANT, fresh[i]);
+        bpcc_alloc_fail_at(0, false);
+        ck_assert_uint_eq(bpcc_module_n_tensors(m), (uint32_t)have + 4);
+        for (int i = 0; i < 8; i++) {
+            ck_assert_ptr_eq(bpcc_module_tensor(m, names[i]), fresh[i]);
+            enum bpcc_tensor_role role;
+            const char *nm;
+            uint32_t at = 0;
+            while (bpcc_module_tensor_at(m, at, &nm, &role) != fresh[i]) at++;
+            ck_assert_str_eq(nm, names[i]);
+            ck_assert_int_eq(role, BPCC_TENSOR_CONSTANT);
+        }
+        ck_assert_ptr_nonnull(bpcc_module_tensor(m, "t1")); /* the untouched ones stay */
+    }
+}
+END_TEST
+
 START_TEST(module_attributes_may_not_hold_nodes)
 {
     struct bpcc_module *mod;
@@ -579,6 +621,7 @@ int main(void)
     tcase_add_test(tc, a_restore_brings_back_the_attributes_as_they_were);
     tcase_add_test(tc, a_node_knows_when_its_remembered_module_changed);
     tcase_add_test(tc, tensor_types_of_one_shape_share_their_dims);
+    tcase_add_test(tc, reserved_tensor_room_takes_puts_without_allocating);
     tcase_add_test(tc, module_attributes_may_not_hold_nodes);
     tcase_add_test(tc, values_compare_structurally);
     tcase_add_test(tc, dtype_names_resolve);

@@ -198,6 +198,12 @@ BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 /* room for n attributes (the arena cannot grow an array in place: a module whose attribute count
 ** is known up front, a clone or an observer, takes it at once instead of by doubling) */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n);
+/* Room for `extra` more tensors (and their index entries), so that as many bpcc_module_put_tensor
+** calls cannot fail: a pass that must store into many modules all or nothing reserves first. */
+BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra);
+/* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
+BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
+                                          struct bpcc_tensor *t);
 /* m (without attributes, in from's graph) takes from's attributes by sharing their array, as
 ** observers made from one spec and modules cloned by fusion have the same ones: the first change
 ** to either copies it (bpcc_module_set_attr, bpcc_module_reserve_attrs). */

@@ -414,6 +414,36 @@ struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *
     return i < 0 ? NULL : m->tensors[i].t;
 }
 
+/* room for `want` tensors; the index grows with the array (the table stays at most half full) */
+static bool grow_tensors(struct bpcc_module *m, uint32_t want)
+{
+    if (want <= m->cap_tensors) return true;
+    uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
+    while (cap < want) cap *= 2;
+    struct module_tensor *p = BPCC_ARENA_NEWN(&m->graph->arena, struct module_tensor, cap);
+    if (!p) return false;
+    if (m->n_tensors) memcpy(p, m->tensors, m->n_tensors * sizeof *p);
+    m->tensors = p;
+    m->cap_tensors = cap;
+    if (m->tensor_slots || cap >= TENSOR_INDEX_MIN) {
+        m->tensor_slots = NULL;
+        if (!index_tensors(m)) return false;
+    }
+    return true;
+}
+
+/* a new entry where there is room (nm interned in m's graph) */
+static void append_tensor(struct bpcc_module *m, const char *nm, enum bpcc_tensor_role role, struct bpcc_tensor *t)
+{
+    BPCC_ASSERT(m->n_tensors < m->cap_tensors);
+    m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
+    if (m->tensor_slots) {
+        uint32_t k = slot_of(nm, m->n_tensor_slots);
+        while (m->tensor_slots[k]) k = (k + 1) & (m->n_tensor_slots - 1);
+        m->tensor_slots[k] = m->n_tensors;
+    }
+}
+
 enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
                                         enum bpcc_tensor_role role, struct bpcc_tensor *t,
                                         struct bpcc_diag *d)
@@ -437,26 +467,27 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
         return BPCC_OK;
     }
     if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
-    if (m->n_tensors == m->cap_tensors) {
-        uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
-        struct module_tensor *p = BPCC_ARENA_NEWN(&g->arena, struct module_tensor, cap);
-        if (!p) return bpcc_diag_nomem(d);
-        if (m->n_tensors) memcpy(p, m->tensors, m->n_tensors * sizeof *p);
-        m->tensors = p;
-        m->cap_tensors = cap;
-        /* the index grows with the array (the table stays at most half full) */
-        if (m->tensor_slots || cap >= TENSOR_INDEX_MIN) {
-            m->tensor_slots = NULL;
-            if (!index_tensors(m)) return bpcc_diag_nomem(d);
-        }
-    }
-    m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
-    if (m->tensor_slots) {
-        uint32_t k = slot_of(nm, m->n_tensor_slots);
-        while (m->tensor_slots[k]) k = (k + 1) & (m->n_tensor_slots - 1);
-        m->tensor_slots[k] = m->n_tensors;
-    }
+    if (!grow_tensors(m, m->n_tensors + 1)) return bpcc_diag_nomem(d);
+    append_tensor(m, nm, role, t);
     return BPCC_OK;
+}
+
+enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra)
+{
+    if (extra > UINT32_MAX - m->n_tensors) return BPCC_ERR_LIMIT;
+    return grow_tensors(m, m->n_tensors + extra) ? BPCC_OK : BPCC_ERR_NOMEM;
+}
+
+void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
+                            struct bpcc_tensor *t)
+{
+    int64_t at = m->tensor_slots ? find_indexed_tensor(m, interned) : find_tensor(m, interned);
+    if (at >= 0) {
+        m->tensors[at].role = role;
+        m->tensors[at].t = t;
+        return;
+    }
+    append_tensor(m, interned, role, t);
 }
 
 size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
