@@ -302,9 +302,10 @@ BPCC_API enum bpcc_node_kind bpcc_node_kind_from_name(const char *name);
 BPCC_API enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d);
 BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 /*
-** The passes (fuse, prepare, calibrate, convert) leave a graph as it was when they fail: each
-** works after taking a snapshot of the graph's structure, which it drops when it succeeds. That
-** costs about a copy of the structure per pass (time, and memory at the pass's peak). A caller
+** The passes (fuse, prepare, calibrate, convert) leave a graph as it was when they fail. Fuse,
+** prepare and convert work after taking a snapshot of the graph's structure, which each drops
+** when it succeeds; calibrate needs none (it prepares all it stores before storing any). The
+** snapshots cost about a copy of the structure per pass (time, and memory at the pass's peak). A caller
 ** that discards the graph after any failed pass, as the bpcc tool does, can turn rollback off:
 ** a failed pass then leaves the graph fit only for bpcc_graph_free. On for every new graph.
 */
