@@ -404,7 +404,7 @@ START_TEST(big_blocks_are_advised_onto_huge_pages)
     bpcc_arena_release(&a);
 
     /* a big block from the default allocator is advised (its aligned interior), also when it
-    ** grows into being big; a small one is not aligned on purpose, and is left alone */
+    ** grows into being big */
     unsigned char *p = bpcc_malloc(2 * BPCC_HUGE_ADVICE_MIN);
     ck_assert_ptr_nonnull(p);
     unsigned char *mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
