@@ -368,6 +368,12 @@ static bool advised_huge(const void *addr)
     return strstr(flags, " hg") != NULL;
 }
 
+/* the first huge-page boundary at or after p */
+static unsigned char *huge_up(const void *p)
+{
+    return (unsigned char *)(((uintptr_t)p + BPCC_HUGE_PAGE - 1) & ~(uintptr_t)(BPCC_HUGE_PAGE - 1));
+}
+
 static void *mmap_malloc(void *ud, size_t n)
 {
     (void)ud;
@@ -380,11 +386,10 @@ static void no_free(void *ud, void *p) { (void)ud, (void)p; }
 START_TEST(big_blocks_are_advised_onto_huge_pages)
 {
     /* can this kernel take the advice at all? (not without transparent huge pages built in) */
-    size_t two = (size_t)2 << 20;
+    size_t two = BPCC_HUGE_PAGE;
     unsigned char *probe = mmap(NULL, 2 * two, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(probe, MAP_FAILED);
-    unsigned char *inner = (unsigned char *)(((uintptr_t)probe + two - 1) & ~(uintptr_t)(two - 1));
-    bool kernel_takes_it = madvise(inner, two, MADV_HUGEPAGE) == 0;
+    bool kernel_takes_it = madvise(huge_up(probe), two, MADV_HUGEPAGE) == 0;
     munmap(probe, 2 * two);
 
     bpcc_huge_pages_set(true); /* whatever BPCC_HUGE_PAGES says */
@@ -407,14 +412,14 @@ START_TEST(big_blocks_are_advised_onto_huge_pages)
     ** grows into being big */
     unsigned char *p = bpcc_malloc(2 * BPCC_HUGE_ADVICE_MIN);
     ck_assert_ptr_nonnull(p);
-    unsigned char *mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
+    unsigned char *mid = huge_up(p);
     if (kernel_takes_it) ck_assert(advised_huge(mid));
     bpcc_xfree(p);
     p = bpcc_malloc(64);
     ck_assert_ptr_nonnull(p);
     p = bpcc_realloc(p, 3 * BPCC_HUGE_ADVICE_MIN);
     ck_assert_ptr_nonnull(p);
-    mid = (unsigned char *)(((uintptr_t)p + two - 1) & ~(uintptr_t)(two - 1));
+    mid = huge_up(p);
     if (kernel_takes_it) ck_assert(advised_huge(mid + two));
     bpcc_xfree(p);
 

@@ -31,7 +31,7 @@ __attribute__((constructor)) static void huge_pages_init(void)
 static void advise_huge(void *p, size_t n)
 {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const uintptr_t huge = (uintptr_t)2 << 20;
+    const uintptr_t huge = BPCC_HUGE_PAGE;
     if (!p || n < BPCC_HUGE_ADVICE_MIN || !huge_pages) return;
     uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
     uintptr_t hi = ((uintptr_t)p + n) & ~(huge - 1);

@@ -12,12 +12,10 @@ struct arena_chunk {
 
 #define ARENA_MIN_CHUNK (64 * 1024 - sizeof(struct arena_chunk) - 64)
 
-/* A big chunk's data starts on a 2 MiB boundary, so that all of it can be backed by huge
+/* A big chunk's data starts on a huge-page boundary, so that all of it can be backed by huge
 ** pages (alloc.c advises the block so). The slack before it is address space only: nothing
 ** touches it, so it is never given memory. */
-#define ARENA_HUGE_ALIGN ((size_t)2 << 20)
-
-static size_t chunk_align(size_t cap) { return cap >= BPCC_HUGE_ADVICE_MIN ? ARENA_HUGE_ALIGN : 64; }
+static size_t chunk_align(size_t cap) { return cap >= BPCC_HUGE_ADVICE_MIN ? BPCC_HUGE_PAGE : 64; }
 
 /* One allocation holds the chunk header and its data, aligned up to 64 bytes (2 MiB for a big
 ** chunk). */

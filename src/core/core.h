@@ -31,8 +31,10 @@ BPCC_INTERNAL void bpcc_assert_fail(const char *expr, const char *file, int line
 
 /* {==================== allocation (one hook for the whole library) ==================== */
 
-/* Blocks of this size and more from the default allocator are advised onto huge pages. */
-#define BPCC_HUGE_ADVICE_MIN ((size_t)2 << 20)
+/* A transparent huge page (x86-64, arm64 with 4 KiB pages); blocks of this size and more from
+** the default allocator are advised onto huge pages, and a big arena chunk is aligned to it. */
+#define BPCC_HUGE_PAGE ((size_t)2 << 20)
+#define BPCC_HUGE_ADVICE_MIN BPCC_HUGE_PAGE
 /* the advice on or off (at load: off when the environment has BPCC_HUGE_PAGES=0) */
 BPCC_INTERNAL void bpcc_huge_pages_set(bool on);
 BPCC_INTERNAL void *bpcc_malloc(size_t n);

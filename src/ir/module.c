@@ -432,9 +432,15 @@ static bool grow_tensors(struct bpcc_module *m, uint32_t want)
     return true;
 }
 
-/* a new entry where there is room (nm interned in m's graph) */
-static void append_tensor(struct bpcc_module *m, const char *nm, enum bpcc_tensor_role role, struct bpcc_tensor *t)
+/* the entry `at` given t, or, at < 0, a new entry where there is room (nm interned in m's graph) */
+static void store_tensor(struct bpcc_module *m, int64_t at, const char *nm, enum bpcc_tensor_role role,
+                         struct bpcc_tensor *t)
 {
+    if (at >= 0) {
+        m->tensors[at].role = role;
+        m->tensors[at].t = t;
+        return;
+    }
     BPCC_ASSERT(m->n_tensors < m->cap_tensors);
     m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
     if (m->tensor_slots) {
@@ -461,14 +467,11 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     } else {
         at = find_tensor(m, name);
     }
-    if (at >= 0) {
-        m->tensors[at].role = role;
-        m->tensors[at].t = t;
-        return BPCC_OK;
+    if (at < 0) {
+        if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
+        if (!grow_tensors(m, m->n_tensors + 1)) return bpcc_diag_nomem(d);
     }
-    if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
-    if (!grow_tensors(m, m->n_tensors + 1)) return bpcc_diag_nomem(d);
-    append_tensor(m, nm, role, t);
+    store_tensor(m, at, nm, role, t);
     return BPCC_OK;
 }
 
@@ -481,13 +484,7 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
 void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                             struct bpcc_tensor *t)
 {
-    int64_t at = m->tensor_slots ? find_indexed_tensor(m, interned) : find_tensor(m, interned);
-    if (at >= 0) {
-        m->tensors[at].role = role;
-        m->tensors[at].t = t;
-        return;
-    }
-    append_tensor(m, interned, role, t);
+    store_tensor(m, m->tensor_slots ? find_indexed_tensor(m, interned) : find_tensor(m, interned), interned, role, t);
 }
 
 size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
