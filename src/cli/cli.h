@@ -7,6 +7,7 @@
 
 #include "bpcc.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_INPUT = 1, EXIT_USAGE = 2, EXIT_INTERNAL = 3 };
@@ -31,6 +32,13 @@ int cli_add_data(struct cli_files *f, const char *path);
 void cli_free_files(struct cli_files *f);
 /* Write text plus a trailing newline to path atomically (the JSON writers' convention). */
 enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d);
+
+/* The environment the process starts again with before any library is set up (process.c):
+** envp plus what is missing of OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE (avx512) and glibc's
+** malloc.hugetlb tunable, for the verbs that load a model; NULL when nothing is missing, for
+** other verbs, once started again, or when out of memory. Free with cli_process_env_free. */
+char **cli_process_env(int argc, char *const *argv, char *const *envp, bool avx512);
+void cli_process_env_free(char **env);
 
 int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);

@@ -176,40 +176,8 @@ static const struct verb verbs[] = {
     {"compare", cmd_compare},
 };
 
-/* OpenBLAS settles two things when it is loaded, before main: its kernels, from the CPU's vendor
-** and model (on AVX-512 CPUs it does not know as such, AMD Zen 4, it falls back to its Haswell
-** kernels, 1.5x slower here than its SkylakeX ones), and its thread pool (one spinning worker per
-** core, even when bpcc asks for one thread). The verbs that compute therefore run once more with
-** OPENBLAS_CORETYPE=SKYLAKEX (when the CPU has the AVX-512 subsets those kernels use) and
-** OPENBLAS_NUM_THREADS set to --threads, unless the user set them. */
-static void configure_blas(int argc, char **argv)
-{
-#if defined(__linux__)
-    if (getenv("BPCC_BLAS_CONFIGURED")) return;
-    const char *threads = "1";
-    for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--threads")) threads = argv[i + 1];
-    bool again = false;
-    if (!getenv("OPENBLAS_NUM_THREADS") && !setenv("OPENBLAS_NUM_THREADS", threads, 1)) again = true;
-#if defined(__x86_64__) && defined(__GNUC__)
-    __builtin_cpu_init();
-    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512cd") &&
-        !setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1))
-        again = true;
-#endif
-    if (!again || setenv("BPCC_BLAS_CONFIGURED", "1", 1)) return;
-    execv("/proc/self/exe", argv); /* on failure: go on as OpenBLAS set itself up */
-#else
-    (void)argc;
-    (void)argv;
-#endif
-}
-
 int main(int argc, char **argv)
 {
-    if (argc >= 2 && (!strcmp(argv[1], "calibrate") || !strcmp(argv[1], "run") || !strcmp(argv[1], "quantize") ||
-                      !strcmp(argv[1], "compare"))) configure_blas(argc, argv);
 #ifdef M_MMAP_THRESHOLD
     /* the interpreter frees and reallocates activations of the same sizes batch after batch: keep
     ** them in the heap instead of mapping (and faulting in) fresh pages each time */

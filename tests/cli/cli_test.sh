@@ -213,6 +213,14 @@ run "calibrate needs data" 2 "$BPCC" calibrate "$WORK/cal_in.bpcc" -o "$WORK/cal
 run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/out.safetensors" &&
     python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); assert h["output"]["shape"]==[2,5], h' "$WORK/out.safetensors" 2>/dev/null &&
     ok || bad "run: unexpected output file"
+# the tool sets its process up before OpenBLAS starts (src/cli/process.c): OpenBLAS starts once,
+# and on CPUs with the AVX-512 subsets its SkylakeX kernels use, with those
+run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
+    --data "$WORK/batches/b1.safetensors" -o "$WORK/out_blas.safetensors" &&
+    { [ "$(printf '%s\n' "$ERR" | grep -c '^Core: ')" -eq 1 ] && ok || bad "blas starts once: $ERR"; }
+if [ "$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl\|avx512cd' | sort -u | wc -l)" -eq 5 ]; then
+    has "blas kernels" "$ERR" "Core: SkylakeX"
+fi
 
 printf 'bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%r = call_function torch.relu (%%x,)\n  %%output = output output ({out: %%r, aux: (%%x, %%r)},)\n' > "$WORK/dict_out.bpcc"
 run "run: a dict output" 0 "$BPCC" run "$WORK/dict_out.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/dict_out.safetensors" &&
