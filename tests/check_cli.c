@@ -151,6 +151,14 @@ START_TEST(a_process_set_up_once_never_starts_again)
     /* the environment it starts with asks for nothing more */
     ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), e, true));
     cli_process_env_free(e);
+    /* nor a process valgrind runs: its /proc/self/exe is valgrind's own tool */
+    env = ENV("LD_PRELOAD=/usr/libexec/valgrind/vgpreload_core-amd64-linux.so:/usr/libexec/valgrind/"
+              "vgpreload_memcheck-amd64-linux.so");
+    ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true));
+    env = ENV("LD_PRELOAD=/usr/lib/libother.so");
+    e = cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true);
+    ck_assert_ptr_nonnull(e);
+    cli_process_env_free(e);
     /* nor does the marker alone */
     env = ENV("BPCC_CONFIGURED=1");
     ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true));

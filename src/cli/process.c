@@ -15,7 +15,8 @@
 ** (--threads, else 1), OPENBLAS_CORETYPE=SKYLAKEX (on CPUs with the AVX-512 subsets those kernels
 ** use) and glibc.malloc.hugetlb=1 (not with BPCC_HUGE_PAGES=0), unless the user set them. The new
 ** start happens in the executable's preinit function, which glibc runs before any shared
-** library's constructor: the first process only maps and relocates the libraries.
+** library's constructor: the first process only maps and relocates the libraries. Under valgrind
+** there is no new start (see cli_process_env).
 */
 #include "cli.h"
 
@@ -69,6 +70,10 @@ static const char *threads_of(int argc, char *const *argv)
 char **cli_process_env(int argc, char *const *argv, char *const *envp, bool avx512)
 {
     if (argc < 2 || env_get(envp, "BPCC_CONFIGURED", NULL)) return NULL;
+    /* under valgrind /proc/self/exe is valgrind's tool, which refuses to start on its own, and a
+    ** new start by another path would leave valgrind: the process goes on as it is */
+    const char *preload = env_get(envp, "LD_PRELOAD", NULL);
+    if (preload && strstr(preload, "vgpreload_core")) return NULL;
     bool work = false;
     for (size_t i = 0; i < sizeof work_verbs / sizeof work_verbs[0]; i++) work |= !strcmp(argv[1], work_verbs[i]);
     if (!work) return NULL;

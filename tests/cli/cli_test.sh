@@ -221,6 +221,19 @@ run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run
 if [ "$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl\|avx512cd' | sort -u | wc -l)" -eq 5 ]; then
     has "blas kernels" "$ERR" "Core: SkylakeX"
 fi
+# under valgrind the process goes on as it is (a new start through /proc/self/exe would run valgrind's tool)
+if command -v valgrind >/dev/null; then
+    run "under valgrind" 0 valgrind -q --error-exitcode=9 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
+        --data "$WORK/batches/b1.safetensors" -o "$WORK/out_vg.safetensors" &&
+        python3 -c 'import array,json,struct,sys
+def load(p):
+    f = open(p, "rb").read(); n = struct.unpack("<Q", f[:8])[0]; h = json.loads(f[8:8 + n]); o = h["output"]
+    return o["shape"], array.array("f", f[8 + n + o["data_offsets"][0]:8 + n + o["data_offsets"][1]])
+(sa, a), (sb, b) = load(sys.argv[1]), load(sys.argv[2])
+assert sa == sb and len(a) == len(b) and all(abs(x - y) <= 1e-5 * max(1.0, abs(y)) for x, y in zip(a, b))' \
+            "$WORK/out_vg.safetensors" "$WORK/out.safetensors" 2>/dev/null &&
+        ok || bad "under valgrind: output differs from the run's"
+fi
 
 printf 'bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%r = call_function torch.relu (%%x,)\n  %%output = output output ({out: %%r, aux: (%%x, %%r)},)\n' > "$WORK/dict_out.bpcc"
 run "run: a dict output" 0 "$BPCC" run "$WORK/dict_out.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/dict_out.safetensors" &&
