@@ -221,8 +221,9 @@ run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run
 if [ "$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl\|avx512cd' | sort -u | wc -l)" -eq 5 ]; then
     has "blas kernels" "$ERR" "Core: SkylakeX"
 fi
-# under valgrind the process goes on as it is (a new start through /proc/self/exe would run valgrind's tool)
-if command -v valgrind >/dev/null; then
+# under valgrind the process goes on as it is (a new start through /proc/self/exe would run valgrind's
+# tool); not for a sanitized build, which valgrind cannot run
+if command -v valgrind >/dev/null && ! grep -qa __asan_init "$BPCC"; then
     run "under valgrind" 0 valgrind -q --error-exitcode=9 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
         --data "$WORK/batches/b1.safetensors" -o "$WORK/out_vg.safetensors" &&
         python3 -c 'import array,json,struct,sys
