@@ -159,7 +159,7 @@ BPCC_API size_t bpcc_diag_format(const struct bpcc_diag_entry *e, char *buf, siz
 ** turns the advice off; your own functions get none. Smaller blocks (activations, most folded
 ** weights) live in malloc's heap: a process that starts with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 ** has glibc put its heap on huge pages too, which the bpcc tool does for itself (a `bpcc quantize`
-** of mobilenet_v2: 0.091 -> 0.064 s where page faults are dear).
+** of mobilenet_v2: 0.094 -> 0.068 s where page faults are dear).
 ** ==================================================================================== */
 
 struct bpcc_allocator {
