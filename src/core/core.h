@@ -104,6 +104,9 @@ struct bpcc_strmap_slot {
 struct bpcc_strmap {
     struct bpcc_strmap_slot *slots; /* mask + 1 of them, NULL while empty */
     uint32_t mask, n;
+    /* moves on whenever slots move (the table grows, a key is removed): a slot pointer taken at
+    ** one epoch stays valid while the epoch does */
+    uint32_t epoch;
 };
 
 BPCC_INTERNAL uint32_t bpcc_str_hash(const char *s, size_t n);

@@ -76,6 +76,7 @@ static enum bpcc_status reserve_one(struct bpcc_strmap *m)
     bpcc_xfree(m->slots);
     m->slots = slots;
     m->mask = ncap - 1;
+    m->epoch++;
     return BPCC_OK;
 }
 
@@ -119,6 +120,7 @@ void bpcc_strmap_remove(struct bpcc_strmap *m, struct bpcc_strmap_slot *e)
     }
     m->slots[hole] = (struct bpcc_strmap_slot){0};
     m->n--;
+    m->epoch++;
 }
 
 enum bpcc_status bpcc_strmap_copy(struct bpcc_strmap *dst, const struct bpcc_strmap *src)

@@ -455,12 +455,11 @@ static enum bpcc_status parse_value(struct parser *ps, struct bpcc_value *out, i
         const char *name_at = ps->p;
         size_t n = peek_word(ps);
         if (ps->p != name_at || n == 0) return fail_at(ps, at, "expected a node name after '%%'");
-        char *tmp = bpcc_arena_strndup(&ps->g->arena, ps->p, n);
-        if (!tmp) return nomem(ps);
-        struct bpcc_node *ref = bpcc_graph_find_node(ps->g, tmp);
-        if (!ref) return fail_at(ps, at, "use of undefined node '%%%s'", tmp);
+        struct bpcc_node *ref = bpcc_graph_find_node_n(ps->g, ps->p, n);
+        int len = n > 4096 ? 4096 : (int)n;
+        if (!ref) return fail_at(ps, at, "use of undefined node '%%%.*s'", len, ps->p);
         if (ref->kind == BPCC_NODE_OUTPUT)
-            return fail_at(ps, at, "the output node '%%%s' cannot be used as a value", tmp);
+            return fail_at(ps, at, "the output node '%%%.*s' cannot be used as a value", len, ps->p);
         ps->p += n;
         *out = bpcc_value_node(ref);
         return BPCC_OK;
@@ -739,10 +738,15 @@ static enum bpcc_status parse_node(struct parser *ps)
     ps->p++; /* '%' */
     size_t n = peek_word(ps);
     if (ps->p != at + 1 || n == 0) return fail_at(ps, at, "expected a node name after '%%'");
-    const char *name = bpcc_intern_n(&ps->g->intern, ps->p, n);
-    if (!name) return nomem(ps);
+    /* the name's intern slot, taken once: it names the node at the end, unless the table's slots
+    ** moved meanwhile (interning the rest of the line grew it) */
+    uint32_t hash = bpcc_str_hash(ps->p, n);
+    const char *name;
+    void **slot = bpcc_graph_name_slot(ps->g, ps->p, n, hash, &name);
+    if (!slot) return nomem(ps);
+    uint32_t epoch = ps->g->intern.table.epoch;
     ps->p += n;
-    struct bpcc_node *prev = bpcc_graph_find_node(ps->g, name);
+    struct bpcc_node *prev = bpcc_graph_slot_node(slot);
     if (prev) {
         fail_at(ps, at, "duplicate node name '%%%s'", name);
         bpcc_diag_note(ps->d, prev->src_line, prev->src_col, "'%%%s' was first defined here", name);
@@ -796,9 +800,16 @@ static enum bpcc_status parse_node(struct parser *ps)
                        bpcc_graph_output(ps->g)->name);
     if (ps->g->n_nodes >= MAX_NODES) return fail_limit(ps, at, "more than 16M nodes");
     struct bpcc_node *node;
-    /* The values are already in the graph's arena: the node adopts them. */
-    enum bpcc_status s = bpcc_graph_node_new(ps->g, kind, name, target, &args, &kwargs, true,
-                                             &node, NULL);
+    /* The values are already in the graph's arena: the node adopts them. A name the graph would
+    ** not give a node as it is (a leading digit, a dot) goes the general way, which renames it. */
+    enum bpcc_status s;
+    if (!bpcc_node_name_valid(name)) {
+        s = bpcc_graph_node_new(ps->g, kind, name, target, &args, &kwargs, true, &node, NULL);
+    } else {
+        if (ps->g->intern.table.epoch != epoch && !(slot = bpcc_graph_name_slot(ps->g, name, n, hash, &name)))
+            return nomem(ps);
+        s = bpcc_graph_node_new_named(ps->g, kind, name, slot, target, &args, &kwargs, &node, NULL);
+    }
     if (s) return s == BPCC_ERR_NOMEM ? nomem(ps) : fail_at(ps, at, "invalid node");
     node->meta = meta;
     node->scope_path = scope_path;

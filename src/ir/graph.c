@@ -371,15 +371,14 @@ enum bpcc_status bpcc_graph_create_node(struct bpcc_graph *g, enum bpcc_node_kin
     return bpcc_graph_node_new(g, kind, name, target, args, kwargs, false, out, d);
 }
 
-enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind kind,
-                                     const char *name, const char *target,
-                                     const struct bpcc_value *args,
-                                     const struct bpcc_value *kwargs, bool adopt,
-                                     struct bpcc_node **out, struct bpcc_diag *d)
+/* a new node of g with target `target` (interned in g); named `name` in its free intern slot
+** `slot` when the caller has them (nothing interned since the slot was taken), else after `name`
+** as bpcc_graph_node_new names it */
+static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, void **slot,
+                                  const char *target, const struct bpcc_value *args,
+                                  const struct bpcc_value *kwargs, bool adopt, struct bpcc_node **out,
+                                  struct bpcc_diag *d)
 {
-    if (out) *out = NULL;
-    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target)
-        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind or target");
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
 
@@ -387,8 +386,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     if (!n) return bpcc_diag_nomem(d);
     n->graph = g;
     n->kind = kind;
-    n->target = bpcc_graph_intern(g, target);
-    if (!n->target) return bpcc_diag_nomem(d);
+    n->target = target;
     bpcc_node_resolve_module(n);
     struct bpcc_value empty_tuple = {.kind = BPCC_VAL_TUPLE};
     struct bpcc_value empty_dict = {.kind = BPCC_VAL_DICT};
@@ -405,9 +403,8 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
 
     /* the name's intern slot: every name ever given keeps its node there (reserved below, once
     ** nothing can fail; nothing is interned in between, so the slot stays valid) */
-    struct name nm = {0};
-    void **slot = NULL;
-    if (name && bpcc_node_name_valid(name)) {
+    struct name nm = {.s = name};
+    if (!slot && name && bpcc_node_name_valid(name)) {
         nm = name_of(name);
         if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s))) return bpcc_diag_nomem(d);
         if (*slot) slot = NULL; /* taken: numbered below */
@@ -432,14 +429,50 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     return BPCC_OK;
 }
 
+enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind kind,
+                                     const char *name, const char *target,
+                                     const struct bpcc_value *args,
+                                     const struct bpcc_value *kwargs, bool adopt,
+                                     struct bpcc_node **out, struct bpcc_diag *d)
+{
+    if (out) *out = NULL;
+    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind or target");
+    const char *t = bpcc_graph_intern(g, target);
+    if (!t) return bpcc_diag_nomem(d);
+    return node_make(g, kind, name, NULL, t, args, kwargs, adopt, out, d);
+}
+
+void **bpcc_graph_name_slot(struct bpcc_graph *g, const char *s, size_t n, uint32_t h, const char **name)
+{
+    return bpcc_intern_slot(&g->intern, s, n, h, name);
+}
+
+struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return *slot && *slot != ERASED ? *slot : NULL; }
+
+enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, void **slot,
+                                           const char *target, const struct bpcc_value *args,
+                                           const struct bpcc_value *kwargs, struct bpcc_node **out,
+                                           struct bpcc_diag *d)
+{
+    if (out) *out = NULL;
+    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target || *slot)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind, target or name");
+    return node_make(g, kind, name, slot, target, args, kwargs, true, out, d);
+}
+
 struct bpcc_node *bpcc_graph_first(const struct bpcc_graph *g) { return g->first; }
 struct bpcc_node *bpcc_graph_last(const struct bpcc_graph *g) { return g->last; }
 uint32_t bpcc_graph_n_nodes(const struct bpcc_graph *g) { return g->n_nodes; }
 
 struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *name)
 {
-    struct name nm = name_of(name);
-    void **v = bpcc_intern_value(&g->intern, nm.s, nm.len, nm.hash);
+    return bpcc_graph_find_node_n(g, name, strlen(name));
+}
+
+struct bpcc_node *bpcc_graph_find_node_n(const struct bpcc_graph *g, const char *name, size_t len)
+{
+    void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
     return v && *v != ERASED ? *v : NULL;
 }
 
