@@ -25,26 +25,30 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     if (out) *out = NULL;
     if (!name || !type)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module needs a name and a type");
-    /* one hash of the name for the index lookup, the intern table and the index entry */
+    /* one hash of the name for the index entry and the intern table; the entry is found or made
+    ** by one probe, and taken out again if what follows runs out of memory */
     size_t len = strlen(name);
     uint32_t h = bpcc_str_hash(name, len);
-    if (bpcc_strmap_get(&g->module_index, name, len, h))
-        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
+    bool added;
+    struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&g->module_index, name, len, h, &added);
+    if (!e) return bpcc_diag_nomem(d);
+    if (!added) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
+    struct bpcc_module *m = NULL;
     if (g->n_modules == g->cap_modules) {
         uint32_t cap = g->cap_modules ? g->cap_modules * 2 : 16;
         struct bpcc_module **p = bpcc_realloc(g->modules, cap * sizeof *p);
-        if (!p) return bpcc_diag_nomem(d);
+        if (!p) goto nomem;
         g->modules = p;
         g->cap_modules = cap;
     }
-    struct bpcc_module *m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module);
-    if (!m) return bpcc_diag_nomem(d);
+    if (!(m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module))) goto nomem;
     m->graph = g;
     m->name = bpcc_intern_nh(&g->intern, name, len, h);
     m->type = bpcc_graph_intern(g, type);
-    if (!m->name || !m->type) return bpcc_diag_nomem(d);
+    if (!m->name || !m->type) goto nomem;
     m->attrs.kind = BPCC_VAL_DICT;
-    if (bpcc_strmap_put(&g->module_index, m->name, len, h, m)) return bpcc_diag_nomem(d);
+    e->key = m->name; /* the entry's key until now was the caller's string */
+    e->value = m;
     g->modules[g->n_modules++] = m;
     /* link into the tree under the nearest ancestor in the table */
     char buf[512];
@@ -66,6 +70,9 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     }
     if (out) *out = m;
     return BPCC_OK;
+nomem:
+    bpcc_strmap_remove(&g->module_index, e);
+    return bpcc_diag_nomem(d);
 }
 
 /* The nodes that remembered m may no longer take it on trust (bpcc_node_module): the one that
