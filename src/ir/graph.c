@@ -443,11 +443,6 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     return node_make(g, kind, name, NULL, t, args, kwargs, adopt, out, d);
 }
 
-void **bpcc_graph_name_slot(struct bpcc_graph *g, const char *s, size_t n, uint32_t h, const char **name)
-{
-    return bpcc_intern_slot(&g->intern, s, n, h, name);
-}
-
 struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return *slot && *slot != ERASED ? *slot : NULL; }
 
 enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, void **slot,

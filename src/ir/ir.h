@@ -138,13 +138,11 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bp
                                                    const struct bpcc_value *args,
                                                    const struct bpcc_value *kwargs, bool adopt,
                                                    struct bpcc_node **out, struct bpcc_diag *d);
-/* For a reader that names nodes as it goes (the text parser): the intern slot of node name s[0 .. n)
-** with hash h, made when absent (NULL when out of memory), and its interned copy in *name; the
-** slot lasts while g->intern.table.epoch does. bpcc_graph_slot_node: the node a slot names, or
-** NULL. bpcc_graph_node_new_named: bpcc_graph_node_new with args/kwargs adopted, target interned in
-** g and name interned with its free, still valid slot (a name bpcc_node_name_valid accepts). */
-BPCC_INTERNAL void **bpcc_graph_name_slot(struct bpcc_graph *g, const char *s, size_t n, uint32_t h,
-                                          const char **name);
+/* For a reader that names nodes as it goes (the text parser), which takes a name's slot in the
+** graph's intern table (bpcc_intern_slot; the slot lasts while g->intern.table.epoch does):
+** bpcc_graph_slot_node, the node the slot names, or NULL; bpcc_graph_node_new_named,
+** bpcc_graph_node_new with args/kwargs adopted, target interned in g and name interned with its
+** free, still valid slot (a name bpcc_node_name_valid accepts). */
 BPCC_INTERNAL struct bpcc_node *bpcc_graph_slot_node(void *const *slot);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind,
                                                          const char *name, void **slot, const char *target,
