@@ -21,6 +21,8 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 
 /* --threads VALUE: 1..256 into *out, else a usage error (its exit code returned, 0 on success). */
 int cli_threads(const char *verb, const char *value, int *out);
+/* the same rule without a message (process.c, which runs before anything can print) */
+bool cli_parse_threads(const char *value, int *out);
 
 /* Batch files named on the command line: a file, or a directory's *.safetensors in name order. */
 struct cli_files {

@@ -115,11 +115,7 @@ enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_
 
 int cli_threads(const char *verb, const char *value, int *out)
 {
-    char *end;
-    long t = strtol(value, &end, 10);
-    if (*end || t < 1 || t > 256) return cli_usage_error(verb, "--threads wants 1..256, not '%s'", value);
-    *out = (int)t;
-    return 0;
+    return cli_parse_threads(value, out) ? 0 : cli_usage_error(verb, "--threads wants 1..256, not '%s'", value);
 }
 
 void cli_print_diag(const struct bpcc_diag *d)

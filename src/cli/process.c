@@ -54,16 +54,22 @@ static char *join(const char *a, const char *b)
     return s;
 }
 
-/* --threads VALUE when VALUE is what the verb accepts (1..256), else "1": the verb reports a bad one */
+bool cli_parse_threads(const char *value, int *out)
+{
+    char *end;
+    long t = strtol(value, &end, 10);
+    if (*end || t < 1 || t > 256) return false;
+    *out = (int)t;
+    return true;
+}
+
+/* --threads VALUE when VALUE is what the verb accepts, else "1": the verb reports a bad one */
 static const char *threads_of(int argc, char *const *argv)
 {
     const char *threads = "1";
+    int t;
     for (int i = 2; i + 1 < argc; i++)
-        if (!strcmp(argv[i], "--threads")) {
-            char *end;
-            long t = strtol(argv[i + 1], &end, 10);
-            threads = *argv[i + 1] && !*end && t >= 1 && t <= 256 ? argv[i + 1] : "1";
-        }
+        if (!strcmp(argv[i], "--threads")) threads = cli_parse_threads(argv[i + 1], &t) ? argv[i + 1] : "1";
     return threads;
 }
 

@@ -213,6 +213,11 @@ run "calibrate needs data" 2 "$BPCC" calibrate "$WORK/cal_in.bpcc" -o "$WORK/cal
 run "run" 0 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/out.safetensors" &&
     python3 -c 'import json,struct,sys; f=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",f[:8])[0]; h=json.loads(f[8:8+n]); assert h["output"]["shape"]==[2,5], h' "$WORK/out.safetensors" 2>/dev/null &&
     ok || bad "run: unexpected output file"
+for t in 0 257 4x ""; do
+    run "run --threads '$t'" 2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" \
+        -o "$WORK/out_threads.safetensors" --threads "$t" && has "run --threads '$t'" "$ERR" "--threads wants 1..256, not '$t'" &&
+        { [ ! -e "$WORK/out_threads.safetensors" ] && ok || bad "run --threads '$t': output written"; }
+done
 # the tool sets its process up before OpenBLAS starts (src/cli/process.c): OpenBLAS starts once,
 # and on CPUs with the AVX-512 subsets its SkylakeX kernels use, with those
 run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
