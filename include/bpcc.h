@@ -158,8 +158,9 @@ BPCC_API size_t bpcc_diag_format(const struct bpcc_diag_entry *e, char *buf, siz
 ** (docs/PERFORMANCE.md). BPCC_HUGE_PAGES=0 in the environment (read when the library is loaded)
 ** turns the advice off; your own functions get none. Smaller blocks (activations, most folded
 ** weights) live in malloc's heap: a process that starts with GLIBC_TUNABLES=glibc.malloc.hugetlb=1
-** has glibc put its heap on huge pages too, which the bpcc tool does for itself (a `bpcc quantize`
-** of mobilenet_v2: 0.094 -> 0.068 s where page faults are dear).
+** has glibc put its heap on huge pages too. The bpcc tool does the same with functions of its own
+** here, which advise the heap as it grows (src/cli/process.c; a `bpcc quantize` of mobilenet_v2:
+** 0.094 -> 0.068 s where page faults are dear).
 ** ==================================================================================== */
 
 struct bpcc_allocator {
@@ -791,6 +792,10 @@ BPCC_API enum bpcc_status bpcc_prepare_explain(const struct bpcc_prepare_report 
 
 /* {====================================================================================
 ** Calibrate and run (the reference interpreter; docs/CALIBRATE.md)
+** The interpreter multiplies with OpenBLAS, which the library loads when a model first runs, not
+** when the program starts (BPCC_BLAS in the environment names another CBLAS library): OpenBLAS then
+** reads OPENBLAS_NUM_THREADS and OPENBLAS_CORETYPE as the environment has them at that moment.
+** A run fails with BPCC_ERR_IO when the library cannot be loaded.
 ** ==================================================================================== */
 
 struct bpcc_calibrate_options {

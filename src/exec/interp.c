@@ -393,6 +393,8 @@ static void count_use(struct bpcc_value *ref, void *ud)
 enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct bpcc_exec **out, struct bpcc_diag *d)
 {
     *out = NULL;
+    enum bpcc_status s = bpcc_blas_load(d);
+    if (s) return s;
     struct bpcc_exec *e = bpcc_malloc(sizeof *e);
     if (!e) return bpcc_diag_nomem(d);
     memset(e, 0, sizeof *e);

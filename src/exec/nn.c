@@ -73,7 +73,7 @@ static bool param_n(const struct xargs *a, uint32_t i, const char *name, const f
     return false;
 }
 
-static void set_threads(const struct xargs *a) { openblas_set_num_threads(bpcc_exec_threads(a->ctx)); }
+static void set_threads(const struct xargs *a) { bpcc_blas_set_threads(bpcc_exec_threads(a->ctx)); }
 
 /* {==================== convolution ==================== */
 
@@ -283,7 +283,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
                 }
             float beta = b ? 1.0f : 0.0f;
             if (direct) {
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wg, (int)K, in,
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)K, 1.0f, wg, (int)K, in,
                             (int)P, beta, dst, (int)P);
                 continue;
             }
@@ -292,7 +292,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
             for (int64_t oy0 = 0; oy0 < OH; oy0 += rows) {
                 int64_t nr = OH - oy0 < rows ? OH - oy0 : rows, pb = nr * OW;
                 im2col_rows(&geo, in, oy0, nr, col);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)pb, (int)K, 1.0f, wg, (int)K, col,
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)pb, (int)K, 1.0f, wg, (int)K, col,
                             (int)pb, beta, dst + oy0 * OW, (int)P);
             }
         }
@@ -362,7 +362,7 @@ static enum bpcc_status conv3d(const struct xargs *a, const struct xtensor *x, c
                                                    : src[((ci * D + iz) * H + iy) * W + ix];
                                     }
             float *dst = y->data + (n * Cout + g * Cog) * P;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)Kn, 1.0f, w + g * Cog * Kn,
+            bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)P, (int)Kn, 1.0f, w + g * Cog * Kn,
                         (int)Kn, col, (int)P, 0.0f, dst, (int)P);
             if (b)
                 for (int64_t co = 0; co < Cog; co++)
@@ -426,7 +426,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xv
         for (int64_t g = 0; g < groups; g++) {
             const float *src = x->data + (n * C + g * Cg) * P;
             /* col[Kc, P] = W_g^T [Kc, Cg] x X_g [Cg, P]; W_g is [Cg, Kc] */
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)P, (int)Cg, 1.0f, w + g * Cg * Kc, (int)Kc,
+            bpcc_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)Kc, (int)P, (int)Cg, 1.0f, w + g * Cg * Kc, (int)Kc,
                         src, (int)P, 0.0f, col, (int)P);
             float *dst = y->data + (n * Cout + g * Cog) * OH * OW;
             for (int64_t co = 0; co < Cog; co++)
@@ -473,7 +473,7 @@ enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out)
     if (!y) return bpcc_diag_nomem(a->d);
     set_threads(a);
     if (M && Nd)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)Nd, (int)Kd, 1.0f, x->data, (int)Kd, w, (int)Kd,
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)M, (int)Nd, (int)Kd, 1.0f, x->data, (int)Kd, w, (int)Kd,
                     0.0f, y->data, (int)Nd);
     if (b) {
         if (bnd != 1 || bd[0] != Nd) {
@@ -506,7 +506,7 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
     set_threads(a);
     uint64_t nb = bx > bz ? bx : bz;
     for (uint64_t i = 0; i < nb && M && N; i++)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
                     x->data + (bx == 1 ? 0 : i) * M * K, (int)K, z->data + (bz == 1 ? 0 : i) * K * N, (int)N, 0.0f,
                     y->data + i * M * N, (int)N);
     return put(a, y, out);

@@ -203,7 +203,7 @@ bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, in
                     inputs(p, in + ci * plane, tr, cnt, tW, scratch, scratch + 2 * tW + 2, V + (r - r0) * tW, ci, Cg, T);
             }
             for (int xi = 0; xi < 16; xi++)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)T, (int)Cg, 1.0f, Ug + xi * Cog * Cg,
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)Cog, (int)T, (int)Cg, 1.0f, Ug + xi * Cog * Cg,
                             (int)Cg, V + xi * Cg * T, (int)T, 0.0f, M + xi * Cog * T, (int)T);
             for (int64_t r = r0, n, tr, cnt; r < r0 + nb; r += cnt) {
                 cnt = segment(r, r0, nb, tH, &n, &tr);

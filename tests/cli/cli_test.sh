@@ -218,16 +218,27 @@ for t in 0 257 4x ""; do
         -o "$WORK/out_threads.safetensors" --threads "$t" && has "run --threads '$t'" "$ERR" "--threads wants 1..256, not '$t'" &&
         { [ ! -e "$WORK/out_threads.safetensors" ] && ok || bad "run --threads '$t': output written"; }
 done
-# the tool sets its process up before OpenBLAS starts (src/cli/process.c): OpenBLAS starts once,
-# and on CPUs with the AVX-512 subsets its SkylakeX kernels use, with those
+# the tool sets its process up before OpenBLAS starts (src/cli/process.c; OpenBLAS is loaded when the
+# first model runs, src/exec/blas.c): OpenBLAS starts once, and on CPUs with the AVX-512 subsets its
+# SkylakeX kernels use, with those
 run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
     --data "$WORK/batches/b1.safetensors" -o "$WORK/out_blas.safetensors" &&
     { [ "$(printf '%s\n' "$ERR" | grep -c '^Core: ')" -eq 1 ] && ok || bad "blas starts once: $ERR"; }
 if [ "$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl\|avx512cd' | sort -u | wc -l)" -eq 5 ]; then
     has "blas kernels" "$ERR" "Core: SkylakeX"
 fi
-# under valgrind the process goes on as it is (a new start through /proc/self/exe would run valgrind's
-# tool); not for a sanitized build, which valgrind cannot run
+# the BLAS is loaded when a model first runs, by the name in BPCC_BLAS if set: a verb that runs
+# none works without it, one that runs a model says which library it could not load and writes nothing
+run "blas: not needed to show" 0 env BPCC_BLAS=/nonexistent/libnoblas.so "$BPCC" show "$FIX/torch/tiny_resnet.bpcc" &&
+    has "blas: not needed to show" "$OUT" "12 nodes"
+run "blas: cannot load" 1 env BPCC_BLAS=/nonexistent/libnoblas.so "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
+    --data "$WORK/batches/b1.safetensors" -o "$WORK/out_noblas.safetensors" &&
+    has "blas: cannot load" "$ERR" "error: cannot load the BLAS library /nonexistent/libnoblas.so: " &&
+    { [ ! -e "$WORK/out_noblas.safetensors" ] && ok || bad "blas: cannot load: output written"; }
+run "blas: no cblas_sgemm" 1 env BPCC_BLAS=libc.so.6 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
+    --data "$WORK/batches/b1.safetensors" -o "$WORK/out_noblas.safetensors" &&
+    has "blas: no cblas_sgemm" "$ERR" "cannot load the BLAS library libc.so.6: it has no cblas_sgemm"
+# under valgrind: the same output; not for a sanitized build, which valgrind cannot run
 if command -v valgrind >/dev/null && ! grep -qa __asan_init "$BPCC"; then
     run "under valgrind" 0 valgrind -q --error-exitcode=9 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" \
         --data "$WORK/batches/b1.safetensors" -o "$WORK/out_vg.safetensors" &&
