@@ -1,177 +1,185 @@
 /*
-** check_cli.c — the tool's process set-up (src/cli/process.c): which environment a verb starts
-** again with. (This program links process.c, so its own start runs the preinit hook too, which
-** does nothing here: no verb.)
+** check_cli.c — the tool's process set-up (src/cli/process.c): what a verb's process sets before
+** it works (OpenBLAS's environment, the heap's huge-page advice), and that the set-up does it.
 */
 #include "testutil.h"
 
 #include "cli/cli.h"
 
-/* the number of entries of e that are exactly `entry` */
-static int count(char **e, const char *entry)
-{
-    int n = 0;
-    for (size_t i = 0; e[i]; i++) n += !strcmp(e[i], entry);
-    return n;
-}
-
-/* the number of entries of e named `name` */
-static int named(char **e, const char *name)
-{
-    int n = 0;
-    size_t len = strlen(name);
-    for (size_t i = 0; e[i]; i++) n += !strncmp(e[i], name, len) && e[i][len] == '=';
-    return n;
-}
-
-static size_t length(char **e)
-{
-    size_t n = 0;
-    while (e[n]) n++;
-    return n;
-}
+#if defined(__linux__) && defined(__GLIBC__)
+#include <unistd.h>
+#endif
 
 #define ENV(...) ((char *[]){__VA_ARGS__, NULL})
 #define ARGV(...) ((char *[]){"bpcc", __VA_ARGS__, NULL})
 #define ARGC(...) ((int)(sizeof((char *[]){"bpcc", __VA_ARGS__}) / sizeof(char *)))
+#define PLAN(env, avx512, ...) (cli_process_plan(ARGC(__VA_ARGS__), ARGV(__VA_ARGS__), (env), (avx512), &p))
 
 START_TEST(a_work_verb_gets_what_is_missing)
 {
+    struct cli_process_plan p;
     char **env = ENV("HOME=/root", "PATH=/usr/bin");
-    char **e = cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true);
-    ck_assert_ptr_nonnull(e);
-    /* the user's entries first, in order, then the additions */
-    ck_assert_str_eq(e[0], "HOME=/root");
-    ck_assert_str_eq(e[1], "PATH=/usr/bin");
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=1"), 1);
-    ck_assert_int_eq(count(e, "OPENBLAS_CORETYPE=SKYLAKEX"), 1);
-    ck_assert_int_eq(count(e, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"), 1);
-    ck_assert_int_eq(count(e, "BPCC_CONFIGURED=1"), 1);
-    ck_assert_uint_eq(length(e), 6);
-    cli_process_env_free(e);
-
+    ck_assert(PLAN(env, true, "quantize", "m.bpcc"));
+    ck_assert_str_eq(p.threads, "1");
+    ck_assert(p.coretype);
+    ck_assert(p.heap);
     /* without AVX-512, OpenBLAS's own choice of kernels stands */
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(named(e, "OPENBLAS_CORETYPE"), 0);
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=1"), 1);
-    cli_process_env_free(e);
+    ck_assert(PLAN(env, false, "run", "m.bpcc"));
+    ck_assert(!p.coretype);
+    ck_assert_str_eq(p.threads, "1");
+    ck_assert(p.heap);
 }
 END_TEST
 
 START_TEST(every_verb_that_loads_a_model_and_no_other)
 {
+    struct cli_process_plan p;
     char **env = ENV("HOME=/root");
     const char *work[] = {"fuse", "prepare", "calibrate", "run", "convert", "quantize", "compare"};
     for (size_t i = 0; i < sizeof work / sizeof work[0]; i++) {
         char *argv[] = {"bpcc", (char *)work[i], NULL};
-        char **e = cli_process_env(2, argv, env, true);
-        ck_assert_msg(e != NULL, "%s is not set up", work[i]);
-        cli_process_env_free(e);
+        ck_assert_msg(cli_process_plan(2, argv, env, true, &p), "%s is not set up", work[i]);
+        ck_assert_msg(p.threads && p.heap, "%s", work[i]);
     }
     const char *other[] = {"show", "fmt", "config", "qconfig", "explain", "--help", "--version", "nonsense", ""};
     for (size_t i = 0; i < sizeof other / sizeof other[0]; i++) {
         char *argv[] = {"bpcc", (char *)other[i], NULL};
-        ck_assert_msg(cli_process_env(2, argv, env, true) == NULL, "'%s' starts again", other[i]);
+        ck_assert_msg(!cli_process_plan(2, argv, env, true, &p), "'%s' is set up", other[i]);
+        ck_assert(!p.threads && !p.coretype && !p.heap);
     }
     char *bare[] = {"bpcc", NULL};
-    ck_assert_ptr_null(cli_process_env(1, bare, env, true));
+    ck_assert(!cli_process_plan(1, bare, env, true, &p));
 }
 END_TEST
 
 START_TEST(threads_follow_the_option)
 {
+    struct cli_process_plan p;
     char **env = ENV("HOME=/root");
-    char **e = cli_process_env(ARGC("calibrate", "m.bpcc", "--threads", "4"), ARGV("calibrate", "m.bpcc", "--threads", "4"),
-                               env, false);
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=4"), 1);
-    cli_process_env_free(e);
+    ck_assert(PLAN(env, false, "calibrate", "m.bpcc", "--threads", "4"));
+    ck_assert_str_eq(p.threads, "4");
     /* a value the verb refuses (it says so itself) is no thread count for OpenBLAS */
     const char *bad[] = {"0", "257", "-2", "4x", "", "many"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char *argv[] = {"bpcc", "run", "m.bpcc", "--threads", (char *)bad[i], NULL};
-        e = cli_process_env(5, argv, env, false);
-        ck_assert_msg(count(e, "OPENBLAS_NUM_THREADS=1") == 1, "--threads '%s'", bad[i]);
-        cli_process_env_free(e);
+        ck_assert(cli_process_plan(5, argv, env, false, &p));
+        ck_assert_msg(!strcmp(p.threads, "1"), "--threads '%s'", bad[i]);
     }
     /* --threads as the last word has no value: the default */
-    e = cli_process_env(ARGC("run", "m.bpcc", "--threads"), ARGV("run", "m.bpcc", "--threads"), env, false);
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=1"), 1);
-    cli_process_env_free(e);
+    ck_assert(PLAN(env, false, "run", "m.bpcc", "--threads"));
+    ck_assert_str_eq(p.threads, "1");
 }
 END_TEST
 
 START_TEST(what_the_user_set_stands)
 {
-    char **env = ENV("OPENBLAS_NUM_THREADS=3", "OPENBLAS_CORETYPE=Haswell", "X=1");
-    char **e = cli_process_env(ARGC("run", "m.bpcc", "--threads", "2"), ARGV("run", "m.bpcc", "--threads", "2"), env, true);
-    ck_assert_ptr_nonnull(e); /* the tunable is still missing */
-    ck_assert_int_eq(named(e, "OPENBLAS_NUM_THREADS"), 1);
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=3"), 1);
-    ck_assert_int_eq(named(e, "OPENBLAS_CORETYPE"), 1);
-    ck_assert_int_eq(count(e, "OPENBLAS_CORETYPE=Haswell"), 1);
-    ck_assert_int_eq(count(e, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"), 1);
-    cli_process_env_free(e);
-
-    /* the user's tunables are kept, the huge-page one added to them: one GLIBC_TUNABLES */
-    env = ENV("GLIBC_TUNABLES=glibc.malloc.arena_max=2", "OPENBLAS_NUM_THREADS=1");
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(named(e, "GLIBC_TUNABLES"), 1);
-    ck_assert_str_eq(e[0], "GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1");
-    cli_process_env_free(e);
-    env = ENV("GLIBC_TUNABLES=", "OPENBLAS_NUM_THREADS=1");
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_str_eq(e[0], "GLIBC_TUNABLES=glibc.malloc.hugetlb=1");
-    cli_process_env_free(e);
-
-    /* a hugetlb tunable of the user's own, whatever its value, and BPCC_HUGE_PAGES=0 keep the
-    ** heap as glibc sets it up; with all three set there is nothing to start again for */
-    env = ENV("GLIBC_TUNABLES=glibc.malloc.hugetlb=0", "OPENBLAS_NUM_THREADS=1", "OPENBLAS_CORETYPE=ZEN");
-    ck_assert_ptr_null(cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, true));
-    env = ENV("BPCC_HUGE_PAGES=0", "OPENBLAS_NUM_THREADS=1");
-    ck_assert_ptr_null(cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false));
-    env = ENV("BPCC_HUGE_PAGES=0");
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_int_eq(named(e, "GLIBC_TUNABLES"), 0);
-    cli_process_env_free(e);
-    /* BPCC_HUGE_PAGES with another value than 0 does not turn it off */
-    env = ENV("BPCC_HUGE_PAGES=1", "OPENBLAS_NUM_THREADS=1");
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_int_eq(count(e, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"), 1);
-    cli_process_env_free(e);
-}
-END_TEST
-
-START_TEST(a_process_set_up_once_never_starts_again)
-{
-    char **env = ENV("HOME=/root");
-    char **e = cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true);
-    ck_assert_ptr_nonnull(e);
-    /* the environment it starts with asks for nothing more */
-    ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), e, true));
-    cli_process_env_free(e);
-    /* nor a process valgrind runs: its /proc/self/exe is valgrind's own tool */
-    env = ENV("LD_PRELOAD=/usr/libexec/valgrind/vgpreload_core-amd64-linux.so:/usr/libexec/valgrind/"
-              "vgpreload_memcheck-amd64-linux.so");
-    ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true));
-    env = ENV("LD_PRELOAD=/usr/lib/libother.so");
-    e = cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true);
-    ck_assert_ptr_nonnull(e);
-    cli_process_env_free(e);
-    /* nor does the marker alone */
-    env = ENV("BPCC_CONFIGURED=1");
-    ck_assert_ptr_null(cli_process_env(ARGC("quantize", "m.bpcc"), ARGV("quantize", "m.bpcc"), env, true));
+    struct cli_process_plan p;
+    ck_assert(PLAN(ENV("OPENBLAS_NUM_THREADS=3", "OPENBLAS_CORETYPE=Haswell", "X=1"), true, "run", "m.bpcc", "--threads", "2"));
+    ck_assert_ptr_null(p.threads);
+    ck_assert(!p.coretype);
+    ck_assert(p.heap);
+    /* the user's own hugetlb tunable, whatever its value, and BPCC_HUGE_PAGES=0 keep the heap as
+    ** glibc sets it up */
+    ck_assert(PLAN(ENV("GLIBC_TUNABLES=glibc.malloc.hugetlb=0"), true, "run", "m.bpcc"));
+    ck_assert(!p.heap);
+    ck_assert(PLAN(ENV("GLIBC_TUNABLES=glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1"), true, "run", "m.bpcc"));
+    ck_assert(!p.heap);
+    ck_assert(PLAN(ENV("BPCC_HUGE_PAGES=0"), true, "run", "m.bpcc"));
+    ck_assert(!p.heap);
+    ck_assert_str_eq(p.threads, "1");
+    /* other tunables, and BPCC_HUGE_PAGES with another value than 0, do not */
+    ck_assert(PLAN(ENV("GLIBC_TUNABLES=glibc.malloc.arena_max=2"), true, "run", "m.bpcc"));
+    ck_assert(p.heap);
+    ck_assert(PLAN(ENV("BPCC_HUGE_PAGES=1"), true, "run", "m.bpcc"));
+    ck_assert(p.heap);
     /* a variable whose name only starts like one of these is another variable */
-    env = ENV("BPCC_CONFIGURED_X=1", "OPENBLAS_NUM_THREADSX=9", "GLIBC_TUNABLES_=glibc.malloc.hugetlb=0");
-    e = cli_process_env(ARGC("run", "m.bpcc"), ARGV("run", "m.bpcc"), env, false);
-    ck_assert_ptr_nonnull(e);
-    ck_assert_int_eq(count(e, "OPENBLAS_NUM_THREADS=1"), 1);
-    ck_assert_int_eq(count(e, "GLIBC_TUNABLES=glibc.malloc.hugetlb=1"), 1);
-    ck_assert_int_eq(count(e, "BPCC_CONFIGURED=1"), 1);
-    cli_process_env_free(e);
+    ck_assert(PLAN(ENV("OPENBLAS_NUM_THREADSX=9", "OPENBLAS_CORETYPE_=x", "GLIBC_TUNABLES_=glibc.malloc.hugetlb=0",
+                       "BPCC_HUGE_PAGESX=0"),
+                   true, "run", "m.bpcc"));
+    ck_assert_str_eq(p.threads, "1");
+    ck_assert(p.coretype && p.heap);
 }
 END_TEST
+
+#if defined(__linux__) && defined(__GLIBC__)
+/* the VmFlags line of the mapping holding p in /proc/self/smaps, "" when not found */
+static void vm_flags(const void *p, char *out, size_t n)
+{
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    bool inside = false;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (inside && !strncmp(line, "VmFlags:", 8)) {
+            snprintf(out, n, "%s", line);
+            break;
+        }
+    }
+    fclose(f);
+}
+
+/* malloc is glibc's own here: not under a sanitizer or valgrind, which bring theirs */
+static bool glibc_malloc(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return false;
+#endif
+#endif
+    const char *pre = getenv("LD_PRELOAD");
+    return !(pre && strstr(pre, "vgpreload"));
+}
+
+/* 1 MiB blocks, below the library's own advice (2 MiB and more), until one grows the heap: that
+** one's last byte, in the heap's new part (the others are left allocated) */
+static char *block_growing_the_heap(void)
+{
+    for (int i = 0; i < 256; i++) {
+        void *top = sbrk(0);
+        char *b = bpcc_malloc(1u << 20);
+        ck_assert_ptr_nonnull(b);
+        if (sbrk(0) != top) return b + (1u << 20) - 1;
+    }
+    ck_abort_msg("the heap never grew");
+    return NULL;
+}
+
+START_TEST(the_set_up_applies_the_plan)
+{
+    unsetenv("OPENBLAS_NUM_THREADS");
+    unsetenv("BPCC_HUGE_PAGES");
+    unsetenv("GLIBC_TUNABLES");
+    char *argv[] = {"bpcc", "run", "m.bpcc", "--threads", "3", NULL};
+    cli_process_setup(5, argv);
+    ck_assert_str_eq(getenv("OPENBLAS_NUM_THREADS"), "3");
+    if (!glibc_malloc()) return;
+    /* a small block that grew the heap: its mapping is advised onto huge pages ("hg") */
+    char flags[512];
+    vm_flags(block_growing_the_heap(), flags, sizeof flags);
+    ck_assert_msg(strstr(flags, " hg"), "heap mapping not advised: %s", flags);
+    bpcc_set_allocator(NULL);
+}
+END_TEST
+
+START_TEST(no_heap_advice_when_turned_off)
+{
+    bpcc_set_allocator(NULL);
+    setenv("BPCC_HUGE_PAGES", "0", 1);
+    char *argv[] = {"bpcc", "run", "m.bpcc", NULL};
+    cli_process_setup(3, argv);
+    if (!glibc_malloc()) return;
+    char flags[512];
+    vm_flags(block_growing_the_heap(), flags, sizeof flags);
+    ck_assert_msg(flags[0] && !strstr(flags, " hg"), "heap mapping advised: %s", flags);
+}
+END_TEST
+#endif
 
 int main(void)
 {
@@ -181,7 +189,11 @@ int main(void)
     tcase_add_test(tc, every_verb_that_loads_a_model_and_no_other);
     tcase_add_test(tc, threads_follow_the_option);
     tcase_add_test(tc, what_the_user_set_stands);
-    tcase_add_test(tc, a_process_set_up_once_never_starts_again);
+#if defined(__linux__) && defined(__GLIBC__)
+    /* in this order for CK_FORK=no: a heap advised once stays so as it grows */
+    tcase_add_test(tc, no_heap_advice_when_turned_off);
+    tcase_add_test(tc, the_set_up_applies_the_plan);
+#endif
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

@@ -21,7 +21,7 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 
 /* --threads VALUE: 1..256 into *out, else a usage error (its exit code returned, 0 on success). */
 int cli_threads(const char *verb, const char *value, int *out);
-/* the same rule without a message (process.c, which runs before anything can print) */
+/* the same rule without a message (process.c, which sets OpenBLAS up before the verb parses) */
 bool cli_parse_threads(const char *value, int *out);
 
 /* Batch files named on the command line: a file, or a directory's *.safetensors in name order. */
@@ -35,12 +35,17 @@ void cli_free_files(struct cli_files *f);
 /* Write text plus a trailing newline to path atomically (the JSON writers' convention). */
 enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d);
 
-/* The environment the process starts again with before any library is set up (process.c):
-** envp plus what is missing of OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE (avx512) and glibc's
-** malloc.hugetlb tunable, for the verbs that load a model; NULL when nothing is missing, for
-** other verbs, once started again, or when out of memory. Free with cli_process_env_free. */
-char **cli_process_env(int argc, char *const *argv, char *const *envp, bool avx512);
-void cli_process_env_free(char **env);
+/* What the process of a verb that loads a model needs before it works (process.c): a pure
+** function of the command line, the environment and whether the CPU has the AVX-512 subsets of
+** OpenBLAS's SkylakeX kernels. false (and nothing to do) for other verbs. */
+struct cli_process_plan {
+    const char *threads; /* set OPENBLAS_NUM_THREADS to this (--threads, else "1"); NULL: the user's stands */
+    bool coretype;       /* set OPENBLAS_CORETYPE=SKYLAKEX */
+    bool heap;           /* advise the heap onto huge pages as it grows */
+};
+bool cli_process_plan(int argc, char *const *argv, char *const *envp, bool avx512, struct cli_process_plan *out);
+/* main's first call: malloc's thresholds, then the plan applied to this process */
+void cli_process_setup(int argc, char **argv);
 
 int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);

@@ -11,10 +11,6 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#if defined(__GLIBC__) || defined(__linux__)
-#include <malloc.h>
-#endif
-
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -174,12 +170,7 @@ static const struct verb verbs[] = {
 
 int main(int argc, char **argv)
 {
-#ifdef M_MMAP_THRESHOLD
-    /* the interpreter frees and reallocates activations of the same sizes batch after batch: keep
-    ** them in the heap instead of mapping (and faulting in) fresh pages each time */
-    mallopt(M_MMAP_THRESHOLD, 1 << 30);
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+    cli_process_setup(argc, argv);
     if (argc < 2) {
         fputs(usage_text, stderr);
         return EXIT_USAGE;
