@@ -102,26 +102,6 @@ START_TEST(what_the_user_set_stands)
 END_TEST
 
 #if defined(__linux__) && defined(__GLIBC__)
-/* the VmFlags line of the mapping holding p in /proc/self/smaps, "" when not found */
-static void vm_flags(const void *p, char *out, size_t n)
-{
-    out[0] = 0;
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[512];
-    bool inside = false;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
-            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
-        else if (inside && !strncmp(line, "VmFlags:", 8)) {
-            snprintf(out, n, "%s", line);
-            break;
-        }
-    }
-    fclose(f);
-}
-
 /* malloc is glibc's own here: not under a sanitizer or valgrind, which bring theirs */
 static bool glibc_malloc(void)
 {
@@ -161,7 +141,7 @@ START_TEST(the_set_up_applies_the_plan)
     if (!glibc_malloc()) return;
     /* a small block that grew the heap: its mapping is advised onto huge pages ("hg") */
     char flags[512];
-    vm_flags(block_growing_the_heap(), flags, sizeof flags);
+    tu_vm_flags(block_growing_the_heap(), flags, sizeof flags);
     ck_assert_msg(strstr(flags, " hg"), "heap mapping not advised: %s", flags);
     bpcc_set_allocator(NULL);
 }
@@ -175,7 +155,7 @@ START_TEST(no_heap_advice_when_turned_off)
     cli_process_setup(3, argv);
     if (!glibc_malloc()) return;
     char flags[512];
-    vm_flags(block_growing_the_heap(), flags, sizeof flags);
+    tu_vm_flags(block_growing_the_heap(), flags, sizeof flags);
     ck_assert_msg(flags[0] && !strstr(flags, " hg"), "heap mapping advised: %s", flags);
 }
 END_TEST

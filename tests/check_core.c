@@ -336,34 +336,10 @@ END_TEST
 #if defined(__linux__)
 #include <sys/mman.h>
 
-/* The VmFlags line of the mapping in /proc/self/smaps that holds addr, "" if not found. */
-static void vmflags_of(const void *addr, char *out, size_t n)
-{
-    out[0] = 0;
-    FILE *f = fopen("/proc/self/smaps", "r");
-    ck_assert_ptr_nonnull(f);
-    char line[512];
-    bool inside = false;
-    uintptr_t a = (uintptr_t)addr;
-    while (fgets(line, sizeof line, f)) {
-        unsigned long lo, hi;
-        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
-            inside = a >= lo && a < hi;
-        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
-            size_t k = strlen(line + 8);
-            if (k >= n) k = n - 1;
-            memcpy(out, line + 8, k);
-            out[k] = 0;
-            break;
-        }
-    }
-    fclose(f);
-}
-
 static bool advised_huge(const void *addr)
 {
     char flags[256];
-    vmflags_of(addr, flags, sizeof flags);
+    tu_vm_flags(addr, flags, sizeof flags);
     ck_assert_msg(flags[0], "no mapping holds %p", addr);
     return strstr(flags, " hg") != NULL;
 }

@@ -201,4 +201,29 @@ static inline char *tu_write_batch(const char *name, uint32_t ndim, const int64_
     return path;
 }
 
+/* The flags of the mapping in /proc/self/smaps that holds addr (its VmFlags line after the colon,
+** e.g. " rd wr mr mw me ac hg"), "" if not found: Linux. */
+static inline void tu_vm_flags(const void *addr, char *out, size_t n)
+{
+    out[0] = 0;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    bool inside = false;
+    uintptr_t a = (uintptr_t)addr;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            inside = a >= lo && a < hi;
+        } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+            size_t k = strlen(line + 8);
+            if (k >= n) k = n - 1;
+            memcpy(out, line + 8, k);
+            out[k] = 0;
+            break;
+        }
+    }
+    fclose(f);
+}
+
 #endif
