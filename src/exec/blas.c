@@ -8,7 +8,7 @@
 ** a compiler that only fuses), and before a program can set those variables itself: the bpcc tool
 ** used to start itself a second time for that. Loaded here, OpenBLAS reads the environment as it is
 ** when the first model runs, and costs nothing until then (~4 ms of a process start on this
-** project's machines, most of it its 12k symbol relocations).
+** project's machines: mapping it and libgfortran, 12k relocations, its thread pool and buffers).
 **
 ** The library is found by its soname: BPCC_BLAS in the environment (read at that first load), else
 ** the meson option blas_library, libopenblas.so.0 by default. Any CBLAS with cblas_sgemm will do;
@@ -44,6 +44,7 @@ static void load(void)
     void *f = dlsym(h, "cblas_sgemm");
     if (!f) {
         snprintf(load_error, sizeof load_error, "it has no cblas_sgemm");
+        dlclose(h);
         return;
     }
     set_threads_fn = (void (*)(int))dlsym(h, "openblas_set_num_threads");
