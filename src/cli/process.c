@@ -31,8 +31,6 @@
 #define HAVE_HEAP_ADVICE 1
 #endif
 
-#include <bpcc.h>
-
 extern char **environ;
 
 static const char *const work_verbs[] = {"fuse", "prepare", "calibrate", "run", "convert", "quantize", "compare"};

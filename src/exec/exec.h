@@ -153,8 +153,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const
                                                struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_batch_release(struct xbatch *b);
 
-/* blas.c: the BLAS, loaded by bpcc_exec_new (once per process; a clear error where it cannot be);
-** then cblas_sgemm with CBLAS's enum values, and OpenBLAS's thread count where it has one */
+/* blas.c: the BLAS, loaded once per process by bpcc_exec_new (a clear error where it cannot be),
+** or by the first bpcc_sgemm of a kernel called on its own (an assertion then); then cblas_sgemm
+** with CBLAS's enum values, and OpenBLAS's thread count where it has one */
 BPCC_INTERNAL enum bpcc_status bpcc_blas_load(struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_sgemm(int order, int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                               const float *b, int ldb, float beta, float *c, int ldc);
