@@ -563,7 +563,8 @@ static enum bpcc_status k_flatten(const struct xargs *a, struct xval *out)
 
 static enum bpcc_status permuted(const struct xargs *a, const struct xtensor *x, const int64_t *perm, struct xval *out)
 {
-    int64_t dims[BPCC_MAX_DIMS], src_stride[BPCC_MAX_DIMS], st = 1;
+    /* perm is a permutation of [0, ndim) (the callers check it); gcc -O3 cannot see that */
+    int64_t dims[BPCC_MAX_DIMS], src_stride[BPCC_MAX_DIMS] = {0}, st = 1;
     for (int i = (int)x->ndim - 1; i >= 0; i--) {
         src_stride[i] = st;
         st *= x->dims[i];

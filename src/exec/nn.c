@@ -62,8 +62,8 @@ static bool param(const struct xargs *a, uint32_t i, const char *name, const flo
 ** element): it must hold want elements, or reads would run past it */
 static bool param_n(const struct xargs *a, uint32_t i, const char *name, const float **data, int64_t want, bool required)
 {
-    uint32_t nd;
-    const int64_t *dd;
+    uint32_t nd = 0; /* set with *data; gcc -O3 cannot see that */
+    const int64_t *dd = NULL;
     if (!param(a, i, name, data, &nd, &dd, required)) return false;
     if (!*data) return true;
     int64_t n = 1;

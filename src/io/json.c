@@ -156,7 +156,7 @@ static json_t *qparams_json(const struct bpcc_qparams *q)
 
 static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
 {
-    json_t *o = json_object(), *users;
+    json_t *o = json_object(), *users = NULL;
     bool ok = o && bpcc_json_put(o, "name", json_string(n->name)) &&
               bpcc_json_put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
               bpcc_json_put(o, "target", json_string(n->target)) &&
@@ -186,7 +186,7 @@ static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
 
 static bool tensor_json(json_t *ts, const struct bpcc_module *m, const struct module_tensor *mt)
 {
-    json_t *t = json_object(), *shape;
+    json_t *t = json_object(), *shape = NULL;
     if (!t || json_array_append_new(ts, t)) return false; /* ts owns t from here */
     char key[1024];
     snprintf(key, sizeof key, "%s%s%s", m->name, m->name[0] ? "." : "", mt->name);
@@ -204,7 +204,7 @@ static bool tensor_json(json_t *ts, const struct bpcc_module *m, const struct mo
 
 static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint64_t *bytes)
 {
-    json_t *o = json_object(), *ts;
+    json_t *o = json_object(), *ts = NULL;
     bool ok = o && bpcc_json_put(o, "name", json_string(m->name)) && bpcc_json_put(o, "type", json_string(m->type)) &&
               bpcc_json_put(o, "attributes", bpcc_value_to_json(&m->attrs, true)) &&
               (ts = put_array(o, "tensors")) != NULL;
