@@ -217,6 +217,10 @@ BPCC_INTERNAL bool bpcc_winograd3x3_weights(int64_t groups, int64_t C, int64_t C
 BPCC_INTERNAL bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int64_t groups, int64_t C, int64_t Cout,
                                     const float *x, const float *U, const float *b, float *y);
 
+/* fsum.c: x[0] + ... + x[n - 1] in float, in the order of PyTorch 1.13's CPU sum (its AVX2
+** kernels), for the reductions whose summed elements are contiguous */
+BPCC_INTERNAL float bpcc_fsum(const float *x, uint64_t n);
+
 /* vmath.c: y[i] = f(x[i]) for i < n (x == y allowed), vectorized through libmvec where built */
 BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);
 BPCC_INTERNAL void bpcc_vtanhf(const float *x, float *y, uint64_t n);

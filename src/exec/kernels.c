@@ -1142,7 +1142,8 @@ static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum ro
 
 /* sum / mean (input, dim=None, keepdim=False), amax / amin (input, dim=(), keepdim=False), var / std
 ** (input, dim=None, unbiased=True, keepdim=False; or correction=): over the listed dimensions, all
-** when none; in double per output element (another summation order than PyTorch's vectorized float
+** when none. Sums and means over the innermost dimensions in float in PyTorch's order (bit-equal);
+** the others in double per output element (another summation order than PyTorch's vectorized float
 ** sums, within ~1e-7 relative) */
 static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out)
 {
@@ -1180,6 +1181,22 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
     if ((op == RO_AMAX || op == RO_AMIN) && !count && y->numel) {
         bpcc_xtensor_free(y);
         return bpcc_xerr(a, "amax / amin of an empty dimension has no identity");
+    }
+    /* a sum or mean whose reduced dimensions follow all the kept ones (dimensions of size 1 aside)
+    ** reads each output's elements as one contiguous run: summed in PyTorch's order (fsum.c), for
+    ** its bits; other layouts in double */
+    bool inner = op == RO_SUM || op == RO_MEAN, seen_red = false;
+    for (uint32_t i = 0; inner && i < x->ndim; i++)
+        if (x->dims[i] != 1) {
+            if (red[i]) seen_red = true;
+            else if (seen_red) inner = false;
+        }
+    if (inner) {
+        for (uint64_t i = 0; i < y->numel; i++) {
+            float v = bpcc_fsum(x->data + i * count, count);
+            y->data[i] = op == RO_MEAN ? v / (float)count : v;
+        }
+        return put_tensor(a, y, out);
     }
     double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = spread ? bpcc_malloc(n_out * sizeof *mean) : NULL;
     if (!acc || (spread && !mean)) {

@@ -901,22 +901,6 @@ enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out) { re
 enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, true, out); }
 enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, true, out); }
 
-/* the sum of img[ys..ye) x [xs..xe) (row stride W) in 8 running partial sums, which the compiler
-** keeps in vector registers (PyTorch's vectorized kernel also sums in lanes, not in order) */
-BPCC_HOT static float window_sum(const float *img, int64_t W, int64_t ys, int64_t ye, int64_t xs, int64_t xe)
-{
-    float acc[8] = {0};
-    float s = 0.0f;
-    for (int64_t iy = ys; iy < ye; iy++) {
-        const float *row = img + iy * W;
-        int64_t ix = xs;
-        for (; ix + 8 <= xe; ix += 8)
-            for (int k = 0; k < 8; k++) acc[k] += row[ix + k];
-        for (; ix < xe; ix++) s += row[ix];
-    }
-    return s + (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
-}
-
 /* the largest of the window; NaN if any element is NaN (torch's max pooling propagates NaN) */
 static float window_max(const float *img, int64_t W, int64_t ys, int64_t ye, int64_t xs, int64_t xe)
 {
@@ -956,6 +940,12 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
     if (!y) return bpcc_diag_nomem(a->d);
     const int64_t D = in[0], H = in[1], W = in[2];
     float *o = y->data;
+    if (avg && on[0] == 1 && on[1] == 1 && on[2] == 1) {
+        /* PyTorch takes the mean over the plane (input.mean(dims)): its cascade sum, one division */
+        uint64_t n = (uint64_t)(D * H * W);
+        for (uint64_t c = 0; c < planes; c++) o[c] = bpcc_fsum(x->data + c * n, n) / (float)n;
+        return put(a, y, out);
+    }
     for (uint64_t c = 0; c < planes; c++)
         for (int64_t oz = 0; oz < on[0]; oz++) {
             int64_t zs = oz * D / on[0], ze = ((oz + 1) * D + on[0] - 1) / on[0];
@@ -963,13 +953,20 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
                 int64_t ys = oy * H / on[1], ye = ((oy + 1) * H + on[1] - 1) / on[1];
                 for (int64_t ox = 0; ox < on[2]; ox++) {
                     int64_t xs = ox * W / on[2], xe = ((ox + 1) * W + on[2] - 1) / on[2];
-                    float acc = 0;
+                    const float *plane = x->data + c * (uint64_t)(D * H * W);
+                    float acc = avg ? 0.0f : -INFINITY;
                     for (int64_t iz = zs; iz < ze; iz++) {
-                        const float *img = x->data + (c * (uint64_t)D + (uint64_t)iz) * (uint64_t)(H * W);
-                        float v = avg ? window_sum(img, W, ys, ye, xs, xe) : window_max(img, W, ys, ye, xs, xe);
-                        acc = iz == zs ? v : avg ? acc + v : v > acc || isnan(v) ? v : acc;
+                        const float *img = plane + (uint64_t)iz * (uint64_t)(H * W);
+                        if (!avg) {
+                            float v = window_max(img, W, ys, ye, xs, xe);
+                            acc = v > acc || isnan(v) ? v : acc;
+                            continue;
+                        }
+                        /* PyTorch's kernel: one running float sum in order, divided by each extent */
+                        for (int64_t iy = ys; iy < ye; iy++)
+                            for (int64_t ix = xs; ix < xe; ix++) acc += img[iy * W + ix];
                     }
-                    *o++ = avg ? acc / (float)((ze - zs) * (ye - ys) * (xe - xs)) : acc;
+                    *o++ = avg ? acc / (float)(ze - zs) / (float)(ye - ys) / (float)(xe - xs) : acc;
                 }
             }
         }

@@ -424,6 +424,53 @@ class Calibrate(unittest.TestCase):
             err = ((g - w.detach()).abs().max() / w.detach().abs().max()).item()
             self.assertLess(err, 1e-5, "%s output %d: %g" % (name, i, err))
 
+    def test_run_means_are_bit_equal(self):
+        """means and sums over the innermost dimensions (global average pooling of every rank,
+        x.mean(dims), x.sum(dims), the mean of all) and adaptive average pooling to other sizes
+        give PyTorch's bits, not only its value: in a quantized model a mean often lies exactly
+        half-way between two steps, and its last ulp picks the step. Lengths from 1 to 9216 reach
+        every branch of PyTorch's cascade sum (its tail, its groups of four vectors, its carries
+        over levels). PyTorch's order is its AVX2 kernels'; with others it sums in another order"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.gap1, self.gap2, self.gap3 = nn.AdaptiveAvgPool1d(1), nn.AdaptiveAvgPool2d(1), nn.AdaptiveAvgPool3d(1)
+                self.aap2 = nn.AdaptiveAvgPool2d((3, 2))
+
+            def forward(self, x):                     # [2, 3, H, W]
+                v, u = x.flatten(2), x.unsqueeze(2)   # [2, 3, H W], [2, 3, 1, H, W]
+                return (self.gap1(v), self.gap2(x), self.gap3(u), x.mean((2, 3)), x.mean(-1, keepdim=True),
+                        x.sum(-1), v.sum(-1), x.sum((1, 2, 3)), torch.mean(x), x[0, 0, 0].sum(),
+                        F.adaptive_avg_pool2d(x, 3), self.aap2(x), F.adaptive_avg_pool3d(u, (1, 2, 3)))
+
+        capability = [l for l in torch.__config__.show().splitlines() if "CPU capability" in l]
+        exact = bool(capability) and capability[0].strip().endswith("AVX2")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)  # with more, PyTorch splits a large reduction to one number
+        try:
+            for shape in ((2, 3, 1, 1), (2, 3, 1, 5), (2, 3, 4, 4), (2, 3, 7, 7), (2, 3, 9, 13), (2, 3, 33, 31),
+                          (2, 3, 96, 96)):
+                name = "means%dx%d" % shape[2:]
+                x = torch.randn(*shape) * 3
+                src = self.path(name + ".bpcc")
+                model = M().eval()
+                bpcc_torch.export(model, (x,), src)
+                st.write(self.path("in.safetensors"), [("x", x)])
+                self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+                got = st.read(self.path("out.safetensors"))
+                for i, w in enumerate(model(x)):
+                    g = got["output.%d" % i]
+                    if exact:
+                        self.assertTrue(torch.equal(g, w), "%s output %d: %g" % (name, i, (g - w).abs().max().item()))
+                    else:
+                        self.assertLess(((g - w).abs().max() / w.abs().max()).item(), 1e-5, "%s output %d" % (name, i))
+        finally:
+            torch.set_num_threads(threads)
+        if not exact:
+            print("PyTorch's CPU capability is not AVX2 (%s): compared within 1e-5, not bit for bit" % capability)
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization

@@ -1,0 +1,86 @@
+/*
+** fsum.c — the float sum of a contiguous array in PyTorch's order, so that mean-like reductions
+** (global average pooling, x.mean(dims), x.sum(dims)) give PyTorch's bits, not only its value.
+**
+** Why the order matters: a quantized model's activations lie on a grid (multiples of a scale), so
+** the mean of 16 of them often lies exactly half-way between two steps of the next quantize node,
+** and the last ulp of the sum decides which step it rounds to. Summed in another order (or in
+** double), efficientnet_v2_s's first squeeze-excitation block flipped a step there, which then
+** spread to up to 5 steps at the output.
+**
+** The order, measured bit-exact against PyTorch 1.13's CPU sum on this machine's AVX2 kernels
+** (every length 1..300 and some large ones, and mean over the inner dimensions, adaptive average
+** pooling to 1): ATen's cascade sum on 8-lane vectors. An array of n >= 8 is read as n / 8
+** vectors and a scalar tail; the vectors are summed lane by lane (below), the tail in order into
+** a scalar that then adds the 8 lanes in order. Shorter arrays take the same lane-by-lane sum
+** with one lane. The lane-by-lane sum of m items (vectors or scalars) takes them four at a time
+** as the rows of a cascade (four running partial sums, one per position in the group), adds
+** the m % 4 left over to the first partial, and the other three partials to it in order. The
+** cascade sums each of its columns over the rows: rows go into level 0, and every 2^p rows
+** (p = max(4, ceil(log2 rows) / 4)) level 0 is carried into level 1, level 1 into level 2 when
+** its count of carries is a multiple of 2^p too, and so on over 4 levels; at the end levels
+** 1..3 are added to level 0 in order.
+**
+** With more threads PyTorch splits a reduction to one number differently; bpcc's interpreter is
+** compared with PyTorch on one thread (docs/CALIBRATE.md).
+*/
+#include "exec.h"
+
+#define LANES 8  /* AVX2 floats */
+#define GROUP 4  /* items summed side by side */
+#define LEVELS 4 /* of the cascade */
+
+static int ceil_log2(uint64_t x) { return x <= 2 ? 1 : 64 - __builtin_clzll(x - 1); }
+
+/* out[k] = the cascade sum over rows r < rows of x[r * stride + k], k < width (width <= GROUP * LANES) */
+static void cascade(const float *x, uint64_t stride, int width, uint64_t rows, float *out)
+{
+    float acc[LEVELS][GROUP * LANES] = {{0}};
+    int p = ceil_log2(rows) / LEVELS;
+    if (p < 4) p = 4;
+    uint64_t step = (uint64_t)1 << p, mask = step - 1, r = 0;
+    while (r + step <= rows) {
+        for (uint64_t j = 0; j < step; j++, r++)
+            for (int k = 0; k < width; k++) acc[0][k] += x[r * stride + (uint64_t)k];
+        for (int l = 1; l < LEVELS; l++) {
+            for (int k = 0; k < width; k++) {
+                acc[l][k] += acc[l - 1][k];
+                acc[l - 1][k] = 0;
+            }
+            if (r & (mask << (l * p))) break;
+        }
+    }
+    for (; r < rows; r++)
+        for (int k = 0; k < width; k++) acc[0][k] += x[r * stride + (uint64_t)k];
+    for (int l = 1; l < LEVELS; l++)
+        for (int k = 0; k < width; k++) acc[0][k] += acc[l][k];
+    for (int k = 0; k < width; k++) out[k] = acc[0][k];
+}
+
+/* out[k] (k < width) = the lane-by-lane sum of m items of width floats each, item i at x + i * width */
+static void items_sum(const float *x, int width, uint64_t m, float *out)
+{
+    float part[GROUP * LANES]; /* part[g * width + k]: lane k of the partial at group position g */
+    uint64_t groups = m / GROUP;
+    cascade(x, (uint64_t)GROUP * (uint64_t)width, GROUP * width, groups, part);
+    for (uint64_t i = groups * GROUP; i < m; i++)
+        for (int k = 0; k < width; k++) part[k] += x[i * (uint64_t)width + (uint64_t)k];
+    for (int g = 1; g < GROUP; g++)
+        for (int k = 0; k < width; k++) part[k] += part[g * width + k];
+    for (int k = 0; k < width; k++) out[k] = part[k];
+}
+
+float bpcc_fsum(const float *x, uint64_t n)
+{
+    if (n < LANES) {
+        float s;
+        items_sum(x, 1, n, &s);
+        return s;
+    }
+    uint64_t nv = n / LANES;
+    float lane[LANES], s = 0;
+    items_sum(x, LANES, nv, lane);
+    for (uint64_t i = nv * LANES; i < n; i++) s += x[i];
+    for (int k = 0; k < LANES; k++) s += lane[k];
+    return s;
+}
