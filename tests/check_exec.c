@@ -1835,12 +1835,48 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
 }
 END_TEST
 
+/* bpcc_fsum: every element counted once through each branch (the scalar tail, the groups of
+** four vectors, the cascade's carries over its levels: integers sum exactly in any order), and
+** PyTorch 1.13's bits where its order gives other bits than a sum in order (x[i] = 1 / (i + 1);
+** the expected values are torch.sum's on one thread, AVX2 kernels) */
+START_TEST(fsum_counts_every_element_once_and_gives_pytorchs_bits)
+{
+    enum { MAXN = 240000 };
+    float *x = malloc(MAXN * sizeof *x);
+    ck_assert_ptr_nonnull(x);
+    for (uint64_t n = 0; n < MAXN; n = n < 300 ? n + 1 : n * 3 + 7) {
+        for (uint64_t i = 0; i < n; i++) x[i] = (float)(i % 31);
+        double want = 0;
+        for (uint64_t i = 0; i < n; i++) want += x[i];
+        ck_assert_msg(bpcc_fsum(x, n) == (float)want, "n = %llu: %g, want %g", (unsigned long long)n,
+                      bpcc_fsum(x, n), want);
+    }
+    static const struct {
+        uint64_t n;
+        uint32_t bits; /* torch.sum's */
+        float in_order; /* a sum in order, which differs */
+    } cases[] = {{7, 1076228447u, 0x1.4be2cp+1f}, {37, 1082553189u, 0x1.0ce6ccp+2f}, {9216, 1092307876u, 0x1.369756p+3f}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        float seq = 0;
+        for (uint64_t i = 0; i < cases[k].n; i++) seq += (x[i] = 1.0f / (float)(i + 1));
+        float got = bpcc_fsum(x, cases[k].n);
+        uint32_t bits;
+        memcpy(&bits, &got, sizeof bits);
+        ck_assert_msg(seq == cases[k].in_order, "n = %llu: the sum in order changed", (unsigned long long)cases[k].n);
+        ck_assert_msg(bits == cases[k].bits, "n = %llu: %a, PyTorch's bits %u", (unsigned long long)cases[k].n, got,
+                      cases[k].bits);
+    }
+    free(x);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
+    tcase_add_test(tc, fsum_counts_every_element_once_and_gives_pytorchs_bits);
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);
     tcase_add_test(tc, winograd_3x3_convolution_matches_the_formula);

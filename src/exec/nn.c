@@ -946,14 +946,14 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
         for (uint64_t c = 0; c < planes; c++) o[c] = bpcc_fsum(x->data + c * n, n) / (float)n;
         return put(a, y, out);
     }
-    for (uint64_t c = 0; c < planes; c++)
+    for (uint64_t c = 0; c < planes; c++) {
+        const float *plane = x->data + c * (uint64_t)(D * H * W);
         for (int64_t oz = 0; oz < on[0]; oz++) {
             int64_t zs = oz * D / on[0], ze = ((oz + 1) * D + on[0] - 1) / on[0];
             for (int64_t oy = 0; oy < on[1]; oy++) {
                 int64_t ys = oy * H / on[1], ye = ((oy + 1) * H + on[1] - 1) / on[1];
                 for (int64_t ox = 0; ox < on[2]; ox++) {
                     int64_t xs = ox * W / on[2], xe = ((ox + 1) * W + on[2] - 1) / on[2];
-                    const float *plane = x->data + c * (uint64_t)(D * H * W);
                     float acc = avg ? 0.0f : -INFINITY;
                     for (int64_t iz = zs; iz < ze; iz++) {
                         const float *img = plane + (uint64_t)iz * (uint64_t)(H * W);
@@ -970,6 +970,7 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
                 }
             }
         }
+    }
     return put(a, y, out);
 }
 
