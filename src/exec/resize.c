@@ -3,7 +3,8 @@
 ** dimensions: nearest, nearest-exact, linear / bilinear / trilinear and area, with PyTorch
 ** 1.13's rules (ATen's UpSample.h): the output size from `size`, or floor(input * scale_factor);
 ** the kernel's scale 1 / scale_factor where a scale factor was given and not recomputed, else
-** input / output; source indices in float.
+** input / output; linear modes' source positions in double from that float scale, their weights
+** in float, each pair of taps as a fused multiply-add: bit-equal to PyTorch's AVX2 kernels.
 */
 #include "exec.h"
 
@@ -50,13 +51,16 @@ static void linear_taps(int64_t in, int64_t out, bool align_corners, bool has_sc
             t->l1[o] = 0.0f;
             continue;
         }
-        float real = align_corners ? scale * (float)o : (float)((double)scale * ((double)o + 0.5) - 0.5);
+        /* the source position in double from the float scale, its fraction rounded to float once:
+        ** PyTorch's bits (rounding the position to float first moved some weights by an ulp) */
+        double real = align_corners ? (double)scale * (double)o : (double)scale * ((double)o + 0.5) - 0.5;
         if (!align_corners && real < 0) real = 0;
         int64_t i0 = (int64_t)real;
         if (i0 > in - 1) i0 = in - 1; /* never reached by the formula; kept so that no rounding reads past the row */
         t->i0[o] = i0;
         t->i1[o] = i0 + (i0 < in - 1 ? 1 : 0);
-        t->l1[o] = real - (float)i0;
+        double frac = real - (double)i0;
+        t->l1[o] = (float)(frac < 0 ? 0 : frac > 1 ? 1 : frac);
         t->l0[o] = 1.0f - t->l1[o];
     }
 }
