@@ -1835,8 +1835,9 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
 }
 END_TEST
 
-/* bpcc_fsum: every element counted once through each branch (the scalar tail, the groups of
-** four vectors, the cascade's carries over its levels: integers sum exactly in any order), and
+/* bpcc_fsum and bpcc_fsum_columns: every element counted once through each branch (the scalar
+** tail, the groups of four vectors, the cascade's carries over its levels, blocks of columns:
+** integers sum exactly in any order), and
 ** PyTorch 1.13's bits where its order gives other bits than a sum in order (x[i] = 1 / (i + 1);
 ** the expected values are torch.sum's on one thread, AVX2 kernels) */
 START_TEST(fsum_counts_every_element_once_and_gives_pytorchs_bits)
@@ -1850,6 +1851,21 @@ START_TEST(fsum_counts_every_element_once_and_gives_pytorchs_bits)
         for (uint64_t i = 0; i < n; i++) want += x[i];
         ck_assert_msg(bpcc_fsum(x, n) == (float)want, "n = %llu: %g, want %g", (unsigned long long)n,
                       bpcc_fsum(x, n), want);
+    }
+    /* columns: the cascade's blocks of 32 or 4 columns, single vectors, scalar columns; each
+    ** column's rows through the cascade's levels or the groups of four */
+    const uint64_t shapes[][2] = {{1, 1}, {5, 3}, {7, 6}, {17, 8}, {300, 13}, {600, 40}, {600, 100}, {2, 71}};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        uint64_t rows = shapes[k][0], cols = shapes[k][1];
+        float out[100];
+        for (uint64_t i = 0; i < rows * cols; i++) x[i] = (float)((i * 7) % 29);
+        bpcc_fsum_columns(x, rows, cols, out);
+        for (uint64_t c = 0; c < cols; c++) {
+            double want = 0;
+            for (uint64_t r = 0; r < rows; r++) want += x[r * cols + c];
+            ck_assert_msg(out[c] == (float)want, "[%llu, %llu] column %llu: %g, want %g", (unsigned long long)rows,
+                          (unsigned long long)cols, (unsigned long long)c, out[c], want);
+        }
     }
     static const struct {
         uint64_t n;

@@ -220,6 +220,8 @@ BPCC_INTERNAL bool bpcc_winograd3x3(const struct bpcc_window *p, int64_t N, int6
 /* fsum.c: x[0] + ... + x[n - 1] in float, in the order of PyTorch 1.13's CPU sum (its AVX2
 ** kernels), for the reductions whose summed elements are contiguous */
 BPCC_INTERNAL float bpcc_fsum(const float *x, uint64_t n);
+/* out[k] = the sum of column k of the row-major [rows, cols] block x, in the same order */
+BPCC_INTERNAL void bpcc_fsum_columns(const float *x, uint64_t rows, uint64_t cols, float *out);
 
 /* vmath.c: y[i] = f(x[i]) for i < n (x == y allowed), vectorized through libmvec where built */
 BPCC_INTERNAL void bpcc_vexpf(const float *x, float *y, uint64_t n);

@@ -21,6 +21,11 @@
 ** its count of carries is a multiple of 2^p too, and so on over 4 levels; at the end levels
 ** 1..3 are added to level 0 in order.
 **
+** A sum over an outer dimension (x.sum(1) of [N, C, H, W]) sums each column of a [rows, cols]
+** block: PyTorch takes blocks of 4 vectors of columns, each column by the cascade over the rows,
+** then the columns left by the lane-by-lane sum over the rows (with fewer than 8 columns, groups
+** of 4 columns by the cascade, the rest by the lane-by-lane sum).
+**
 ** With more threads PyTorch splits a reduction to one number differently; bpcc's interpreter is
 ** compared with PyTorch on one thread (docs/CALIBRATE.md).
 */
@@ -32,55 +37,70 @@
 
 static int ceil_log2(uint64_t x) { return x <= 2 ? 1 : 64 - __builtin_clzll(x - 1); }
 
-/* out[k] = the cascade sum over rows r < rows of x[r * stride + k], k < width (width <= GROUP * LANES) */
-static void cascade(const float *x, uint64_t stride, int width, uint64_t rows, float *out)
+/* out[g * width + l] = the cascade sum over rows r < rows of x[r * rs + g * gs + l], for g < ng and
+** l < width (ng * width <= GROUP * LANES) */
+static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, int width, uint64_t rows, float *out)
 {
     float acc[LEVELS][GROUP * LANES] = {{0}};
-    int p = ceil_log2(rows) / LEVELS;
+    int n = ng * width, p = ceil_log2(rows) / LEVELS;
     if (p < 4) p = 4;
     uint64_t step = (uint64_t)1 << p, mask = step - 1, r = 0;
     while (r + step <= rows) {
         for (uint64_t j = 0; j < step; j++, r++)
-            for (int k = 0; k < width; k++) acc[0][k] += x[r * stride + (uint64_t)k];
-        for (int l = 1; l < LEVELS; l++) {
-            for (int k = 0; k < width; k++) {
-                acc[l][k] += acc[l - 1][k];
-                acc[l - 1][k] = 0;
+            for (int g = 0; g < ng; g++)
+                for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
+        for (int v = 1; v < LEVELS; v++) {
+            for (int k = 0; k < n; k++) {
+                acc[v][k] += acc[v - 1][k];
+                acc[v - 1][k] = 0;
             }
-            if (r & (mask << (l * p))) break;
+            if (r & (mask << (v * p))) break;
         }
     }
     for (; r < rows; r++)
-        for (int k = 0; k < width; k++) acc[0][k] += x[r * stride + (uint64_t)k];
-    for (int l = 1; l < LEVELS; l++)
-        for (int k = 0; k < width; k++) acc[0][k] += acc[l][k];
-    for (int k = 0; k < width; k++) out[k] = acc[0][k];
+        for (int g = 0; g < ng; g++)
+            for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
+    for (int v = 1; v < LEVELS; v++)
+        for (int k = 0; k < n; k++) acc[0][k] += acc[v][k];
+    for (int k = 0; k < n; k++) out[k] = acc[0][k];
 }
 
-/* out[k] (k < width) = the lane-by-lane sum of m items of width floats each, item i at x + i * width */
-static void items_sum(const float *x, int width, uint64_t m, float *out)
+/* out[l] (l < width) = the lane-by-lane sum of m items of width floats each, item i at x + i * stride */
+static void items_sum(const float *x, uint64_t stride, int width, uint64_t m, float *out)
 {
-    float part[GROUP * LANES]; /* part[g * width + k]: lane k of the partial at group position g */
+    float part[GROUP * LANES]; /* part[g * width + l]: lane l of the partial at group position g */
     uint64_t groups = m / GROUP;
-    cascade(x, (uint64_t)GROUP * (uint64_t)width, GROUP * width, groups, part);
+    cascade(x, GROUP * stride, stride, GROUP, width, groups, part);
     for (uint64_t i = groups * GROUP; i < m; i++)
-        for (int k = 0; k < width; k++) part[k] += x[i * (uint64_t)width + (uint64_t)k];
+        for (int l = 0; l < width; l++) part[l] += x[i * stride + (uint64_t)l];
     for (int g = 1; g < GROUP; g++)
-        for (int k = 0; k < width; k++) part[k] += part[g * width + k];
-    for (int k = 0; k < width; k++) out[k] = part[k];
+        for (int l = 0; l < width; l++) part[l] += part[g * width + l];
+    for (int l = 0; l < width; l++) out[l] = part[l];
 }
 
 float bpcc_fsum(const float *x, uint64_t n)
 {
     if (n < LANES) {
         float s;
-        items_sum(x, 1, n, &s);
+        items_sum(x, 1, 1, n, &s);
         return s;
     }
     uint64_t nv = n / LANES;
     float lane[LANES], s = 0;
-    items_sum(x, LANES, nv, lane);
+    items_sum(x, LANES, LANES, nv, lane);
     for (uint64_t i = nv * LANES; i < n; i++) s += x[i];
     for (int k = 0; k < LANES; k++) s += lane[k];
     return s;
+}
+
+void bpcc_fsum_columns(const float *x, uint64_t rows, uint64_t cols, float *out)
+{
+    /* at least a vector of columns: blocks of GROUP vectors by the cascade, then single vectors
+    ** and the columns left over by the lane-by-lane sum; fewer: groups of GROUP columns by the
+    ** cascade, the rest by the lane-by-lane sum */
+    uint64_t block = cols >= LANES ? GROUP * LANES : GROUP, k = 0;
+    for (; k + block <= cols; k += block) cascade(x + k, cols, 0, 1, (int)block, rows, out + k);
+    if (cols >= LANES)
+        for (; k + LANES <= cols; k += LANES) items_sum(x + k, cols, LANES, rows, out + k);
+    for (; k < cols; k++) items_sum(x + k, cols, 1, rows, out + k);
 }

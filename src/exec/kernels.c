@@ -1142,7 +1142,7 @@ static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum ro
 
 /* sum / mean (input, dim=None, keepdim=False), amax / amin (input, dim=(), keepdim=False), var / std
 ** (input, dim=None, unbiased=True, keepdim=False; or correction=): over the listed dimensions, all
-** when none. Sums and means over the innermost dimensions in float in PyTorch's order (bit-equal);
+** when none. Sums and means over one run of dimensions in float in PyTorch's order (bit-equal);
 ** the others in double per output element (another summation order than PyTorch's vectorized float
 ** sums, within ~1e-7 relative) */
 static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out)
@@ -1182,19 +1182,31 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
         bpcc_xtensor_free(y);
         return bpcc_xerr(a, "amax / amin of an empty dimension has no identity");
     }
-    /* a sum or mean whose reduced dimensions follow all the kept ones (dimensions of size 1 aside)
-    ** reads each output's elements as one contiguous run: summed in PyTorch's order (fsum.c), for
-    ** its bits; other layouts in double */
-    bool inner = op == RO_SUM || op == RO_MEAN, seen_red = false;
-    for (uint32_t i = 0; inner && i < x->ndim; i++)
-        if (x->dims[i] != 1) {
-            if (red[i]) seen_red = true;
-            else if (seen_red) inner = false;
+    /* a sum or mean whose reduced dimensions are one run (dimensions of size 1 aside) reads, for
+    ** each index of the kept dimensions before the run, a row-major [count, cols] block whose
+    ** columns are the outputs (cols is 1 when the run is innermost): summed in PyTorch's order
+    ** (fsum.c), for its bits; other layouts in double */
+    bool one_run = op == RO_SUM || op == RO_MEAN;
+    int phase = 0; /* 0: kept dimensions before the run, 1: in the run, 2: after it */
+    uint64_t cols = 1;
+    for (uint32_t i = 0; one_run && i < x->ndim; i++) {
+        if (x->dims[i] == 1) continue;
+        if (red[i]) {
+            if (phase == 2) one_run = false;
+            phase = 1;
+        } else if (phase >= 1) {
+            phase = 2;
+            cols *= (uint64_t)x->dims[i];
         }
-    if (inner) {
-        for (uint64_t i = 0; i < y->numel; i++) {
-            float v = bpcc_fsum(x->data + i * count, count);
-            y->data[i] = op == RO_MEAN ? v / (float)count : v;
+    }
+    if (one_run) {
+        uint64_t blocks = cols ? y->numel / cols : 0;
+        for (uint64_t b = 0; b < blocks; b++) {
+            float *o = y->data + b * cols;
+            if (cols == 1) o[0] = bpcc_fsum(x->data + b * count, count);
+            else bpcc_fsum_columns(x->data + b * count * cols, count, cols, o);
+            if (op == RO_MEAN)
+                for (uint64_t k = 0; k < cols; k++) o[k] /= (float)count;
         }
         return put_tensor(a, y, out);
     }

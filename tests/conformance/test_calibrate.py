@@ -441,12 +441,13 @@ class Calibrate(unittest.TestCase):
             self.assertLess(err, 1e-5, "%s output %d: %g" % (name, i, err))
 
     def test_run_means_are_bit_equal(self):
-        """means and sums over the innermost dimensions (global average pooling of every rank,
-        x.mean(dims), x.sum(dims), the mean of all) and adaptive average pooling to other sizes
-        give PyTorch's bits, not only its value: in a quantized model a mean often lies exactly
-        half-way between two steps, and its last ulp picks the step. Lengths from 1 to 9216 reach
-        every branch of PyTorch's cascade sum (its tail, its groups of four vectors, its carries
-        over levels). PyTorch's order is its AVX2 kernels'; with others it sums in another order"""
+        """means and sums over one run of dimensions (global average pooling of every rank,
+        x.mean(dims), x.sum(dims), the mean of all, sums over channels or rows) and adaptive
+        average pooling to other sizes give PyTorch's bits, not only its value: in a quantized
+        model a mean often lies exactly half-way between two steps, and its last ulp picks the
+        step. Lengths from 1 to 9216 and 1 to 576 rows of 1 to 9216 columns reach every branch of
+        PyTorch's cascade sums (their tails, groups of four vectors or columns, carries over
+        levels). PyTorch's order is its AVX2 kernels'; with others it sums in another order"""
         torch.manual_seed(0)
 
         class M(nn.Module):
@@ -457,9 +458,11 @@ class Calibrate(unittest.TestCase):
 
             def forward(self, x):                     # [2, 3, H, W]
                 v, u = x.flatten(2), x.unsqueeze(2)   # [2, 3, H W], [2, 3, 1, H, W]
+                rows = x.reshape(-1, x.shape[-1])   # [2 3 H, W]
                 return (self.gap1(v), self.gap2(x), self.gap3(u), x.mean((2, 3)), x.mean(-1, keepdim=True),
                         x.sum(-1), v.sum(-1), x.sum((1, 2, 3)), torch.mean(x), x[0, 0, 0].sum(),
-                        F.adaptive_avg_pool2d(x, 3), self.aap2(x), F.adaptive_avg_pool3d(u, (1, 2, 3)))
+                        F.adaptive_avg_pool2d(x, 3), self.aap2(x), F.adaptive_avg_pool3d(u, (1, 2, 3)),
+                        x.mean(1), x.sum(1, keepdim=True), x.sum((0, 1)), x.mean((1, 2)), rows.sum(0), rows.mean(0))
 
         exact = TORCH_AVX2
         threads = torch.get_num_threads()
