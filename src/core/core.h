@@ -147,7 +147,7 @@ BPCC_INTERNAL void bpcc_strmap_release(struct bpcc_strmap *m);
 #define BPCC_AVX2_CLONES 1
 #endif
 
-/* true where the AVX2 builds run: the CPU has AVX2 and BPCC_ISA is not "baseline" */
+/* true where the AVX2 builds run: the CPU has AVX2 and FMA, and BPCC_ISA is not "baseline" */
 BPCC_INTERNAL bool bpcc_cpu_avx2(void);
 
 /* }===================================================================================== */

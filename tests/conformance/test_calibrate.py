@@ -487,6 +487,51 @@ class Calibrate(unittest.TestCase):
         finally:
             torch.set_num_threads(threads)
 
+    def test_run_batch_norm_is_bit_equal(self):
+        """eval batch norm of every rank, as a module (affine or not) and as F.batch_norm: beta = b -
+        mean alpha and x alpha + beta each rounded once, as PyTorch's kernel computes them (fused
+        multiply-adds), in the AVX2 build and the baseline one (BPCC_ISA=baseline). An unfused batch
+        norm (densenet's, after a cat) feeds a quantize point. Contiguous inputs: for a strided view
+        PyTorch takes another path, whose bits bpcc (which makes views contiguous) does not follow"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.bn1, self.bn2, self.bn3 = nn.BatchNorm1d(4), nn.BatchNorm2d(4), nn.BatchNorm3d(4)
+                self.plain = nn.BatchNorm2d(4, affine=False)
+                for bn in (self.bn1, self.bn2, self.bn3, self.plain):
+                    bn.running_mean.normal_()
+                    bn.running_var.uniform_(0.3, 3)
+                    if bn.affine:
+                        bn.weight.data.normal_()
+                        bn.bias.data.normal_()
+
+            def forward(self, x):                     # [2, 4, 9, 13]
+                return (self.bn1(x.flatten(2)), self.bn2(x), self.bn3(x.unsqueeze(2)), self.plain(x),
+                        F.batch_norm(x, self.bn2.running_mean, self.bn2.running_var, self.bn2.weight, None, False, 0.1, 1e-3),
+                        self.bn1(x[:, :, 0, :5].contiguous()), self.bn1(x[:, :, 0, 0].contiguous()))
+
+        x = torch.randn(2, 4, 9, 13) * 3
+        model = M().eval()
+        for isa in (None, "baseline"):
+            env = dict(os.environ)
+            if isa:
+                env["BPCC_ISA"] = isa
+            src = self.path("bn.bpcc")
+            bpcc_torch.export(model, (x,), src)
+            st.write(self.path("in.safetensors"), [("x", x)])
+            r = subprocess.run([BPCC, "run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors")],
+                               capture_output=True, text=True, env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            got = st.read(self.path("out.safetensors"))
+            for i, w in enumerate(model(x)):
+                g, w = got["output.%d" % i], w.detach()
+                if TORCH_AVX2:
+                    self.assertTrue(torch.equal(g, w), "%s output %d: %g" % (isa, i, (g - w).abs().max().item()))
+                else:
+                    self.assertLess(((g - w).abs().max() / w.abs().max()).item(), 1e-5, "%s output %d" % (isa, i))
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization
