@@ -1,6 +1,7 @@
 /*
-** fsum.c — the float sum of a contiguous array in PyTorch's order, so that mean-like reductions
-** (global average pooling, x.mean(dims), x.sum(dims)) give PyTorch's bits, not only its value.
+** fsum.c — float sums in PyTorch's order, of a contiguous array and of the columns of a row-major
+** block, so that mean-like reductions (global average pooling, x.mean(dims), x.sum(dims)) give
+** PyTorch's bits, not only its value.
 **
 ** Why the order matters: a quantized model's activations lie on a grid (multiples of a scale), so
 ** the mean of 16 of them often lies exactly half-way between two steps of the next quantize node,
@@ -26,8 +27,8 @@
 ** then the columns left by the lane-by-lane sum over the rows (with fewer than 8 columns, groups
 ** of 4 columns by the cascade, the rest by the lane-by-lane sum).
 **
-** With more threads PyTorch splits a reduction to one number differently; bpcc's interpreter is
-** compared with PyTorch on one thread (docs/CALIBRATE.md).
+** With more threads PyTorch splits a large reduction to one number (32768 elements and more)
+** across them, in another order; the conformance test of these sums runs PyTorch on one thread.
 */
 #include "exec.h"
 
