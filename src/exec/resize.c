@@ -65,19 +65,68 @@ static void linear_taps(int64_t in, int64_t out, bool align_corners, bool has_sc
     }
 }
 
-/* the interpolated value at output (o[0], o[1], o[2]) of plane p [in0, in1, in2], dimensions
-** from `first` on (the ones before are a unit extent): the outermost dimension's two taps
-** weighted last, as ATen's Interpolate<n> nests them, each pair as fma(a, l0, b * l1): its
-** a * l0 + b * l1, which the compiler contracts so in PyTorch's AVX2 kernels (bit-equal with
-** them; the plain sum of products differed in a third of the values of an 8x8 -> 64x64 bilinear
-** upsampling by an ulp, enough to move a value on a quantize point's rounding boundary a step) */
-static float lerp_at(const float *p, const int64_t in[3], const struct taps t[3], const int64_t o[3], int dim, int64_t off)
+/* Linear interpolation is separable, and PyTorch's kernel (ATen's Interpolate<n>) weighs the two
+** taps of the innermost dimension first, then those of the next one out: each pair a, b with
+** weights l0, l1 as fma(a, l0, b * l1), its a * l0 + b * l1 as the compiler contracts it in PyTorch's
+** AVX2 kernels. bpcc computes the same per output row: the innermost dimension's pairs for each
+** source row the row needs (hrow), then the pairs of those rows (mix). Bit-equal with PyTorch; the
+** plain sum of products differed in a third of the values of an 8x8 -> 64x64 upsampling by an ulp,
+** enough to move a value on a quantize point's rounding boundary a step. Each is built twice: the
+** AVX2+FMA build where the CPU has them, and the baseline one, whose fmaf calls give the same bits. */
+static void hrow(const float *row, const struct taps *t, int64_t n, float *h)
 {
-    if (dim == 3) return p[off];
-    int64_t stride = dim == 0 ? in[1] * in[2] : dim == 1 ? in[2] : 1;
-    float a = lerp_at(p, in, t, o, dim + 1, off + t[dim].i0[o[dim]] * stride);
-    float b = lerp_at(p, in, t, o, dim + 1, off + t[dim].i1[o[dim]] * stride);
-    return fmaf(a, t[dim].l0[o[dim]], b * t[dim].l1[o[dim]]);
+    for (int64_t o = 0; o < n; o++) h[o] = fmaf(row[t->i0[o]], t->l0[o], row[t->i1[o]] * t->l1[o]);
+}
+
+static void mix(const float *a, const float *b, float l0, float l1, int64_t n, float *out)
+{
+    for (int64_t o = 0; o < n; o++) out[o] = fmaf(a[o], l0, b[o] * l1);
+}
+
+#ifdef BPCC_AVX2_CLONES
+BPCC_HOT __attribute__((target("avx2,fma"))) static void hrow_fma(const float *row, const struct taps *t, int64_t n, float *h)
+{
+    for (int64_t o = 0; o < n; o++) h[o] = __builtin_fmaf(row[t->i0[o]], t->l0[o], row[t->i1[o]] * t->l1[o]);
+}
+
+BPCC_HOT __attribute__((target("avx2,fma"))) static void mix_fma(const float *a, const float *b, float l0, float l1, int64_t n,
+                                                               float *out)
+{
+    for (int64_t o = 0; o < n; o++) out[o] = __builtin_fmaf(a[o], l0, b[o] * l1);
+}
+#endif
+
+/* one plane p [in0, in1, in2] into q [on0, on1, on2] (dimensions before `first` of unit extent);
+** buf holds 4 rows of on2 floats */
+static void lerp_plane(const float *p, const int64_t in[3], const int64_t on[3], const struct taps t[3], int first,
+                       float *buf, float *q)
+{
+    void (*h)(const float *, const struct taps *, int64_t, float *) = hrow;
+    void (*mx)(const float *, const float *, float, float, int64_t, float *) = mix;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) {
+        h = hrow_fma;
+        mx = mix_fma;
+    }
+#endif
+    const int64_t W = on[2];
+    if (first == 2) { /* 1-d */
+        h(p, &t[2], W, q);
+        return;
+    }
+    float *r0 = buf, *r1 = buf + W, *z0 = buf + 2 * W, *z1 = buf + 3 * W;
+    for (int64_t oz = 0; oz < on[0]; oz++)
+        for (int64_t oy = 0; oy < on[1]; oy++, q += W) {
+            /* the value of plane z at row oy: its two source rows' pairs, then theirs */
+            for (int k = 0; k < (first == 0 ? 2 : 1); k++) {
+                int64_t z = k ? t[0].i1[oz] : t[0].i0[oz];
+                const float *pz = p + z * in[1] * in[2];
+                h(pz + t[1].i0[oy] * in[2], &t[2], W, r0);
+                h(pz + t[1].i1[oy] * in[2], &t[2], W, r1);
+                mx(r0, r1, t[1].l0[oy], t[1].l1[oy], W, first == 0 ? (k ? z1 : z0) : q);
+            }
+            if (first == 0) mx(z0, z1, t[0].l0[oz], t[0].l1[oz], W, q);
+        }
 }
 
 /* size (1) or scale_factor (2) into out[] and sf[] for the r spatial dimensions */
@@ -183,10 +232,12 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     struct taps t[3];
     int64_t *idx = bpcc_malloc((size_t)(on[0] + on[1] + on[2]) * 2 * sizeof *idx);
     float *lam = bpcc_malloc((size_t)(on[0] + on[1] + on[2]) * 2 * sizeof *lam);
-    if (!y || !idx || !lam) {
+    float *rows = m == R_LINEAR ? bpcc_malloc((size_t)on[2] * 4 * sizeof *rows) : NULL;
+    if (!y || !idx || !lam || (m == R_LINEAR && !rows)) {
         bpcc_xtensor_free(y);
         bpcc_xfree(idx);
         bpcc_xfree(lam);
+        bpcc_xfree(rows);
         return bpcc_diag_nomem(a->d);
     }
     for (int64_t i = 0, at = 0; i < 3; at += on[i] * 2, i++) {
@@ -199,17 +250,23 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     uint64_t planes = x->dims[0] * x->dims[1] > 0 ? (uint64_t)(x->dims[0] * x->dims[1]) : 0;
     uint64_t is = (uint64_t)(in[0] * in[1] * in[2]);
     float *q = y->data;
+    uint64_t os_plane = (uint64_t)(on[0] * on[1] * on[2]);
     for (uint64_t c = 0; c < planes; c++) {
         const float *p = x->data + c * is;
+        if (m == R_LINEAR) {
+            lerp_plane(p, in, on, t, 3 - r, rows, q);
+            q += os_plane;
+            continue;
+        }
         int64_t o[3];
         for (o[0] = 0; o[0] < on[0]; o[0]++)
             for (o[1] = 0; o[1] < on[1]; o[1]++)
                 for (o[2] = 0; o[2] < on[2]; o[2]++)
-                    *q++ = m == R_LINEAR ? lerp_at(p, in, t, o, 3 - r, 0)
-                                         : p[(t[0].i0[o[0]] * in[1] + t[1].i0[o[1]]) * in[2] + t[2].i0[o[2]]];
+                    *q++ = p[(t[0].i0[o[0]] * in[1] + t[1].i0[o[1]]) * in[2] + t[2].i0[o[2]]];
     }
     bpcc_xfree(idx);
     bpcc_xfree(lam);
+    bpcc_xfree(rows);
     *out = (struct xval){.k = XV_TENSOR, .u.t = y};
     return BPCC_OK;
 }

@@ -111,8 +111,8 @@ class Calibrate(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp.name, name)
 
-    def bpcc(self, *args):
-        r = subprocess.run([BPCC, *args], capture_output=True, text=True)
+    def bpcc(self, *args, env=None):
+        r = subprocess.run([BPCC, *args], capture_output=True, text=True, env=env)
         self.assertEqual(r.returncode, 0, "bpcc %s: %s" % (" ".join(args), r.stderr))
         return r
 
@@ -365,7 +365,9 @@ class Calibrate(unittest.TestCase):
                                 outs.append(F.interpolate(t, mode=mode, align_corners=ac, **kw))
                 return tuple(outs)
 
-        self.check_run_multi(M().eval(), torch.randn(2, 3, 4, 6), "interpolate", exact=True)
+        x = torch.randn(2, 3, 4, 6)
+        self.check_run_multi(M().eval(), x, "interpolate", exact=True)
+        self.check_run_multi(M().eval(), x, "interpolate", exact=True, isa="baseline")
 
     def test_run_more_layers(self):
         """padding modules and F.pad in every mode, chunk and split, pixel (un)shuffle, PReLU,
@@ -422,14 +424,15 @@ class Calibrate(unittest.TestCase):
         for name, model, shape in cases:
             self.check_run(model.eval(), torch.randn(*shape), name)
 
-    def check_run_multi(self, model, x, name, exact=False):
+    def check_run_multi(self, model, x, name, exact=False, isa=None):
         """bpcc run's outputs against eager's: to 1e-5 relative, or, with `exact` and PyTorch
         running its AVX2 kernels (whose summation orders and fused multiply-adds bpcc follows
-        there), bit for bit"""
+        there), bit for bit; `isa` "baseline" runs bpcc's baseline builds of its kernels"""
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (x,), src)
         st.write(self.path("in.safetensors"), [("x", x)])
-        self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+        env = dict(os.environ, BPCC_ISA=isa) if isa else None
+        self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"), env=env)
         got = st.read(self.path("out.safetensors"))
         want = model(x)
         for i, w in enumerate(want):
@@ -513,24 +516,8 @@ class Calibrate(unittest.TestCase):
                         self.bn1(x[:, :, 0, :5].contiguous()), self.bn1(x[:, :, 0, 0].contiguous()))
 
         x = torch.randn(2, 4, 9, 13) * 3
-        model = M().eval()
-        for isa in (None, "baseline"):
-            env = dict(os.environ)
-            if isa:
-                env["BPCC_ISA"] = isa
-            src = self.path("bn.bpcc")
-            bpcc_torch.export(model, (x,), src)
-            st.write(self.path("in.safetensors"), [("x", x)])
-            r = subprocess.run([BPCC, "run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors")],
-                               capture_output=True, text=True, env=env)
-            self.assertEqual(r.returncode, 0, r.stderr)
-            got = st.read(self.path("out.safetensors"))
-            for i, w in enumerate(model(x)):
-                g, w = got["output.%d" % i], w.detach()
-                if TORCH_AVX2:
-                    self.assertTrue(torch.equal(g, w), "%s output %d: %g" % (isa, i, (g - w).abs().max().item()))
-                else:
-                    self.assertLess(((g - w).abs().max() / w.abs().max()).item(), 1e-5, "%s output %d" % (isa, i))
+        self.check_run_multi(M().eval(), x, "bn", exact=True)
+        self.check_run_multi(M().eval(), x, "bn", exact=True, isa="baseline")
 
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
