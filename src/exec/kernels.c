@@ -37,7 +37,8 @@ static bool dim_ok(const struct xargs *a, int64_t *d, uint32_t ndim)
 /* {==================== unary ==================== */
 
 enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGMOID, U_SIGMOID, U_TANH, U_SILU,
-            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_ABS, U_LOG, U_SOFTPLUS, U_MISH };
+            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_RSQRT, U_RECIPROCAL, U_ABS, U_LOG, U_SOFTPLUS,
+            U_MISH };
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -69,6 +70,8 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_NEG: return -x;
     case U_EXP: return expf(x);
     case U_SQRT: return sqrtf(x);
+    case U_RSQRT: return 1.0f / sqrtf(x); /* PyTorch's: two roundings, not an approximation */
+    case U_RECIPROCAL: return 1.0f / x;
     case U_ABS: return fabsf(x);
     case U_LOG: return logf(x);
     case U_SOFTPLUS: return x * p0 > p1 ? x : log1pf(expf(x * p0)) / p0; /* p0 beta, p1 threshold */
@@ -198,6 +201,8 @@ UNARY(k_identity, U_IDENTITY)
 UNARY(k_neg, U_NEG)
 UNARY(k_exp, U_EXP)
 UNARY(k_sqrt, U_SQRT)
+UNARY(k_rsqrt, U_RSQRT)
+UNARY(k_reciprocal, U_RECIPROCAL)
 UNARY(k_abs, U_ABS)
 UNARY(k_log, U_LOG)
 UNARY(k_mish, U_MISH)
@@ -1541,7 +1546,9 @@ static const struct kentry table[] = {
     {'f', "torch.nn.functional.silu", k_silu}, {'f', "torch.nn.functional.gelu", k_gelu},
     {'f', "torch.nn.functional.softmax", k_softmax}, {'f', "torch.softmax", k_softmax},
     {'f', "torch.nn.functional.dropout", k_dropout}, {'f', "torch.clamp", k_clamp}, {'f', "torch.exp", k_exp},
-    {'f', "torch.sqrt", k_sqrt}, {'f', "operator.neg", k_neg},
+    {'f', "torch.sqrt", k_sqrt}, {'f', "operator.neg", k_neg}, {'f', "torch.neg", k_neg}, {'t', "neg", k_neg},
+    {'f', "torch.rsqrt", k_rsqrt}, {'t', "rsqrt", k_rsqrt}, {'f', "torch.reciprocal", k_reciprocal},
+    {'t', "reciprocal", k_reciprocal},
     {'f', "operator.add", k_add}, {'f', "torch.add", k_add}, {'f', "operator.sub", k_sub}, {'f', "torch.sub", k_sub},
     {'f', "operator.mul", k_mul}, {'f', "torch.mul", k_mul}, {'f', "operator.truediv", k_div}, {'f', "torch.div", k_div},
     {'f', "operator.floordiv", k_floordiv},

@@ -519,6 +519,30 @@ class Calibrate(unittest.TestCase):
         self.check_run_multi(M().eval(), x, "bn", exact=True)
         self.check_run_multi(M().eval(), x, "bn", exact=True, isa="baseline")
 
+    def test_run_elementwise_ops_are_bit_equal(self):
+        """the ops docs/CALIBRATE.md calls bit-equal: arithmetic, clamps, the ReLU family,
+        hardswish and hardsigmoid, neg, abs, sqrt, rsqrt and reciprocal, pooling windows, pixel
+        shuffle, PReLU; in the AVX2 builds and the baseline ones"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pr = nn.PReLU(4)
+                self.pr.weight.data.uniform_(-0.5, 0.5)
+
+            def forward(self, x):                     # [2, 4, 9, 14]
+                y = x * 0.7 - 0.1
+                return (x + y, x - y, x * y, x / (y.abs() + 1), 2.5 - x, F.relu(x), F.relu6(x), F.hardtanh(x, -0.3, 0.8),
+                        x.clamp(-0.5, 0.5), F.leaky_relu(x, 0.1), F.hardswish(x), F.hardsigmoid(x), -x, torch.neg(x),
+                        x.neg(), x.abs(), torch.sqrt(x.abs()), torch.rsqrt(x.abs() + 0.1), (x.abs() + 0.1).rsqrt(),
+                        torch.reciprocal(y), y.reciprocal(), F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 3, 2, 1),
+                        F.avg_pool2d(x, 2, count_include_pad=False), F.pixel_shuffle(x, 2), self.pr(x), x ** 2)
+
+        x = torch.randn(2, 4, 9, 14) * 3
+        self.check_run_multi(M().eval(), x, "elementwise", exact=True)
+        self.check_run_multi(M().eval(), x, "elementwise", exact=True, isa="baseline")
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization
