@@ -165,6 +165,7 @@ int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("process");
+    tcase_set_timeout(tc, 60); /* Check's default, 4 s, is too short on a loaded machine under ASan */
     tcase_add_test(tc, a_work_verb_gets_what_is_missing);
     tcase_add_test(tc, every_verb_that_loads_a_model_and_no_other);
     tcase_add_test(tc, threads_follow_the_option);

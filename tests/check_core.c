@@ -425,6 +425,7 @@ int main(void)
 {
     Suite *s = suite_create("core");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60); /* Check's default, 4 s, is too short on a loaded machine under ASan */
     tcase_add_test(tc, arena_aligns_and_zeroes);
     tcase_add_test(tc, arena_keeps_addresses_across_growth);
     tcase_add_test(tc, arena_rejects_overflowing_counts);

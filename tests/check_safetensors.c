@@ -203,6 +203,7 @@ int main(void)
 {
     Suite *s = suite_create("safetensors");
     TCase *tc = tcase_create("safetensors");
+    tcase_set_timeout(tc, 60); /* Check's default, 4 s, is too short on a loaded machine under ASan */
     tcase_add_test(tc, reads_tensors_in_offset_order);
     tcase_add_test(tc, reads_past_unknown_fields);
     tcase_add_test(tc, copies_misaligned_data_into_aligned_memory);

@@ -292,6 +292,7 @@ int main(void)
 {
     Suite *s = suite_create("text");
     TCase *tc = tcase_create("text");
+    tcase_set_timeout(tc, 60); /* Check's default, 4 s, is too short on a loaded machine under ASan */
     tcase_add_loop_test(tc, fixtures_round_trip_byte_for_byte, 0, (int)BPCC_ARRAY_LEN(fixtures));
     tcase_add_test(tc, free_form_text_prints_canonically);
     tcase_add_test(tc, long_literals_keep_every_item);
