@@ -40,16 +40,27 @@ static int ceil_log2(uint64_t x) { return x <= 2 ? 1 : 64 - __builtin_clzll(x - 
 
 /* out[g * width + l] = the cascade sum over rows r < rows of x[r * rs + g * gs + l], for g < ng and
 ** l < width (ng * width <= GROUP * LANES) */
-static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, int width, uint64_t rows, float *out)
+/* acc[k] += row[k] for the GROUP * LANES floats of a dense row: a constant trip count, which the
+** compiler turns into vector adds (lane by lane, so the same bits) */
+static inline void add_dense(float *restrict acc, const float *restrict row)
+{
+    for (int k = 0; k < GROUP * LANES; k++) acc[k] += row[k];
+}
+
+BPCC_HOT static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, int width, uint64_t rows, float *out)
 {
     float acc[LEVELS][GROUP * LANES] = {{0}};
     int n = ng * width, p = ceil_log2(rows) / LEVELS;
+    bool dense = n == GROUP * LANES && (ng == 1 || gs == (uint64_t)width); /* a row is n floats in a row */
     if (p < 4) p = 4;
     uint64_t step = (uint64_t)1 << p, mask = step - 1, r = 0;
     while (r + step <= rows) {
-        for (uint64_t j = 0; j < step; j++, r++)
-            for (int g = 0; g < ng; g++)
-                for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
+        if (dense)
+            for (uint64_t j = 0; j < step; j++, r++) add_dense(acc[0], x + r * rs);
+        else
+            for (uint64_t j = 0; j < step; j++, r++)
+                for (int g = 0; g < ng; g++)
+                    for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
         for (int v = 1; v < LEVELS; v++) {
             for (int k = 0; k < n; k++) {
                 acc[v][k] += acc[v - 1][k];
