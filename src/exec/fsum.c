@@ -38,8 +38,6 @@
 
 static int ceil_log2(uint64_t x) { return x <= 2 ? 1 : 64 - __builtin_clzll(x - 1); }
 
-/* out[g * width + l] = the cascade sum over rows r < rows of x[r * rs + g * gs + l], for g < ng and
-** l < width (ng * width <= GROUP * LANES) */
 /* acc[k] += row[k] for the GROUP * LANES floats of a dense row: a constant trip count, which the
 ** compiler turns into vector adds (lane by lane, so the same bits) */
 static inline void add_dense(float *restrict acc, const float *restrict row)
@@ -47,6 +45,8 @@ static inline void add_dense(float *restrict acc, const float *restrict row)
     for (int k = 0; k < GROUP * LANES; k++) acc[k] += row[k];
 }
 
+/* out[g * width + l] = the cascade sum over rows r < rows of x[r * rs + g * gs + l], for g < ng and
+** l < width (ng * width <= GROUP * LANES) */
 BPCC_HOT static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, int width, uint64_t rows, float *out)
 {
     float acc[LEVELS][GROUP * LANES] = {{0}};
