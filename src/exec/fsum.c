@@ -45,6 +45,13 @@ static inline void add_dense(float *restrict acc, const float *restrict row)
     for (int k = 0; k < GROUP * LANES; k++) acc[k] += row[k];
 }
 
+/* acc[g * width + l] += row[g * gs + l] for g < ng, l < width: any row */
+static inline void add_strided(float *restrict acc, const float *restrict row, uint64_t gs, int ng, int width)
+{
+    for (int g = 0; g < ng; g++)
+        for (int l = 0; l < width; l++) acc[g * width + l] += row[(uint64_t)g * gs + (uint64_t)l];
+}
+
 /* out[g * width + l] = the cascade sum over rows r < rows of x[r * rs + g * gs + l], for g < ng and
 ** l < width (ng * width <= GROUP * LANES) */
 BPCC_HOT static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, int width, uint64_t rows, float *out)
@@ -55,12 +62,10 @@ BPCC_HOT static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, i
     if (p < 4) p = 4;
     uint64_t step = (uint64_t)1 << p, mask = step - 1, r = 0;
     while (r + step <= rows) {
-        if (dense)
+        if (dense) /* chosen outside the loop, which then vectorizes */
             for (uint64_t j = 0; j < step; j++, r++) add_dense(acc[0], x + r * rs);
         else
-            for (uint64_t j = 0; j < step; j++, r++)
-                for (int g = 0; g < ng; g++)
-                    for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
+            for (uint64_t j = 0; j < step; j++, r++) add_strided(acc[0], x + r * rs, gs, ng, width);
         for (int v = 1; v < LEVELS; v++) {
             for (int k = 0; k < n; k++) {
                 acc[v][k] += acc[v - 1][k];
@@ -69,9 +74,7 @@ BPCC_HOT static void cascade(const float *x, uint64_t rs, uint64_t gs, int ng, i
             if (r & (mask << (v * p))) break;
         }
     }
-    for (; r < rows; r++)
-        for (int g = 0; g < ng; g++)
-            for (int l = 0; l < width; l++) acc[0][g * width + l] += x[r * rs + (uint64_t)g * gs + (uint64_t)l];
+    for (; r < rows; r++) add_strided(acc[0], x + r * rs, gs, ng, width); /* fewer than 2^p rows */
     for (int v = 1; v < LEVELS; v++)
         for (int k = 0; k < n; k++) acc[0][k] += acc[v][k];
     for (int k = 0; k < n; k++) out[k] = acc[0][k];

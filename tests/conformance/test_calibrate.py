@@ -467,26 +467,12 @@ class Calibrate(unittest.TestCase):
                         F.adaptive_avg_pool2d(x, 3), self.aap2(x), F.adaptive_avg_pool3d(u, (1, 2, 3)),
                         x.mean(1), x.sum(1, keepdim=True), x.sum((0, 1)), x.mean((1, 2)), rows.sum(0), rows.mean(0))
 
-        exact = TORCH_AVX2
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # with more, PyTorch splits a large reduction to one number
         try:
             for shape in ((2, 3, 1, 1), (2, 3, 1, 5), (2, 3, 4, 4), (2, 3, 7, 7), (2, 3, 9, 13), (2, 3, 33, 31),
                           (2, 3, 96, 96)):
-                name = "means%dx%d" % shape[2:]
-                x = torch.randn(*shape) * 3
-                src = self.path(name + ".bpcc")
-                model = M().eval()
-                bpcc_torch.export(model, (x,), src)
-                st.write(self.path("in.safetensors"), [("x", x)])
-                self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
-                got = st.read(self.path("out.safetensors"))
-                for i, w in enumerate(model(x)):
-                    g = got["output.%d" % i]
-                    if exact:
-                        self.assertTrue(torch.equal(g, w), "%s output %d: %g" % (name, i, (g - w).abs().max().item()))
-                    else:
-                        self.assertLess(((g - w).abs().max() / w.abs().max()).item(), 1e-5, "%s output %d" % (name, i))
+                self.check_run_multi(M().eval(), torch.randn(*shape) * 3, "means%dx%d" % shape[2:], exact=True)
         finally:
             torch.set_num_threads(threads)
 
