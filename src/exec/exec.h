@@ -20,6 +20,9 @@ struct xtensor {
     int64_t qaxis;            /* -1: per tensor */
     float *qscale;            /* 1 or dims[qaxis] values, owned */
     int64_t *qzp;
+    /* a bool tensor (a comparison's result, a mask): data holds 0 or 1, which arithmetic takes as
+    ** PyTorch promotes bools; the ops that move elements keep the mark, ~ and logical_not need it */
+    bool boolean;
 };
 
 /* XV_DICT keeps its entries as a sequence of 2n items: key (XV_STR, the graph's string) and value */
@@ -89,6 +92,7 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a,
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out);

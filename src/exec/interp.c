@@ -41,6 +41,7 @@ struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
     t->qaxis = -1;
     t->qscale = NULL;
     t->qzp = NULL;
+    t->boolean = false;
     return t;
 }
 
@@ -74,6 +75,7 @@ enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst)
             return BPCC_ERR_NOMEM;
         }
         memcpy(dst->u.t->data, src->u.t->data, src->u.t->numel * sizeof(float));
+        dst->u.t->boolean = src->u.t->boolean;
         const struct xtensor *st = src->u.t;
         if (st->qdtype != BPCC_DTYPE_NONE) {
             uint32_t nq = st->qaxis < 0 ? 1 : (uint32_t)st->dims[st->qaxis];

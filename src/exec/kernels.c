@@ -19,6 +19,13 @@ static enum bpcc_status put_tensor(const struct xargs *a, struct xtensor *t, str
 
 static struct xtensor *like(const struct xtensor *x) { return bpcc_xtensor_new(x->ndim, x->dims); }
 
+/* y (may be NULL) marked as holding bools (0 or 1) or not */
+static struct xtensor *marked(struct xtensor *y, bool boolean)
+{
+    if (y) y->boolean = boolean;
+    return y;
+}
+
 static int64_t wrap_dim(int64_t d, uint32_t ndim) { return d < 0 ? d + (int64_t)ndim : d; }
 
 static bool dim_ok(const struct xargs *a, int64_t *d, uint32_t ndim)
@@ -38,7 +45,9 @@ static bool dim_ok(const struct xargs *a, int64_t *d, uint32_t ndim)
 
 enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGMOID, U_SIGMOID, U_TANH, U_SILU,
             U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_RSQRT, U_RECIPROCAL, U_ABS, U_LOG, U_SOFTPLUS,
-            U_MISH };
+            U_MISH, U_ERF, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SIGN, U_SIN, U_COS, U_LOG1P, U_EXPM1, U_SQUARE, U_SELU,
+            U_CELU, U_SOFTSIGN, U_HARDSHRINK, U_SOFTSHRINK, U_TANHSHRINK, U_LOGSIGMOID, U_LOG2, U_LOG10, U_EXP2,
+            U_NOT };
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -76,6 +85,31 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_LOG: return logf(x);
     case U_SOFTPLUS: return x * p0 > p1 ? x : log1pf(expf(x * p0)) / p0; /* p0 beta, p1 threshold */
     case U_MISH: return x * tanhf(log1pf(expf(x)));
+    case U_ERF: return erff(x);
+    case U_FLOOR: return floorf(x);
+    case U_CEIL: return ceilf(x);
+    case U_ROUND: return nearbyintf(x); /* half to even, as std::nearbyint */
+    case U_TRUNC: return truncf(x);
+    case U_SIGN: return (float)((0.0f < x) - (x < 0.0f)); /* 0 for NaN, as PyTorch */
+    case U_SIN: return sinf(x);
+    case U_COS: return cosf(x);
+    case U_LOG1P: return log1pf(x);
+    case U_EXPM1: return expm1f(x);
+    case U_SQUARE: return x * x;
+    case U_SELU: { /* ATen's elu with alpha and scale: the negative coefficient a float product */
+        const float alpha = 1.6732632423543772848170429916717f, scale = 1.0507009873554804934193349852946f;
+        return x <= 0.0f ? (expf(x) - 1.0f) * (alpha * scale) : x * scale;
+    }
+    case U_CELU: return x <= 0.0f ? (expf(x * (1.0f / p0)) - 1.0f) * p0 : x; /* p0 alpha; input scale 1 / alpha */
+    case U_SOFTSIGN: return x / (1.0f + fabsf(x));
+    case U_HARDSHRINK: return x >= -p0 && x <= p0 ? 0.0f : x;
+    case U_SOFTSHRINK: return x > p0 ? x - p0 : x < -p0 ? x + p0 : 0.0f;
+    case U_TANHSHRINK: return x - tanhf(x);
+    case U_LOGSIGMOID: return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+    case U_LOG2: return log2f(x);
+    case U_LOG10: return log10f(x);
+    case U_EXP2: return exp2f(x);
+    case U_NOT: return x == 0.0f ? 1.0f : 0.0f;
     }
     return x;
 }
@@ -206,6 +240,53 @@ UNARY(k_reciprocal, U_RECIPROCAL)
 UNARY(k_abs, U_ABS)
 UNARY(k_log, U_LOG)
 UNARY(k_mish, U_MISH)
+UNARY(k_erf, U_ERF)
+UNARY(k_floor, U_FLOOR)
+UNARY(k_ceil, U_CEIL)
+UNARY(k_trunc, U_TRUNC)
+UNARY(k_sign, U_SIGN)
+UNARY(k_sin, U_SIN)
+UNARY(k_cos, U_COS)
+UNARY(k_log1p, U_LOG1P)
+UNARY(k_expm1, U_EXPM1)
+UNARY(k_square, U_SQUARE)
+UNARY(k_selu, U_SELU)
+UNARY(k_softsign, U_SOFTSIGN)
+UNARY(k_tanhshrink, U_TANHSHRINK)
+UNARY(k_logsigmoid, U_LOGSIGMOID)
+UNARY(k_log2, U_LOG2)
+UNARY(k_log10, U_LOG10)
+UNARY(k_exp2, U_EXP2)
+
+/* round(input, decimals=0): to the nearest integer, halves to even */
+static enum bpcc_status k_round(const struct xargs *a, struct xval *out)
+{
+    int64_t decimals;
+    if (!bpcc_xarg_int(a, UINT32_MAX, "decimals", 0, &decimals)) return BPCC_ERR_GRAPH;
+    if (decimals) return bpcc_xerr(a, "round with decimals=%lld is not supported", (long long)decimals);
+    return unary(a, U_ROUND, 0, 0, out);
+}
+
+/* celu(input, alpha=1.0) */
+static enum bpcc_status k_celu(const struct xargs *a, struct xval *out)
+{
+    double al = 1.0;
+    if (a->module) al = bpcc_mattr_float(a->module, "alpha", 1.0);
+    else if (!bpcc_xarg_float(a, 1, "alpha", 1.0, &al)) return BPCC_ERR_GRAPH;
+    if (al == 0) return bpcc_xerr(a, "celu's alpha must not be 0");
+    return unary(a, U_CELU, (float)al, 0, out);
+}
+
+/* hardshrink / softshrink(input, lambd=0.5) */
+static enum bpcc_status shrink(const struct xargs *a, enum unop op, struct xval *out)
+{
+    double l = 0.5;
+    if (a->module) l = bpcc_mattr_float(a->module, "lambd", 0.5);
+    else if (!bpcc_xarg_float(a, 1, "lambd", 0.5, &l)) return BPCC_ERR_GRAPH;
+    return unary(a, op, (float)l, 0, out);
+}
+static enum bpcc_status k_hardshrink(const struct xargs *a, struct xval *out) { return shrink(a, U_HARDSHRINK, out); }
+static enum bpcc_status k_softshrink(const struct xargs *a, struct xval *out) { return shrink(a, U_SOFTSHRINK, out); }
 
 /* softplus(input, beta=1, threshold=20): x where x * beta > threshold, else log1p(exp(x * beta)) / beta */
 static enum bpcc_status k_softplus(const struct xargs *a, struct xval *out)
@@ -258,6 +339,21 @@ static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
     return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
 }
 
+/* clamp_min(input, min) / clamp_max(input, max) */
+static enum bpcc_status k_clamp_min(const struct xargs *a, struct xval *out)
+{
+    double lo;
+    if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo)) return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, (float)lo, INFINITY, out);
+}
+
+static enum bpcc_status k_clamp_max(const struct xargs *a, struct xval *out)
+{
+    double hi;
+    if (!bpcc_xarg_float(a, 1, "max", INFINITY, &hi)) return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, -INFINITY, (float)hi, out);
+}
+
 static enum bpcc_status k_leaky_relu(const struct xargs *a, struct xval *out)
 {
     double s = 0.01;
@@ -291,7 +387,11 @@ static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
 
 /* {==================== binary with broadcasting ==================== */
 
-enum binop { B_ADD, B_SUB, B_MUL, B_DIV };
+/* B_MAX / B_MIN: torch.maximum / minimum (NaN from either side); the comparisons and logical ops
+** give 0 or 1 (a bool tensor) */
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR };
+
+static bool bin_is_bool(enum binop op) { return op >= B_GT; }
 
 static float bin(enum binop op, float x, float y)
 {
@@ -300,6 +400,16 @@ static float bin(enum binop op, float x, float y)
     case B_SUB: return x - y;
     case B_MUL: return x * y;
     case B_DIV: return x / y;
+    case B_MAX: return x != x || x > y ? x : y;
+    case B_MIN: return x != x || x < y ? x : y;
+    case B_GT: return x > y;
+    case B_LT: return x < y;
+    case B_GE: return x >= y;
+    case B_LE: return x <= y;
+    case B_EQ: return x == y;
+    case B_NE: return x != y;
+    case B_AND: return x != 0.0f && y != 0.0f;
+    case B_OR: return x != 0.0f || y != 0.0f;
     }
     return x;
 }
@@ -338,6 +448,7 @@ BPCC_HOT static void bin_block(enum binop op, const float *restrict x, bool mx, 
     case B_SUB: BLOCK_LOOP(p - q); break;
     case B_MUL: BLOCK_LOOP(p * q); break;
     case B_DIV: BLOCK_LOOP(p / q); break;
+    default: BLOCK_LOOP(bin(op, p, q)); break;
     }
 }
 #undef BLOCK_LOOP
@@ -362,6 +473,7 @@ BPCC_HOT __attribute__((noinline)) static void bin_in_place(enum binop op, float
     case B_SUB: IN_PLACE_LOOP(p - q); break;
     case B_MUL: IN_PLACE_LOOP(p * q); break;
     case B_DIV: IN_PLACE_LOOP(p / q); break;
+    default: IN_PLACE_LOOP(bin(op, p, q)); break;
     }
 }
 #undef IN_PLACE_LOOP
@@ -383,15 +495,23 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
         double p, q;
         if ((xa->k != XV_INT && xa->k != XV_FLOAT) || (xb->k != XV_INT && xb->k != XV_FLOAT))
             return bpcc_xerr(a, "operands must be tensors or numbers");
-        if (xa->k == XV_INT && xb->k == XV_INT && op != B_DIV) {
-            int64_t r = op == B_ADD ? xa->u.i + (int64_t)alpha * xb->u.i : op == B_SUB ? xa->u.i - (int64_t)alpha * xb->u.i
-                                                                                       : xa->u.i * xb->u.i;
+        if (xa->k == XV_INT && xb->k == XV_INT && (op <= B_MUL || op == B_MAX || op == B_MIN)) {
+            int64_t p = xa->u.i, q = xb->u.i;
+            int64_t r = op == B_ADD ? p + (int64_t)alpha * q : op == B_SUB ? p - (int64_t)alpha * q : op == B_MUL ? p * q
+                      : op == B_MAX ? (p > q ? p : q) : (p < q ? p : q);
             *out = (struct xval){.k = XV_INT, .u.i = r};
             return BPCC_OK;
         }
         p = xa->k == XV_INT ? (double)xa->u.i : xa->u.f;
         q = xb->k == XV_INT ? (double)xb->u.i : xb->u.f;
-        double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : p / q;
+        if (bin_is_bool(op)) {
+            bool r = op == B_GT ? p > q : op == B_LT ? p < q : op == B_GE ? p >= q : op == B_LE ? p <= q
+                   : op == B_EQ ? p == q : op == B_NE ? p != q : op == B_AND ? p != 0 && q != 0 : p != 0 || q != 0;
+            *out = (struct xval){.k = XV_BOOL, .u.b = r};
+            return BPCC_OK;
+        }
+        double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : op == B_DIV ? p / q
+                 : op == B_MAX ? (p != p || p > q ? p : q) : (p != p || p < q ? p : q);
         *out = (struct xval){.k = XV_FLOAT, .u.f = r};
         return BPCC_OK;
     }
@@ -414,7 +534,7 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
             if (al != 1.0f) q *= al;
             y->data[i] = bin(op, p, q);
         }
-        return put_tensor(a, y, out);
+        return put_tensor(a, marked(y, bin_is_bool(op)), out);
     }
     const struct xtensor *x = xa->u.t, *z = xb->u.t;
     if (a->consume && xa == &a->pos[0] && x != z && x->qdtype == BPCC_DTYPE_NONE && z->qdtype == BPCC_DTYPE_NONE &&
@@ -422,6 +542,7 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
         /* the first operand dies here (a residual add): the result goes where it is */
         struct xtensor *t = a->pos[0].u.t;
         bin_in_place(op, t->data, z->data, al, t->numel);
+        t->boolean = bin_is_bool(op);
         *out = (struct xval){.k = XV_TENSOR, .u.t = t};
         return BPCC_OK;
     }
@@ -456,7 +577,7 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
         mz = bz;
         inner *= dims[k];
     }
-    if (y->numel == 0) return put_tensor(a, y, out);
+    if (y->numel == 0) return put_tensor(a, marked(y, bin_is_bool(op)), out);
     int64_t idx[BPCC_MAX_DIMS] = {0};
     int64_t ox = 0, oz = 0;
     for (uint64_t base = 0; base < y->numel; base += (uint64_t)inner) {
@@ -471,7 +592,7 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
             idx[k] = 0;
         }
     }
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, bin_is_bool(op)), out);
 }
 
 static enum bpcc_status k_add(const struct xargs *a, struct xval *out) { return binary(a, B_ADD, false, out); }
@@ -520,7 +641,7 @@ static enum bpcc_status reshaped(const struct xargs *a, const struct xtensor *x,
     struct xtensor *y = bpcc_xtensor_new(nd, dims);
     if (!y) return bpcc_diag_nomem(a->d);
     memcpy(y->data, x->data, x->numel * sizeof(float));
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, x->boolean), out);
 }
 
 /* view / reshape: the shape as varargs or one list */
@@ -592,7 +713,7 @@ static enum bpcc_status permuted(const struct xargs *a, const struct xtensor *x,
             idx[k] = 0;
         }
     }
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, x->boolean), out);
 }
 
 static enum bpcc_status k_permute(const struct xargs *a, struct xval *out)
@@ -699,6 +820,9 @@ static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
         sub.n_kw = 0;
         return k_size(&sub, out);
     }
+    if (obj->k == XV_SEQ && obj->u.seq.n == 2 && (!strcmp(name->u.s, "values") || !strcmp(name->u.s, "indices")))
+        /* max / min along a dimension: torch.return_types (values, indices) */
+        return bpcc_xval_copy(&obj->u.seq.items[name->u.s[0] == 'i'], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
     if (obj->k == XV_TENSOR && !strcmp(name->u.s, "ndim")) {
         *out = (struct xval){.k = XV_INT, .u.i = obj->u.t->ndim};
         return BPCC_OK;
@@ -830,7 +954,7 @@ static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
             cnt[k] = 0;
         }
     }
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, x->boolean), out);
 }
 
 static enum bpcc_status k_cat(const struct xargs *a, struct xval *out, bool stack)
@@ -865,9 +989,11 @@ static enum bpcc_status k_cat(const struct xargs *a, struct xval *out, bool stac
     for (int64_t i = 0; i < dim; i++) outer *= dims[i];
     for (uint32_t i = (uint32_t)dim + 1; i < nd; i++) inner *= dims[i];
     int64_t pos = 0;
+    y->boolean = true; /* bools when every piece is (PyTorch promotes a mix) */
     for (uint32_t k = 0; k < l->u.seq.n; k++) {
         const struct xtensor *t = l->u.seq.items[k].u.t;
         int64_t dk = stack ? 1 : t->dims[dim];
+        y->boolean &= t->boolean;
         for (int64_t o = 0; o < outer; o++)
             memcpy(y->data + (o * total + pos) * inner, t->data + o * dk * inner, (size_t)(dk * inner) * sizeof(float));
         pos += dk;
@@ -889,57 +1015,73 @@ static struct xtensor *narrow(const struct xtensor *x, uint32_t dim, int64_t sta
     for (uint64_t o = 0; o < outer; o++)
         memcpy(y->data + o * (uint64_t)len * inner, x->data + (o * (uint64_t)x->dims[dim] + (uint64_t)start) * inner,
                (uint64_t)len * inner * sizeof(float));
+    y->boolean = x->boolean;
     return y;
 }
 
-/* chunk(input, chunks, dim=0) and split(tensor, split_size_or_sections, dim=0): a tuple of pieces
-** along dim. chunk: pieces of ceil(size / chunks), the last shorter, possibly fewer than asked;
-** split: pieces of the given size (the last shorter) or of the listed sizes, which must sum to size */
-static enum bpcc_status pieces(const struct xargs *a, bool chunk, struct xval *out)
+/* chunk(input, chunks, dim=0), split(tensor, split_size_or_sections, dim=0) and unbind(input,
+** dim=0): a tuple of pieces along dim. chunk: pieces of ceil(size / chunks), the last shorter,
+** possibly fewer than asked; split: pieces of the given size (the last shorter) or of the listed
+** sizes, which must sum to size; unbind: every index, dim removed */
+enum piecing { P_CHUNK, P_SPLIT, P_UNBIND };
+
+static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct xval *out)
 {
     const struct xtensor *x;
-    int64_t dim, sizes[64];
-    uint32_t n = 0;
-    if (!bpcc_xarg_tensor(a, 0, chunk ? "input" : "tensor", &x) || !bpcc_xarg_int(a, 2, "dim", 0, &dim) ||
-        !dim_ok(a, &dim, x->ndim))
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, how == P_SPLIT ? "tensor" : "input", &x) ||
+        !bpcc_xarg_int(a, how == P_UNBIND ? 1 : 2, "dim", 0, &dim) || !dim_ok(a, &dim, x->ndim))
         return BPCC_ERR_GRAPH;
+    if (how == P_UNBIND && !x->ndim) return bpcc_xerr(a, "unbind of a 0-d tensor");
     int64_t size = x->ndim ? x->dims[dim] : 1;
-    const struct xval *v = bpcc_xarg(a, 1, chunk ? "chunks" : "split_size_or_sections");
-    if (!v) v = bpcc_xarg(a, 1, "split_size");
-    if (v && v->k == XV_SEQ && !chunk) {
+    const struct xval *v = NULL, *sections = NULL;
+    int64_t piece = 1, n;
+    if (how != P_UNBIND) {
+        v = bpcc_xarg(a, 1, how == P_CHUNK ? "chunks" : "split_size_or_sections");
+        if (!v) v = bpcc_xarg(a, 1, "split_size");
+    }
+    if (v && v->k == XV_SEQ && how == P_SPLIT) {
         int64_t sum = 0;
-        if (v->u.seq.n > 64) return bpcc_xerr(a, "more than 64 sections");
         for (uint32_t i = 0; i < v->u.seq.n; i++) {
             if (v->u.seq.items[i].k != XV_INT || v->u.seq.items[i].u.i < 0) return bpcc_xerr(a, "split sections must be sizes");
-            sum += sizes[n++] = v->u.seq.items[i].u.i;
+            sum += v->u.seq.items[i].u.i;
         }
         if (sum != size) return bpcc_xerr(a, "split sections sum to %lld, not to the size %lld", (long long)sum, (long long)size);
+        sections = v;
+        n = v->u.seq.n;
+    } else if (how == P_UNBIND) {
+        n = size;
     } else {
-        if (!v || v->k != XV_INT || v->u.i < (chunk ? 1 : 0) || (!chunk && !v->u.i && size))
-            return bpcc_xerr(a, chunk ? "chunks must be a positive int" : "split_size must be a positive int");
-        int64_t piece = chunk ? (size + v->u.i - 1) / v->u.i : v->u.i;
-        if (!piece) sizes[n++] = 0; /* an empty dimension gives one empty piece */
-        for (int64_t at = 0; piece && at < size; at += piece) {
-            if (n == 64) return bpcc_xerr(a, "more than 64 pieces");
-            sizes[n++] = size - at < piece ? size - at : piece;
-        }
+        if (!v || v->k != XV_INT || v->u.i < (how == P_CHUNK ? 1 : 0) || (how == P_SPLIT && !v->u.i && size))
+            return bpcc_xerr(a, how == P_CHUNK ? "chunks must be a positive int" : "split_size must be a positive int");
+        piece = how == P_CHUNK ? (size + v->u.i - 1) / v->u.i : v->u.i;
+        n = piece ? (size + piece - 1) / piece : 1; /* an empty dimension gives one empty piece */
+        if (!n) n = 1;
     }
-    struct xval *items = bpcc_malloc((n ? n : 1) * sizeof *items);
+    if (n > UINT32_MAX / 2) return bpcc_xerr(a, "%lld pieces are too many", (long long)n);
+    struct xval *items = bpcc_malloc((n ? (size_t)n : 1) * sizeof *items);
     if (!items) return bpcc_diag_nomem(a->d);
     *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
-    for (int64_t at = 0; out->u.seq.n < n; at += sizes[out->u.seq.n++]) {
-        struct xtensor *t = narrow(x, (uint32_t)dim, at, sizes[out->u.seq.n]);
+    for (int64_t at = 0; out->u.seq.n < n;) {
+        int64_t len = sections ? sections->u.seq.items[out->u.seq.n].u.i : size - at < piece ? size - at : piece;
+        struct xtensor *t = narrow(x, (uint32_t)dim, at, len);
         if (!t) {
             bpcc_xval_release(out);
             return bpcc_diag_nomem(a->d);
         }
-        items[out->u.seq.n] = (struct xval){.k = XV_TENSOR, .u.t = t};
+        if (how == P_UNBIND) { /* the same elements without the dimension */
+            memmove(t->dims + dim, t->dims + dim + 1, (t->ndim - (uint32_t)dim - 1) * sizeof *t->dims);
+            t->ndim--;
+        }
+        items[out->u.seq.n++] = (struct xval){.k = XV_TENSOR, .u.t = t};
+        at += len;
     }
     return BPCC_OK;
 }
 
-static enum bpcc_status k_chunk(const struct xargs *a, struct xval *out) { return pieces(a, true, out); }
-static enum bpcc_status k_split(const struct xargs *a, struct xval *out) { return pieces(a, false, out); }
+static enum bpcc_status k_chunk(const struct xargs *a, struct xval *out) { return pieces(a, P_CHUNK, out); }
+static enum bpcc_status k_split(const struct xargs *a, struct xval *out) { return pieces(a, P_SPLIT, out); }
+static enum bpcc_status k_unbind(const struct xargs *a, struct xval *out) { return pieces(a, P_UNBIND, out); }
 
 /* pixel_shuffle(input, upscale_factor): [*, C r^2, H, W] -> [*, C, H r, W r];
 ** pixel_unshuffle(input, downscale_factor) the inverse */
@@ -1072,6 +1214,26 @@ static enum bpcc_status k_pad_module(const struct xargs *a, struct xval *out)
 static enum bpcc_status k_pixel_shuffle(const struct xargs *a, struct xval *out) { return shuffle(a, true, out); }
 static enum bpcc_status k_pixel_unshuffle(const struct xargs *a, struct xval *out) { return shuffle(a, false, out); }
 
+static enum bpcc_status repeated(const struct xargs *a, const struct xtensor *x, const int64_t *reps, uint32_t n,
+                                 struct xval *out);
+
+/* sizes from argument i on: one list or tuple (or the keyword `name`), or the rest of the
+** positional arguments as ints (x.repeat(2, 1), x.repeat((2, 1))) */
+static bool sizes_arg(const struct xargs *a, uint32_t i, const char *name, int64_t *out, uint32_t *n)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (v && (v->k == XV_SEQ || i >= a->n)) return bpcc_xarg_ints(a, i, name, 0, NULL, out, n);
+    *n = 0;
+    for (uint32_t k = i; k < a->n; k++) {
+        if (*n == BPCC_MAX_DIMS) {
+            bpcc_xerr(a, "more than %d sizes", BPCC_MAX_DIMS);
+            return false;
+        }
+        if (!bpcc_xarg_int(a, k, NULL, 0, &out[(*n)++])) return false;
+    }
+    return true;
+}
+
 /* x.repeat(*sizes): the tensor tiled sizes[i] times along dimension i; more sizes than dimensions
 ** tile a tensor with leading dimensions of 1 */
 static enum bpcc_status k_repeat(const struct xargs *a, struct xval *out)
@@ -1079,17 +1241,33 @@ static enum bpcc_status k_repeat(const struct xargs *a, struct xval *out)
     const struct xtensor *x;
     int64_t reps[BPCC_MAX_DIMS];
     uint32_t n = 0;
-    if (!bpcc_xarg_tensor(a, 0, "self", &x)) return BPCC_ERR_GRAPH;
-    if (a->n == 2 && a->pos[1].k == XV_SEQ) {
-        if (!bpcc_xarg_ints(a, 1, "sizes", 0, NULL, reps, &n)) return BPCC_ERR_GRAPH;
-    } else {
-        for (uint32_t i = 1; i < a->n; i++) {
-            if (n == BPCC_MAX_DIMS) return bpcc_xerr(a, "more than %d repeat sizes", BPCC_MAX_DIMS);
-            if (!bpcc_xarg_int(a, i, NULL, 0, &reps[n++])) return BPCC_ERR_GRAPH;
-        }
-    }
+    if (!bpcc_xarg_tensor(a, 0, "self", &x) || !sizes_arg(a, 1, "sizes", reps, &n)) return BPCC_ERR_GRAPH;
     if (n < x->ndim) return bpcc_xerr(a, "repeat needs at least as many sizes (%u) as the tensor has dimensions (%u)", n, x->ndim);
-    int64_t in[BPCC_MAX_DIMS], dims[BPCC_MAX_DIMS];
+    return repeated(a, x, reps, n, out);
+}
+
+/* tile(input, dims): repeat with dims padded by leading 1s to the tensor's rank */
+static enum bpcc_status k_tile(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t reps[BPCC_MAX_DIMS];
+    uint32_t n;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!sizes_arg(a, 1, "dims", reps, &n)) return BPCC_ERR_GRAPH;
+    if (n < x->ndim) {
+        uint32_t pad = x->ndim - n;
+        memmove(reps + pad, reps, n * sizeof *reps);
+        for (uint32_t i = 0; i < pad; i++) reps[i] = 1;
+        n = x->ndim;
+    }
+    return repeated(a, x, reps, n, out);
+}
+
+/* x tiled reps[i] times along dimension i (n >= x's rank; leading dimensions of 1 added) */
+static enum bpcc_status repeated(const struct xargs *a, const struct xtensor *x, const int64_t *reps, uint32_t n,
+                                 struct xval *out)
+{
+    int64_t in[BPCC_MAX_DIMS], dims[BPCC_MAX_DIMS] = {0}; /* initialised for gcc, which cannot see n >= 1 here */
     for (uint32_t i = 0; i < n; i++) {
         in[i] = i < n - x->ndim ? 1 : x->dims[i - (n - x->ndim)];
         if (reps[i] < 0 || reps[i] > (int64_t)1 << 31) return bpcc_xerr(a, "repeat size %lld is out of range", (long long)reps[i]);
@@ -1108,7 +1286,7 @@ static enum bpcc_status k_repeat(const struct xargs *a, struct xval *out)
         y->data[i] = x->data[off];
         for (int d = (int)n - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
     }
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, x->boolean), out);
 }
 
 static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
@@ -1435,6 +1613,9 @@ static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
 
 /* }================================================ */
 
+static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x, uint32_t nd, int64_t *want,
+                                  struct xval *out);
+
 /* x.expand(*sizes): -1 keeps a size; new leading dims allowed */
 static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
 {
@@ -1449,6 +1630,12 @@ static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
         for (uint32_t i = 1; i < a->n && nd < BPCC_MAX_DIMS; i++)
             if (!bpcc_xarg_int(a, i, NULL, 0, &want[nd++])) return BPCC_ERR_GRAPH;
     }
+    return expand_to(a, x, nd, want, out);
+}
+
+/* x broadcast to the nd sizes of want (-1 keeps a size) */
+static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x, uint32_t nd, int64_t *want, struct xval *out)
+{
     if (nd < x->ndim) return bpcc_xerr(a, "expand needs at least %u sizes", x->ndim);
     int64_t stride[BPCC_MAX_DIMS], st = 1;
     for (int i = (int)nd - 1; i >= 0; i--) {
@@ -1475,7 +1662,7 @@ static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
             idx[k] = 0;
         }
     }
-    return put_tensor(a, y, out);
+    return put_tensor(a, marked(y, x->boolean), out);
 }
 
 /* Dropout modules and F.dropout(input, p=0.5, training=True): the identity in eval mode or at p = 0;
@@ -1505,6 +1692,711 @@ static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *o
 }
 
 static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
+
+/* {==================== selection, casts and more shapes ==================== */
+
+/* a tensor argument or a number as a tensor view: dims, data and a one-element buffer for numbers */
+struct operand {
+    uint32_t ndim;
+    const int64_t *dims;
+    const float *data;
+    float one;
+};
+
+static bool operand_of(const struct xargs *a, uint32_t i, const char *name, struct operand *o)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (v && v->k == XV_TENSOR) {
+        *o = (struct operand){v->u.t->ndim, v->u.t->dims, v->u.t->data, 0};
+        return true;
+    }
+    double d;
+    if (v && v->k == XV_BOOL) d = v->u.b;
+    else if (!scalar_of(v, &d)) {
+        bpcc_xerr(a, "argument %s must be a tensor or a number", name);
+        return false;
+    }
+    *o = (struct operand){0, NULL, NULL, (float)d};
+    return true;
+}
+
+/* c ? x : y elementwise over the three operands broadcast together (torch.where) */
+static enum bpcc_status select3(const struct xargs *a, struct operand *c, struct operand *x, struct operand *y, struct xval *out)
+{
+    struct operand *o[3] = {c, x, y};
+    uint32_t nd = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!o[k]->data) o[k]->data = &o[k]->one;
+        nd = o[k]->ndim > nd ? o[k]->ndim : nd;
+    }
+    int64_t dims[BPCC_MAX_DIMS], st[3][BPCC_MAX_DIMS], run[3] = {1, 1, 1};
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        dims[i] = 1;
+        for (int k = 0; k < 3; k++) {
+            int j = i - (int)(nd - o[k]->ndim);
+            int64_t d = j >= 0 ? o[k]->dims[j] : 1;
+            if (d != 1 && dims[i] != 1 && d != dims[i])
+                return bpcc_xerr(a, "shapes cannot be broadcast (dimension %d: %lld vs %lld)", i, (long long)dims[i], (long long)d);
+            if (d != 1) dims[i] = d;
+        }
+        for (int k = 0; k < 3; k++) {
+            int j = i - (int)(nd - o[k]->ndim);
+            int64_t d = j >= 0 ? o[k]->dims[j] : 1;
+            st[k][i] = d == 1 ? 0 : run[k];
+            run[k] *= d;
+        }
+    }
+    struct xtensor *t = bpcc_xtensor_new(nd, dims);
+    if (!t) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off[3] = {0, 0, 0};
+    for (uint64_t i = 0; i < t->numel; i++) {
+        t->data[i] = c->data[off[0]] != 0.0f ? x->data[off[1]] : y->data[off[2]];
+        for (int k = (int)nd - 1; k >= 0; k--) {
+            for (int q = 0; q < 3; q++) off[q] += st[q][k];
+            if (++idx[k] < dims[k]) break;
+            for (int q = 0; q < 3; q++) off[q] -= st[q][k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return put_tensor(a, t, out);
+}
+
+/* where(condition, input, other) */
+static enum bpcc_status k_where(const struct xargs *a, struct xval *out)
+{
+    struct operand c, x, y;
+    if (a->n + a->n_kw < 3) return bpcc_xerr(a, "where(condition) (the indices of nonzero elements) is not supported");
+    if (!operand_of(a, 0, "condition", &c) || !operand_of(a, 1, "input", &x) || !operand_of(a, 2, "other", &y))
+        return BPCC_ERR_GRAPH;
+    return select3(a, &c, &x, &y, out);
+}
+
+/* masked_fill(input, mask, value): value where mask, the input elsewhere, in the input's shape */
+static enum bpcc_status k_masked_fill(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    struct operand c, v, in;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !operand_of(a, 1, "mask", &c) || !operand_of(a, 2, "value", &v) ||
+        !operand_of(a, 0, "input", &in))
+        return BPCC_ERR_GRAPH;
+    if (v.ndim) return bpcc_xerr(a, "masked_fill's value must be a number or a 0-dimensional tensor");
+    if (c.ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
+    enum bpcc_status st = select3(a, &c, &v, &in, out);
+    if (st == BPCC_OK && (out->u.t->ndim != x->ndim || memcmp(out->u.t->dims, x->dims, x->ndim * sizeof *x->dims))) {
+        bpcc_xval_release(out);
+        return bpcc_xerr(a, "the mask does not broadcast to the input's shape");
+    }
+    return st;
+}
+
+/* ~x (operator.invert) on a bool tensor, logical_not(x) on any */
+static enum bpcc_status k_invert(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!x->boolean) return bpcc_xerr(a, "~ is supported on bool tensors only (the interpreter has no integer tensors)");
+    enum bpcc_status st = unary(a, U_NOT, 0, 0, out);
+    if (st == BPCC_OK) out->u.t->boolean = true;
+    return st;
+}
+
+static enum bpcc_status k_logical_not(const struct xargs *a, struct xval *out)
+{
+    enum bpcc_status st = unary(a, U_NOT, 0, 0, out);
+    if (st == BPCC_OK) out->u.t->boolean = true;
+    return st;
+}
+
+static enum bpcc_status k_maximum(const struct xargs *a, struct xval *out) { return binary(a, B_MAX, false, out); }
+static enum bpcc_status k_minimum(const struct xargs *a, struct xval *out) { return binary(a, B_MIN, false, out); }
+#define COMPARE(name, op)                                                                          \
+    static enum bpcc_status name(const struct xargs *a, struct xval *out) { return binary(a, op, false, out); }
+COMPARE(k_gt, B_GT)
+COMPARE(k_lt, B_LT)
+COMPARE(k_ge, B_GE)
+COMPARE(k_le, B_LE)
+COMPARE(k_eq, B_EQ)
+COMPARE(k_ne, B_NE)
+COMPARE(k_and, B_AND)
+COMPARE(k_or, B_OR)
+#undef COMPARE
+
+/* the layout of a reduction over one dimension: outer x n x inner */
+static void around(const struct xtensor *x, int64_t dim, uint64_t *outer, int64_t *n, uint64_t *inner)
+{
+    *inner = 1;
+    for (uint32_t i = (uint32_t)dim + 1; i < x->ndim; i++) *inner *= (uint64_t)x->dims[i];
+    *n = x->ndim ? x->dims[dim] : 1;
+    *outer = x->numel / nz((uint64_t)*n * *inner);
+}
+
+/* x's dims without dim (or with it as 1: keepdim) */
+static uint32_t dims_without(const struct xtensor *x, int64_t dim, bool keep, int64_t *dims)
+{
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if ((int64_t)i != dim) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    return nd;
+}
+
+/* max / min (input), (input, dim, keepdim=False) -> (values, indices), (input, other) = maximum /
+** minimum; argmax / argmin (input, dim=None, keepdim=False). NaN wins, ties keep the first; indices
+** are held as floats (exact below 2^24) */
+static enum bpcc_status extreme(const struct xargs *a, bool want_max, bool arg, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    if (!arg && dv && dv->k == XV_TENSOR) return binary(a, want_max ? B_MAX : B_MIN, false, out);
+    bool keep, all = !dv || dv->k == XV_NONE;
+    int64_t dim = 0;
+    if (!bpcc_xarg_bool(a, 2, "keepdim", false, &keep) || (!all && !bpcc_xarg_int(a, 1, "dim", 0, &dim)) ||
+        (!all && !dim_ok(a, &dim, x->ndim)))
+        return BPCC_ERR_GRAPH;
+    if (!x->numel) return bpcc_xerr(a, "%s of an empty tensor", arg ? "argmax / argmin" : "max / min");
+    uint64_t outer, inner;
+    int64_t n, dims[BPCC_MAX_DIMS];
+    uint32_t nd;
+    if (all) { /* over the flattened tensor (keepdim: every dimension 1) */
+        outer = inner = 1;
+        n = (int64_t)x->numel;
+        nd = keep ? x->ndim : 0;
+        for (uint32_t i = 0; i < nd; i++) dims[i] = 1;
+    } else {
+        around(x, dim, &outer, &n, &inner);
+        nd = dims_without(x, dim, keep, dims);
+    }
+    struct xtensor *v = bpcc_xtensor_new(nd, dims), *ix = bpcc_xtensor_new(nd, dims);
+    if (!v || !ix) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            const float *p = x->data + o * (uint64_t)n * inner + in;
+            float best = p[0];
+            int64_t at = 0;
+            for (int64_t k = 1; k < n && best == best; k++) {
+                float e = p[(uint64_t)k * inner];
+                if (e != e || (want_max ? e > best : e < best)) best = e, at = k;
+            }
+            v->data[o * inner + in] = best;
+            ix->data[o * inner + in] = (float)at;
+        }
+    v->boolean = x->boolean;
+    if (arg || all) {
+        bpcc_xtensor_free(arg ? v : ix);
+        return put_tensor(a, arg ? ix : v, out);
+    }
+    struct xval *items = bpcc_malloc(2 * sizeof *items);
+    if (!items) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
+    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_max(const struct xargs *a, struct xval *out) { return extreme(a, true, false, out); }
+static enum bpcc_status k_min(const struct xargs *a, struct xval *out) { return extreme(a, false, false, out); }
+static enum bpcc_status k_argmax(const struct xargs *a, struct xval *out) { return extreme(a, true, true, out); }
+static enum bpcc_status k_argmin(const struct xargs *a, struct xval *out) { return extreme(a, false, true, out); }
+
+/* cumsum(input, dim): running sums along dim, accumulated in double and rounded at each element,
+** as PyTorch's CPU kernel does (bit-equal) */
+static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !dim_ok(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    around(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) {
+                uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in;
+                s += x->data[i];
+                y->data[i] = (float)s;
+            }
+        }
+    return put_tensor(a, y, out);
+}
+
+/* prod (input, dim=None, keepdim=False) and the vector norms norm (input, p='fro', dim=None,
+** keepdim=False), linalg.vector_norm (x, ord=2, ...) and linalg.norm (x, ord=None, ...) for 2 /
+** 'fro', 1, inf and -inf (`pname` the order's name, NULL for prod): per output element in double.
+** linalg.norm's matrix norms other than Frobenius are refused */
+static enum bpcc_status along(const struct xargs *a, const char *pname, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    double p = 2;
+    bool prod = !pname;
+    uint32_t di = prod ? 1 : 2;
+    if (!prod) {
+        const struct xval *pv = bpcc_xarg(a, 1, pname);
+        if (pv && pv->k == XV_STR && strcmp(pv->u.s, "fro")) return bpcc_xerr(a, "norm of kind '%s' is not supported", pv->u.s);
+        if (pv && pv->k != XV_STR && pv->k != XV_NONE && !bpcc_xarg_float(a, 1, pname, 2, &p)) return BPCC_ERR_GRAPH;
+        if (p != 2 && p != 1 && !isinf(p)) return bpcc_xerr(a, "norm with order %g is not supported (2, 1, inf)", p);
+        const struct xval *dv = bpcc_xarg(a, 2, "dim");
+        bool matrix = dv && dv->k == XV_SEQ ? dv->u.seq.n == 2 : (!dv || dv->k == XV_NONE) && x->ndim == 2;
+        if (!strcmp(pname, "ord") && !strcmp(a->node->target, "torch.linalg.norm") && matrix && pv && pv->k != XV_NONE &&
+            pv->k != XV_STR)
+            return bpcc_xerr(a, "matrix norms other than Frobenius are not supported");
+    }
+    const struct xval *dv = bpcc_xarg(a, di, "dim");
+    bool keep, red[BPCC_MAX_DIMS] = {0};
+    if (!bpcc_xarg_bool(a, di + 1, "keepdim", false, &keep)) return BPCC_ERR_GRAPH;
+    if (!dv || dv->k == XV_NONE || (dv->k == XV_SEQ && !dv->u.seq.n)) {
+        for (uint32_t i = 0; i < x->ndim; i++) red[i] = true;
+    } else {
+        int64_t ds[BPCC_MAX_DIMS];
+        uint32_t n;
+        if (!bpcc_xarg_ints(a, di, "dim", 0, NULL, ds, &n)) return BPCC_ERR_GRAPH;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!dim_ok(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+            red[ds[i]] = true;
+        }
+    }
+    int64_t dims[BPCC_MAX_DIMS], ostride[BPCC_MAX_DIMS], st = 1;
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!red[i]) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        ostride[i] = red[i] ? 0 : st;
+        if (!red[i]) st *= x->dims[i];
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    double *acc = y ? bpcc_malloc((y->numel ? y->numel : 1) * sizeof *acc) : NULL;
+    if (!acc) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    double init = prod ? 1 : p == -INFINITY ? INFINITY : 0;
+    for (uint64_t i = 0; i < y->numel; i++) acc[i] = init;
+    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        double v = x->data[i], m = fabs(v);
+        if (prod) acc[o] *= v;
+        else if (p == 2) acc[o] += v * v;
+        else if (p == 1) acc[o] += m;
+        else if (p > 0) acc[o] = m > acc[o] || m != m ? m : acc[o];
+        else acc[o] = m < acc[o] || m != m ? m : acc[o];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            o += ostride[k];
+            if (++idx[k] < x->dims[k]) break;
+            o -= ostride[k] * x->dims[k];
+            idx[k] = 0;
+        }
+    }
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = (float)(!prod && p == 2 ? sqrt(acc[i]) : acc[i]);
+    bpcc_xfree(acc);
+    return put_tensor(a, y, out);
+}
+
+static enum bpcc_status k_prod(const struct xargs *a, struct xval *out) { return along(a, NULL, out); }
+static enum bpcc_status k_norm(const struct xargs *a, struct xval *out) { return along(a, "p", out); }
+static enum bpcc_status k_linalg_norm(const struct xargs *a, struct xval *out) { return along(a, "ord", out); }
+
+/* normalize(input, p=2.0, dim=1, eps=1e-12): input / max(norm over dim, eps) */
+static enum bpcc_status k_normalize(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    double p, eps;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_float(a, 1, "p", 2, &p) || !bpcc_xarg_int(a, 2, "dim", 1, &dim) ||
+        !bpcc_xarg_float(a, 3, "eps", 1e-12, &eps) || !dim_ok(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (p != 2 && p != 1) return bpcc_xerr(a, "normalize with p = %g is not supported (2, 1)", p);
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    around(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            const float *q = x->data + o * (uint64_t)n * inner + in;
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) s += p == 2 ? (double)q[k * inner] * q[k * inner] : fabs(q[k * inner]);
+            float d = (float)(p == 2 ? sqrt(s) : s);
+            d = d < (float)eps ? (float)eps : d;
+            for (int64_t k = 0; k < n; k++) y->data[(o * (uint64_t)n + (uint64_t)k) * inner + in] = q[k * inner] / d;
+        }
+    return put_tensor(a, y, out);
+}
+
+/* glu(input, dim=-1): the first half times the sigmoid of the second */
+static enum bpcc_status k_glu(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim = -1;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "dim");
+        if (v && v->kind == BPCC_VAL_INT) dim = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, "dim", -1, &dim)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!dim_ok(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (!x->ndim || x->dims[dim] % 2) return bpcc_xerr(a, "glu halves a dimension of even size");
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[dim] /= 2;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    around(y, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t i = 0; i < (uint64_t)n * inner; i++) {
+            float p = x->data[o * 2 * (uint64_t)n * inner + i], q = x->data[(o * 2 + 1) * (uint64_t)n * inner + i];
+            y->data[o * (uint64_t)n * inner + i] = p * (1.0f / (1.0f + expf(-q)));
+        }
+    return put_tensor(a, y, out);
+}
+
+/* narrow(input, dim, start, length) and select(input, dim, index) */
+static enum bpcc_status k_narrow(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, start, len;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+        !bpcc_xarg_int(a, 2, "start", 0, &start) || !bpcc_xarg_int(a, 3, "length", 0, &len) || !dim_ok(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (!x->ndim) return bpcc_xerr(a, "narrow of a 0-d tensor");
+    if (start < 0) start += x->dims[dim];
+    if (start < 0 || len < 0 || start > x->dims[dim] - len)
+        return bpcc_xerr(a, "narrow [%lld, +%lld) is out of range for size %lld", (long long)start, (long long)len,
+                         (long long)x->dims[dim]);
+    return put_tensor(a, narrow(x, (uint32_t)dim, start, len), out);
+}
+
+static enum bpcc_status k_select(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, i;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+        !bpcc_xarg_int(a, 2, "index", 0, &i) || !dim_ok(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (!x->ndim) return bpcc_xerr(a, "select of a 0-d tensor");
+    if (i < -x->dims[dim] || i >= x->dims[dim])
+        return bpcc_xerr(a, "index %lld is out of range for size %lld", (long long)i, (long long)x->dims[dim]);
+    struct xtensor *t = narrow(x, (uint32_t)dim, i < 0 ? i + x->dims[dim] : i, 1);
+    if (!t) return bpcc_diag_nomem(a->d);
+    memmove(t->dims + dim, t->dims + dim + 1, (t->ndim - (uint32_t)dim - 1) * sizeof *t->dims);
+    t->ndim--;
+    return put_tensor(a, t, out);
+}
+
+/* view_as / reshape_as / expand_as (input, other): the input in other's shape */
+static enum bpcc_status k_view_as(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *o;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+    return reshaped(a, x, o->ndim, o->dims, out);
+}
+
+static enum bpcc_status k_expand_as(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *o;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    memcpy(want, o->dims, o->ndim * sizeof *want);
+    return expand_to(a, x, o->ndim, want, out);
+}
+
+/* unflatten(input, dim, sizes) */
+static enum bpcc_status k_unflatten(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, sizes[BPCC_MAX_DIMS], want[BPCC_MAX_DIMS];
+    uint32_t n, nd = 0;
+    if (a->module) {
+        const struct bpcc_value *d = bpcc_module_attr(a->module, "dim"), *s = bpcc_module_attr(a->module, "unflattened_size");
+        if (!d || d->kind != BPCC_VAL_INT || !s || (s->kind != BPCC_VAL_TUPLE && s->kind != BPCC_VAL_LIST) ||
+            s->n > BPCC_MAX_DIMS || !bpcc_mattr_ints(a, "unflattened_size", s->n, NULL, sizes))
+            return bpcc_xerr(a, "Unflatten needs its dim and unflattened_size");
+        dim = d->u.i;
+        n = s->n;
+        if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    } else if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+               !bpcc_xarg_ints(a, 2, "sizes", 0, NULL, sizes, &n)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!dim_ok(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (!x->ndim || x->ndim - 1 + n > BPCC_MAX_DIMS) return bpcc_xerr(a, "unflatten needs a dimension and at most %d in all", BPCC_MAX_DIMS);
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if ((int64_t)i != dim) want[nd++] = x->dims[i];
+        else
+            for (uint32_t k = 0; k < n; k++) want[nd++] = sizes[k];
+    /* -1 in sizes is inferred from the unflattened dimension, not from the whole tensor */
+    int64_t known = 1, infer = -1;
+    for (uint32_t k = 0; k < n; k++)
+        if (sizes[k] == -1) infer = dim + k;
+        else known *= sizes[k];
+    if (infer >= 0 ? !known || x->dims[dim] % known : known != x->dims[dim])
+        return bpcc_xerr(a, "sizes multiply to %lld, %s the size %lld", (long long)known, infer >= 0 ? "which does not divide" : "not to",
+                         (long long)x->dims[dim]);
+    if (infer >= 0) want[infer] = x->dims[dim] / known;
+    return reshaped(a, x, nd, want, out);
+}
+
+/* movedim(input, source, destination): ints or lists */
+static enum bpcc_status k_movedim(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t src[BPCC_MAX_DIMS], dst[BPCC_MAX_DIMS], perm[BPCC_MAX_DIMS];
+    uint32_t ns, ndst;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_ints(a, 1, "source", 0, NULL, src, &ns) ||
+        !bpcc_xarg_ints(a, 2, "destination", 0, NULL, dst, &ndst))
+        return BPCC_ERR_GRAPH;
+    if (ns != ndst) return bpcc_xerr(a, "movedim: %u sources but %u destinations", ns, ndst);
+    bool used_src[BPCC_MAX_DIMS] = {0}, used_dst[BPCC_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < x->ndim; i++) perm[i] = -1;
+    for (uint32_t i = 0; i < ns; i++) {
+        if (!dim_ok(a, &src[i], x->ndim) || !dim_ok(a, &dst[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (used_src[src[i]] || used_dst[dst[i]]) return bpcc_xerr(a, "movedim repeats a dimension");
+        used_src[src[i]] = used_dst[dst[i]] = true;
+        perm[dst[i]] = src[i];
+    }
+    for (uint32_t i = 0, s = 0; i < x->ndim; i++) { /* the rest keep their order */
+        if (perm[i] >= 0) continue;
+        while (used_src[s]) s++;
+        perm[i] = s++;
+    }
+    return permuted(a, x, perm, out);
+}
+
+/* flip(input, dims) and roll(input, shifts, dims=None): element i of y takes the element of x at
+** the flipped / shifted index in each listed dimension */
+static enum bpcc_status moved(const struct xargs *a, bool roll, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t ds[BPCC_MAX_DIMS], sh[BPCC_MAX_DIMS], shift[BPCC_MAX_DIMS] = {0};
+    uint32_t nd = 0, nsh = 0;
+    bool flip[BPCC_MAX_DIMS] = {0}, flat = false;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, roll ? 2 : 1, "dims");
+    if (roll && !bpcc_xarg_ints(a, 1, "shifts", 0, NULL, sh, &nsh)) return BPCC_ERR_GRAPH;
+    if (roll && (!dv || dv->k == XV_NONE)) {
+        if (nsh != 1) return bpcc_xerr(a, "roll without dims takes one shift");
+        flat = true; /* over the flattened tensor */
+    } else if (roll ? !bpcc_xarg_ints(a, 2, "dims", 0, NULL, ds, &nd) : !sizes_arg(a, 1, "dims", ds, &nd)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (roll && !flat && nsh != nd) return bpcc_xerr(a, "roll: %u shifts but %u dims", nsh, nd);
+    for (uint32_t i = 0; i < nd; i++) {
+        if (!dim_ok(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (!roll && flip[ds[i]]) return bpcc_xerr(a, "flip repeats dimension %lld", (long long)ds[i]);
+        flip[ds[i]] = !roll;
+        if (roll && x->dims[ds[i]]) shift[ds[i]] += sh[i];
+    }
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    if (flat) {
+        uint64_t n = x->numel, s = n ? (uint64_t)((sh[0] % (int64_t)n + (int64_t)n) % (int64_t)n) : 0;
+        for (uint64_t i = 0; i < n; i++) y->data[(i + s) % n] = x->data[i];
+        return put_tensor(a, marked(y, x->boolean), out);
+    }
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= x->dims[i];
+        if (x->dims[i]) shift[i] = (shift[i] % x->dims[i] + x->dims[i]) % x->dims[i];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        for (uint32_t d = 0; d < x->ndim; d++) {
+            int64_t j = flip[d] ? x->dims[d] - 1 - idx[d] : idx[d] - shift[d];
+            off += (j < 0 ? j + x->dims[d] : j) * stride[d];
+        }
+        y->data[i] = x->data[off];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == x->dims[d]; d--) idx[d] = 0;
+    }
+    return put_tensor(a, marked(y, x->boolean), out);
+}
+
+static enum bpcc_status k_flip(const struct xargs *a, struct xval *out) { return moved(a, false, out); }
+static enum bpcc_status k_roll(const struct xargs *a, struct xval *out) { return moved(a, true, out); }
+
+/* repeat_interleave(input, repeats, dim=None): each element (a flattened input without dim) or
+** each slice along dim repeated `repeats` times in place; repeats an int */
+static enum bpcc_status k_repeat_interleave(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t r, dim = 0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *rv = bpcc_xarg(a, 1, "repeats"), *dv = bpcc_xarg(a, 2, "dim");
+    if (!rv || rv->k != XV_INT) return bpcc_xerr(a, "repeat_interleave is supported with an int number of repeats");
+    r = rv->u.i;
+    if (r < 0 || r > (int64_t)1 << 31) return bpcc_xerr(a, "repeats %lld is out of range", (long long)r);
+    bool flat = !dv || dv->k == XV_NONE;
+    if (!flat && (!bpcc_xarg_int(a, 2, "dim", 0, &dim) || !dim_ok(a, &dim, x->ndim))) return BPCC_ERR_GRAPH;
+    int64_t dims[BPCC_MAX_DIMS], n;
+    uint64_t outer, inner;
+    uint32_t nd = flat ? 1 : x->ndim;
+    if (flat) {
+        outer = inner = 1;
+        n = (int64_t)x->numel;
+        dims[0] = n * r;
+    } else {
+        around(x, dim, &outer, &n, &inner);
+        memcpy(dims, x->dims, x->ndim * sizeof *dims);
+        dims[dim] = n * r;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    float *q = y->data;
+    for (uint64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < r; j++, q += inner)
+                memcpy(q, x->data + (o * (uint64_t)n + (uint64_t)k) * inner, inner * sizeof(float));
+    return put_tensor(a, marked(y, x->boolean), out);
+}
+
+/* a float32 or bool dtype argument at i (absent: keep); false with an error for other dtypes */
+static bool float_or_bool(const struct xargs *a, uint32_t i, const char *name, bool *boolean)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k == XV_NONE) return true;
+    enum bpcc_dtype t;
+    if (!dtype_arg(a, i, name, &t)) return false;
+    if (t != BPCC_DTYPE_F32 && t != BPCC_DTYPE_BOOL) {
+        bpcc_xerr(a, "dtype %s is not supported by the interpreter (float32 and bool)", bpcc_dtype_name(t));
+        return false;
+    }
+    *boolean = t == BPCC_DTYPE_BOOL;
+    return true;
+}
+
+/* zeros_like / ones_like (input, dtype=None), full_like (input, fill_value, dtype=None), and the
+** methods new_zeros / new_ones (input, *size), new_full (input, size, fill_value). (torch.zeros and
+** its kin take no traced sizes in PyTorch 1.13: FX makes them constants.) */
+static enum bpcc_status filled(const struct xargs *a, bool like_input, float value, bool full, struct xval *out)
+{
+    const struct xtensor *x = NULL;
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    double fill = value;
+    bool boolean = false;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (like_input) {
+        nd = x->ndim;
+        memcpy(dims, x->dims, nd * sizeof *dims);
+        boolean = x->boolean;
+        if (full && !bpcc_xarg_float(a, 1, "fill_value", 0, &fill)) return BPCC_ERR_GRAPH;
+        if (!float_or_bool(a, full ? 2 : 1, "dtype", &boolean)) return BPCC_ERR_GRAPH;
+    } else {
+        if (full ? !bpcc_xarg_ints(a, 1, "size", 0, NULL, dims, &nd) || !bpcc_xarg_float(a, 2, "fill_value", 0, &fill)
+                 : !sizes_arg(a, 1, "size", dims, &nd))
+            return BPCC_ERR_GRAPH;
+        boolean = x->boolean;
+        if (!float_or_bool(a, UINT32_MAX, "dtype", &boolean)) return BPCC_ERR_GRAPH;
+    }
+    for (uint32_t i = 0; i < nd; i++)
+        if (dims[i] < 0) return bpcc_xerr(a, "negative size %lld", (long long)dims[i]);
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = boolean ? (float)(fill != 0) : (float)fill;
+    return put_tensor(a, marked(y, boolean), out);
+}
+
+static enum bpcc_status k_zeros_like(const struct xargs *a, struct xval *out) { return filled(a, true, 0, false, out); }
+static enum bpcc_status k_ones_like(const struct xargs *a, struct xval *out) { return filled(a, true, 1, false, out); }
+static enum bpcc_status k_full_like(const struct xargs *a, struct xval *out) { return filled(a, true, 0, true, out); }
+static enum bpcc_status k_new_zeros(const struct xargs *a, struct xval *out) { return filled(a, false, 0, false, out); }
+static enum bpcc_status k_new_ones(const struct xargs *a, struct xval *out) { return filled(a, false, 1, false, out); }
+static enum bpcc_status k_new_full(const struct xargs *a, struct xval *out) { return filled(a, false, 0, true, out); }
+
+/* casts: float() / to(float32 | a float tensor | a device) keep the values; bool() and to(bool)
+** mark nonzero; long() / int() truncate toward zero (held as floats, exact below 2^24); type_as
+** takes other's kind. Other dtypes are refused: the interpreter computes in float32 */
+enum cast { C_FLOAT, C_BOOL, C_INT, C_TO, C_TYPE_AS };
+
+static enum bpcc_status cast(const struct xargs *a, enum cast how, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (how == C_TO) {
+        /* to(dtype), to(device, dtype), to(other), to(dtype=...): the dtype wherever it is */
+        const struct bpcc_value *iv = NULL;
+        for (uint32_t i = 1; i < a->node->args.n && !iv; i++)
+            if (a->node->args.u.seq.items[i].kind == BPCC_VAL_DTYPE) iv = &a->node->args.u.seq.items[i];
+        for (uint32_t k = 0; k < a->node->kwargs.n && !iv; k++)
+            if (!strcmp(a->node->kwargs.u.seq.keys[k], "dtype")) iv = &a->node->kwargs.u.seq.items[k];
+        const struct xval *o = bpcc_xarg(a, 1, "other");
+        if (iv && iv->kind == BPCC_VAL_DTYPE) {
+            if (iv->u.dtype == BPCC_DTYPE_I64 || iv->u.dtype == BPCC_DTYPE_I32) how = C_INT;
+            else if (iv->u.dtype == BPCC_DTYPE_BOOL) how = C_BOOL;
+            else if (iv->u.dtype != BPCC_DTYPE_F32)
+                return bpcc_xerr(a, "to(%s) is not supported by the interpreter (float32, bool, int64, int32)",
+                                 bpcc_dtype_name(iv->u.dtype));
+        } else if (o && o->k == XV_TENSOR) {
+            how = o->u.t->boolean ? C_BOOL : C_FLOAT;
+        } else {
+            how = x->boolean ? C_BOOL : C_FLOAT; /* a device: the values as they are */
+        }
+    } else if (how == C_TYPE_AS) {
+        const struct xtensor *o;
+        if (!bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+        how = o->boolean ? C_BOOL : C_FLOAT;
+    }
+    struct xtensor *y = like(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++)
+        y->data[i] = how == C_BOOL ? (float)(x->data[i] != 0.0f) : how == C_INT ? truncf(x->data[i]) : x->data[i];
+    return put_tensor(a, marked(y, how == C_BOOL), out);
+}
+
+static enum bpcc_status k_float(const struct xargs *a, struct xval *out) { return cast(a, C_FLOAT, out); }
+static enum bpcc_status k_bool(const struct xargs *a, struct xval *out) { return cast(a, C_BOOL, out); }
+static enum bpcc_status k_long(const struct xargs *a, struct xval *out) { return cast(a, C_INT, out); }
+static enum bpcc_status k_to(const struct xargs *a, struct xval *out) { return cast(a, C_TO, out); }
+static enum bpcc_status k_type_as(const struct xargs *a, struct xval *out) { return cast(a, C_TYPE_AS, out); }
+
+/* softmin(input, dim) = softmax(-input, dim); Softmax2d: softmax over the channels (dim -3) */
+static enum bpcc_status k_softmin(const struct xargs *a, struct xval *out)
+{
+    struct xval neg;
+    enum bpcc_status st = unary(a, U_NEG, 0, 0, &neg);
+    if (st != BPCC_OK) return st;
+    struct xval pos[2] = {neg, {0}};
+    struct xargs sub = *a;
+    pos[1] = a->n > 1 ? a->pos[1] : (struct xval){.k = XV_NONE};
+    sub.pos = pos;
+    sub.n = a->n > 1 ? 2 : 1;
+    sub.consume = false;
+    st = softmax(&sub, false, out);
+    bpcc_xval_release(&neg);
+    return st;
+}
+
+static enum bpcc_status k_softmax2d(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "Softmax2d takes a 3-d or 4-d input");
+    struct xval pos[2] = {a->pos[0], {.k = XV_INT, .u.i = -3}};
+    struct xargs sub = *a;
+    sub.module = NULL;
+    sub.pos = pos;
+    sub.n = 2;
+    sub.n_kw = 0;
+    return softmax(&sub, false, out);
+}
+
+/* }================================================ */
 
 static const struct kentry table[] = {
     {'m', "torch.nn.ReLU", k_relu}, {'m', "torch.nn.ReLU6", k_relu6}, {'m', "torch.nn.Hardtanh", k_hardtanh},
@@ -1584,6 +2476,7 @@ static const struct kentry table[] = {
     {'t', "squeeze", k_squeeze}, {'t', "size", k_size}, {'t', "mean", k_mean}, {'t', "sum", k_sum},
     {'t', "matmul", bpcc_k_matmul}, {'t', "exp", k_exp}, {'t', "sqrt", k_sqrt},
     {'f', "torch.chunk", k_chunk}, {'t', "chunk", k_chunk}, {'f', "torch.split", k_split}, {'t', "split", k_split},
+    {'f', "torch.unbind", k_unbind}, {'t', "unbind", k_unbind},
     {'m', "torch.nn.PixelShuffle", k_pixel_shuffle}, {'f', "torch.nn.functional.pixel_shuffle", k_pixel_shuffle},
     {'f', "torch.pixel_shuffle", k_pixel_shuffle}, {'m', "torch.nn.PixelUnshuffle", k_pixel_unshuffle},
     {'f', "torch.nn.functional.pixel_unshuffle", k_pixel_unshuffle}, {'f', "torch.pixel_unshuffle", k_pixel_unshuffle},
@@ -1605,6 +2498,66 @@ static const struct kentry table[] = {
     {'f', "operator.pow", k_pow}, {'f', "torch.pow", k_pow}, {'t', "pow", k_pow},
     {'m', "torch.nn.LogSoftmax", k_log_softmax}, {'f', "torch.nn.functional.log_softmax", k_log_softmax},
     {'f', "torch.log_softmax", k_log_softmax}, {'t', "log_softmax", k_log_softmax},
+    /* elementwise */
+    {'f', "torch.special.expit", k_sigmoid}, {'f', "torch.erf", k_erf}, {'t', "erf", k_erf}, {'f', "torch.special.erf", k_erf},
+    {'f', "torch.floor", k_floor}, {'t', "floor", k_floor}, {'f', "math.floor", k_floor},
+    {'f', "torch.ceil", k_ceil}, {'t', "ceil", k_ceil}, {'f', "torch.round", k_round}, {'t', "round", k_round},
+    {'f', "torch.trunc", k_trunc}, {'t', "trunc", k_trunc}, {'f', "torch.sign", k_sign}, {'t', "sign", k_sign},
+    {'f', "torch.sin", k_sin}, {'t', "sin", k_sin}, {'f', "torch.cos", k_cos}, {'t', "cos", k_cos},
+    {'f', "torch.log1p", k_log1p}, {'t', "log1p", k_log1p}, {'f', "torch.expm1", k_expm1}, {'t', "expm1", k_expm1},
+    {'f', "torch.log2", k_log2}, {'t', "log2", k_log2}, {'f', "torch.log10", k_log10}, {'t', "log10", k_log10},
+    {'f', "torch.exp2", k_exp2}, {'t', "exp2", k_exp2},
+    {'f', "torch.square", k_square}, {'t', "square", k_square},
+    {'m', "torch.nn.SELU", k_selu}, {'f', "torch.nn.functional.selu", k_selu}, {'f', "torch.selu", k_selu},
+    {'m', "torch.nn.CELU", k_celu}, {'f', "torch.nn.functional.celu", k_celu}, {'f', "torch.celu", k_celu},
+    {'m', "torch.nn.Softsign", k_softsign}, {'f', "torch.nn.functional.softsign", k_softsign},
+    {'m', "torch.nn.Hardshrink", k_hardshrink}, {'f', "torch.nn.functional.hardshrink", k_hardshrink},
+    {'t', "hardshrink", k_hardshrink}, {'m', "torch.nn.Softshrink", k_softshrink},
+    {'f', "torch.nn.functional.softshrink", k_softshrink},
+    {'m', "torch.nn.Tanhshrink", k_tanhshrink}, {'f', "torch.nn.functional.tanhshrink", k_tanhshrink},
+    {'m', "torch.nn.LogSigmoid", k_logsigmoid}, {'f', "torch.nn.functional.logsigmoid", k_logsigmoid},
+    {'m', "torch.nn.GLU", k_glu}, {'f', "torch.nn.functional.glu", k_glu},
+    {'m', "torch.nn.Softmin", k_softmin}, {'f', "torch.nn.functional.softmin", k_softmin},
+    {'m', "torch.nn.Softmax2d", k_softmax2d},
+    {'f', "torch.clamp_min", k_clamp_min}, {'t', "clamp_min", k_clamp_min}, {'f', "torch.clamp_max", k_clamp_max},
+    {'t', "clamp_max", k_clamp_max}, {'f', "torch.clip", k_clamp}, {'t', "clip", k_clamp}, {'t', "clamp_", k_clamp},
+    {'f', "torch.maximum", k_maximum}, {'t', "maximum", k_maximum}, {'f', "torch.minimum", k_minimum},
+    {'t', "minimum", k_minimum},
+    /* comparisons, logic and selection */
+    {'f', "operator.gt", k_gt}, {'f', "torch.gt", k_gt}, {'t', "gt", k_gt}, {'f', "operator.lt", k_lt}, {'f', "torch.lt", k_lt},
+    {'t', "lt", k_lt}, {'f', "operator.ge", k_ge}, {'f', "torch.ge", k_ge}, {'t', "ge", k_ge}, {'f', "operator.le", k_le},
+    {'f', "torch.le", k_le}, {'t', "le", k_le}, {'f', "operator.eq", k_eq}, {'f', "torch.eq", k_eq}, {'t', "eq", k_eq},
+    {'f', "operator.ne", k_ne}, {'f', "torch.ne", k_ne}, {'t', "ne", k_ne},
+    {'f', "operator.and_", k_and}, {'f', "torch.logical_and", k_and}, {'t', "logical_and", k_and},
+    {'f', "operator.or_", k_or}, {'f', "torch.logical_or", k_or}, {'t', "logical_or", k_or},
+    {'f', "operator.invert", k_invert}, {'f', "torch.logical_not", k_logical_not}, {'t', "logical_not", k_logical_not},
+    {'f', "torch.where", k_where}, {'t', "where", k_where},
+    {'f', "torch.masked_fill", k_masked_fill}, {'t', "masked_fill", k_masked_fill}, {'t', "masked_fill_", k_masked_fill},
+    /* reductions */
+    {'f', "torch.max", k_max}, {'t', "max", k_max}, {'f', "torch.min", k_min}, {'t', "min", k_min},
+    {'f', "torch.argmax", k_argmax}, {'t', "argmax", k_argmax}, {'f', "torch.argmin", k_argmin}, {'t', "argmin", k_argmin},
+    {'f', "torch.cumsum", k_cumsum}, {'t', "cumsum", k_cumsum}, {'f', "torch.prod", k_prod}, {'t', "prod", k_prod},
+    {'f', "torch.norm", k_norm}, {'t', "norm", k_norm}, {'f', "torch.linalg.norm", k_linalg_norm},
+    {'f', "torch.linalg.vector_norm", k_linalg_norm}, {'f', "torch.nn.functional.normalize", k_normalize},
+    /* shapes */
+    {'f', "torch.narrow", k_narrow}, {'t', "narrow", k_narrow}, {'f', "torch.select", k_select}, {'t', "select", k_select},
+    {'t', "view_as", k_view_as}, {'t', "reshape_as", k_view_as}, {'t', "expand_as", k_expand_as},
+    {'f', "torch.unflatten", k_unflatten}, {'t', "unflatten", k_unflatten}, {'m', "torch.nn.Unflatten", k_unflatten},
+    {'f', "torch.swapaxes", k_transpose}, {'t', "swapaxes", k_transpose}, {'f', "torch.swapdims", k_transpose},
+    {'t', "swapdims", k_transpose}, {'f', "torch.movedim", k_movedim}, {'t', "movedim", k_movedim},
+    {'f', "torch.moveaxis", k_movedim}, {'t', "moveaxis", k_movedim},
+    {'f', "torch.flip", k_flip}, {'t', "flip", k_flip}, {'f', "torch.roll", k_roll}, {'t', "roll", k_roll},
+    {'f', "torch.tile", k_tile}, {'t', "tile", k_tile},
+    {'f', "torch.repeat_interleave", k_repeat_interleave}, {'t', "repeat_interleave", k_repeat_interleave},
+    /* creation and casts */
+    {'f', "torch.zeros_like", k_zeros_like}, {'f', "torch.ones_like", k_ones_like}, {'f', "torch.full_like", k_full_like},
+    {'t', "new_zeros", k_new_zeros}, {'t', "new_ones", k_new_ones}, {'t', "new_full", k_new_full},
+    {'t', "float", k_float}, {'t', "bool", k_bool}, {'t', "long", k_long}, {'t', "int", k_long}, {'t', "to", k_to},
+    {'t', "type_as", k_type_as}, {'t', "clone", k_contiguous}, {'f', "torch.clone", k_contiguous},
+    {'t', "detach", k_contiguous}, {'f', "torch.detach", k_contiguous},
+    /* linear algebra */
+    {'f', "torch.addmm", bpcc_k_addmm}, {'t', "addmm", bpcc_k_addmm}, {'f', "torch.baddbmm", bpcc_k_addmm},
+    {'t', "baddbmm", bpcc_k_addmm}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

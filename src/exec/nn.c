@@ -512,6 +512,51 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
     return put(a, y, out);
 }
 
+/* addmm(input, mat1, mat2, *, beta=1, alpha=1) and baddbmm(input, batch1, batch2, *, beta=1,
+** alpha=1): beta input + alpha (mat1 @ mat2), per batch for baddbmm; input broadcast to the
+** product's shape, as BLAS's C = alpha A B + beta C on a copy of it (PyTorch's own call) */
+enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *c, *x, *z;
+    double beta, alpha;
+    if (!bpcc_xarg_tensor(a, 0, "input", &c) || !bpcc_xarg_tensor(a, 1, "mat1", &x) ||
+        !bpcc_xarg_tensor(a, 2, "mat2", &z) || !bpcc_xarg_float(a, UINT32_MAX, "beta", 1, &beta) ||
+        !bpcc_xarg_float(a, UINT32_MAX, "alpha", 1, &alpha))
+        return BPCC_ERR_GRAPH;
+    bool batched = strstr(a->node->target, "baddbmm") != NULL;
+    if (x->ndim != (batched ? 3 : 2) || z->ndim != x->ndim || (batched && x->dims[0] != z->dims[0]))
+        return bpcc_xerr(a, batched ? "baddbmm takes two batches of matrices of the same count" : "addmm takes two matrices");
+    uint32_t r = x->ndim;
+    int64_t B = batched ? x->dims[0] : 1, M = x->dims[r - 2], K = x->dims[r - 1], N = z->dims[r - 1];
+    if (z->dims[r - 2] != K) return bpcc_xerr(a, "%s: %lld vs %lld", batched ? "baddbmm" : "addmm", (long long)K,
+                                              (long long)z->dims[r - 2]);
+    int64_t dims[3] = {B, M, N};
+    struct xtensor *y = bpcc_xtensor_new(r, batched ? dims : dims + 1);
+    if (!y) return bpcc_diag_nomem(a->d);
+    /* input broadcast over [B,] M, N */
+    int64_t cd[3] = {1, 1, 1};
+    if (c->ndim > r) {
+        bpcc_xtensor_free(y);
+        return bpcc_xerr(a, "the input has more dimensions than the product");
+    }
+    for (uint32_t i = 0; i < c->ndim; i++) cd[3 - c->ndim + i] = c->dims[i];
+    for (int i = 0; i < 3; i++)
+        if (cd[i] != 1 && cd[i] != dims[i]) {
+            bpcc_xtensor_free(y);
+            return bpcc_xerr(a, "the input does not broadcast to the product's shape");
+        }
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t n = 0; n < N; n++)
+                y->data[(b * M + m) * N + n] =
+                    beta == 0 ? 0.0f : c->data[((cd[0] == 1 ? 0 : b) * cd[1] + (cd[1] == 1 ? 0 : m)) * cd[2] + (cd[2] == 1 ? 0 : n)];
+    set_threads(a);
+    for (int64_t b = 0; b < B && M && N; b++)
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, (float)alpha, x->data + b * M * K,
+                   (int)K, z->data + b * K * N, (int)N, (float)beta, y->data + b * M * N, (int)N);
+    return put(a, y, out);
+}
+
 /* }================================================ */
 
 /* {==================== normalization ==================== */

@@ -529,6 +529,75 @@ class Calibrate(unittest.TestCase):
         self.check_run_multi(M().eval(), x, "elementwise", exact=True)
         self.check_run_multi(M().eval(), x, "elementwise", exact=True, isa="baseline")
 
+    def test_run_tensor_ops_of_user_models(self):
+        """the tensor ops models outside torchvision use (attention masks, selection, casts,
+        rearrangements, element-wise math, norms) against eager on one input. Those that only move,
+        select or compare elements, or round once, give PyTorch's bits on any machine; the others
+        (libm against SLEEF, sums in another order) agree to 1e-5 relative. Bool tensors (comparisons)
+        feed ~, &, |, where, masked_fill and arithmetic as PyTorch promotes them"""
+        torch.manual_seed(0)
+
+        class Exact(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.unf, self.ss, self.hs = nn.Unflatten(2, (3, 12)), nn.Softsign(), nn.Hardshrink(0.7)
+
+            def forward(self, x):                     # [2, 4, 6, 6]
+                m = x > 0.3
+                f = x.flatten(2)
+                mx = x.max(-1)
+                return (torch.where(~m & (x > -1) | (x < -2), x, -x), x.masked_fill(~m, -1e9), torch.where(m, x, 0.5),
+                        m.float() + (x < 0) * 2.0 + x * (x >= 0) - (x == x.roll(1, 3)).to(torch.float32),
+                        torch.maximum(x, x.flip(3)), torch.minimum(x, 0.1 * x), torch.max(x, x.transpose(2, 3)),
+                        mx.values, mx.indices.float(), x.min(1)[0], torch.min(x, 2, keepdim=True)[1].float(),
+                        x.argmax().float() + x.argmin(3, keepdim=True).float(), torch.amax(x, 1) - x.max(),
+                        torch.cumsum(x, 1), f.cumsum(-1), x.clamp_min(0.2), x.clamp_max(-0.1), torch.clip(x, -0.5, 0.5),
+                        torch.floor(x * 3), torch.ceil(x * 3), torch.round(x * 3), torch.trunc(x * 3), torch.sign(x - 0.5),
+                        torch.square(x), self.ss(x), self.hs(x), F.softshrink(x, 0.3),
+                        x.narrow(2, 1, 3), x.select(1, -1), torch.unbind(x, 2)[4], x[:, :2].expand_as(x[:, :2, :, :]),
+                        f.view_as(x), f.reshape_as(x), x[:, :, :1].expand_as(x), self.unf(f), f.unflatten(-1, (-1, 3)),
+                        x.swapaxes(1, 3), torch.movedim(x, (0, 1), (3, 2)), x.movedim(1, -1), x.flip(0, 2), torch.flip(x, [-1]),
+                        torch.roll(x, (1, -3), (1, 3)), x.roll(5), x.tile(2), torch.tile(x, (1, 2, 1, 1)),
+                        x.repeat_interleave(2, dim=1), x.repeat_interleave(2), x.repeat(1, 2, 1, 1),
+                        torch.zeros_like(x) + torch.ones_like(x), torch.full_like(x, 0.25), x.new_zeros(3, 4) + x.new_ones((4,)),
+                        x.new_full((2, 6), 3.5), (x * 3).long().float() + (x * 3).int().float(), x.float(), x.to(torch.float32),
+                        x.type_as(x), x.clone(), x.detach(), x.bool().float(), m.to(torch.float32))
+
+        class Close(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.selu, self.celu, self.ts = nn.SELU(), nn.CELU(0.7), nn.Tanhshrink()
+                self.ls, self.glu, self.smin, self.sm2 = nn.LogSigmoid(), nn.GLU(1), nn.Softmin(1), nn.Softmax2d()
+
+            def forward(self, x):                     # [2, 4, 6, 6]
+                f = x.flatten(2)
+                return (torch.erf(x), torch.sin(x), torch.cos(x), torch.log1p(x.abs()), torch.expm1(x), torch.log2(x.abs() + 1),
+                        torch.log10(x.abs() + 1), torch.exp2(x), self.selu(x), F.selu(x), self.celu(x), F.celu(x, 2.0),
+                        self.ts(x), self.ls(x), F.logsigmoid(x * 30), self.glu(x), F.glu(x, -1), self.smin(x),
+                        F.softmin(x, dim=-1), self.sm2(x), torch.special.expit(x), x.prod(1), torch.prod(x, -1, keepdim=True),
+                        x.norm(dim=1), torch.norm(x), x.norm(1, (2, 3)), x.norm(float("inf"), -1, True),
+                        torch.linalg.norm(x, dim=(2, 3)), torch.linalg.norm(x, float("inf"), dim=1),
+                        torch.linalg.vector_norm(x, 2, dim=(1, 2)), F.normalize(x), F.normalize(f, dim=-1, p=1.0),
+                        torch.addmm(x[0, 0, 0], x[0, 1], x[1, 0], beta=0.5, alpha=2.0), torch.addmm(x[0, 0], x[0, 1], x[1, 0]),
+                        torch.baddbmm(x[0], x[0], x[1]), x[0].baddbmm(x[0], x[1], alpha=0.5), x[0].bmm(x[1]))
+
+        x = torch.randn(2, 4, 6, 6)
+        x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
+        for model, exact in ((Exact(), True), (Close(), False)):
+            src = self.path("ops.bpcc")
+            bpcc_torch.export(model.eval(), (x,), src)
+            st.write(self.path("in.safetensors"), [("x", x)])
+            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+            got = st.read(self.path("out.safetensors"))
+            for i, w in enumerate(model(x)):
+                g, w = got["output.%d" % i], w.detach().float()
+                self.assertEqual(g.shape, w.shape, "output %d" % i)
+                if exact:
+                    self.assertTrue(torch.equal(g, w), "output %d: %g" % (i, (g - w).abs().max().item()))
+                else:
+                    err = ((g - w).abs().max() / w.abs().max()).item()
+                    self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization

@@ -112,6 +112,37 @@ class More(nn.Module):
         return F.log_softmax(self.fc(z.flatten(1)), -1)
 
 
+class Block(nn.Module):
+    """a pre-norm transformer block written out: fused qkv projection split by unbind, scaled
+    dot-product attention with an additive mask from a comparison, GELU MLP, residual adds"""
+    def __init__(self, d=32, heads=4):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def forward(self, x):                             # [B, T, C]
+        B, T, C = 2, 16, 32
+        u = self.qkv(self.ln1(x)).reshape(B, T, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4).unbind(0)
+        q, k, v = u[0], u[1], u[2]
+        a = (q @ k.transpose(-2, -1)) * (C // self.heads) ** -0.5
+        a = a.masked_fill(a < -3.0, float("-inf")).softmax(dim=-1)
+        x = x + self.proj((a @ v).transpose(1, 2).reshape(B, T, C))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 32)
+        self.blocks = nn.Sequential(Block(), Block())
+        self.head = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.embed(x)).mean(1))
+
+
 def value(gm, v):
     if isinstance(v, torch.fx.Node) and v.op == "get_attr":
         t = gm
@@ -307,6 +338,15 @@ class Convert(unittest.TestCase):
         bpcc_torch.export(model, (torch.randn(2, 3, 8, 8),), src)
         with open(src) as f:
             self.assertIn("get_attr block.0.gamma () : f32[4, 1, 1] @ block.0 : ", f.read())
+
+    def test_small_transformer(self):
+        """attention written out (Block): quantize points on linears, matmuls and the masked
+        softmax's inputs as PyTorch places them; the run in step with PyTorch's"""
+        torch.manual_seed(0)
+        model = Transformer().eval()
+        for backend in ("fbgemm", "qnnpack"):
+            self.check(model, (2, 16, 8), "transformer", "minmax", minmax_mapping(), backend)
+        self.check(model, (2, 16, 8), "transformer", "fbgemm", "fbgemm", "fbgemm")
 
 
 def make_test(name):

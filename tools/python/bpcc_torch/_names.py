@@ -9,7 +9,7 @@ import torch
 from . import _format as fmt
 
 # Namespaces searched first, in order, for a function's public name.
-_PUBLIC = ("torch.nn.functional", "torch", "operator", "math")
+_PUBLIC = ("torch.nn.functional", "torch", "torch.linalg", "torch.special", "operator", "math")
 _index_cache = {}
 
 
@@ -24,7 +24,10 @@ def _index(ns):
         idx = {}
         for k, v in vars(mod).items():
             if not k.startswith("_") and callable(v):
-                idx.setdefault(id(v), k)
+                # a function's own name over any other binding (torch.obj is a loop variable
+                # left in torch's namespace, bound to torch.zeros_like)
+                if idx.get(id(v)) is None or k == getattr(v, "__name__", None):
+                    idx[id(v)] = k
         _index_cache[ns] = idx
     return idx
 
