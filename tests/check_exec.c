@@ -949,6 +949,17 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_function torch.addmm (%x, %x, %x)", "addmm takes two matrices"},
         {"call_method unflatten (%x, 1, [3, -1])", "sizes multiply to 3, which does not divide the size 4"},
         {"call_method unflatten (%x, 1, [3, 2])", "sizes multiply to 6, not to the size 4"},
+        {"call_function operator.getitem (%x, (0, [0, 1]))", "an index list together with int indices is not supported"},
+        {"call_function operator.getitem (%x, ([0], [1]))", "more than one index list is not supported"},
+        {"call_function operator.getitem (%x, (slice(None, None, None), [0, 9]))", "index 9 is out of bounds for size 4"},
+        {"call_function operator.getitem (%x, (slice(None, None, None), [0, 1.5]))", "an index list holds integers"},
+        {"call_function operator.getitem (%x, (%x,))", "an index tensor must have 1 dimension"},
+        {"call_function torch.einsum (\"ij,jk\", %x, %x)", "einsum operand 0 has 3 dimensions, its subscripts 2"},
+        {"call_function torch.einsum (\"abc,abd->ae\", %x, %x)", "einsum's output subscripts are invalid at 'e'"},
+        {"call_function torch.einsum (\"ab1\", %x)", "einsum subscript '1' is not supported"},
+        {"call_function torch.einsum (\"abc,abc\", %x)", "einsum's equation has more operands than given"},
+        {"call_function torch.einsum (\"abc,acb\", %x, %x)", "einsum subscript 'c' has sizes 5 and 4"},
+        {"call_function torch.einsum (\"abc\", %x, %x)", "einsum's equation has 1 operands, 2 given"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -958,6 +969,32 @@ START_TEST(ops_refuse_what_pytorch_refuses)
                  "  %%w = call_function operator.getitem (%%x, (0, 0, slice(0, 2, None)))\n  %%y = %s\n"
                  "  %%output = output output (%%y,)\n",
                  cases[i].call);
+        refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
+    }
+}
+END_TEST
+
+/* MultiheadAttention: what it does not run, and weights missing or of the wrong size */
+START_TEST(attention_refuses_what_it_cannot_run)
+{
+    static const struct {
+        const char *attrs, *call, *msg;
+    } cases[] = {
+        {"embed_dim: 5, num_heads: 2", "(%x, %x, %x)", "needs embed_dim divisible by num_heads"},
+        {"embed_dim: 5, num_heads: 1, add_zero_attn: True", "(%x, %x, %x)", "add_zero_attn is not supported"},
+        {"embed_dim: 5, num_heads: 1, training: True, dropout: 0.1", "(%x, %x, %x)", "training mode"},
+        {"embed_dim: 5, num_heads: 1", "(%x, %x, %x)", "has no float32 tensor 'in_proj_weight'"},
+        {"embed_dim: 5, num_heads: 1, kdim: 3, vdim: 5", "(%x, %x, %x)", "query, key and value do not fit it"},
+        {"embed_dim: 5, num_heads: 1", "(%x, %x, %x) {attn_mask: %x}", "attn_mask must be [4, 4] or [1, 4, 4]"},
+        {"embed_dim: 5, num_heads: 1", "(%x, %x, %x) {key_padding_mask: %x}", "key_padding_mask must be [1, 4]"},
+        {"embed_dim: 4, num_heads: 1", "(%x, %x, %x)", "query, key and value do not fit it (embed_dim 4"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule mha : torch.nn.MultiheadAttention {batch_first: True, %s}\n\ngraph\n"
+                 "  %%x = placeholder x ()\n  %%y = call_module mha %s\n  %%output = output output (%%y,)\n",
+                 cases[i].attrs, cases[i].call);
         refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
     }
 }
@@ -1931,6 +1968,7 @@ int main(void)
     tcase_add_test(tc, interpolation_refuses_what_it_cannot_do);
     tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
     tcase_add_test(tc, ops_refuse_what_pytorch_refuses);
+    tcase_add_test(tc, attention_refuses_what_it_cannot_run);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);

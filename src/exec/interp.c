@@ -675,17 +675,21 @@ static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_no
     const char *t = n->target, *name; /* "a.b.c": module "a.b", tensor "c" */
     const struct bpcc_module *m = bpcc_graph_attr_owner(e->g, t, &name);
     const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
-    bool integer = bt && (bt->dtype == BPCC_DTYPE_I64 || bt->dtype == BPCC_DTYPE_I32);
-    if (!bt || !bt->data || (bt->dtype != BPCC_DTYPE_F32 && !integer))
+    enum bpcc_dtype dt = bt ? bt->dtype : BPCC_DTYPE_NONE;
+    bool integer = dt == BPCC_DTYPE_I64 || dt == BPCC_DTYPE_I32 || dt == BPCC_DTYPE_I16 || dt == BPCC_DTYPE_I8 ||
+                   dt == BPCC_DTYPE_U8 || dt == BPCC_DTYPE_BOOL;
+    if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !integer))
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, e->g->source_file, n->src_line, n->src_col,
-                               "node '%s': get_attr %s is not a float32 or integer tensor with data", n->name, t);
+                               "node '%s': get_attr %s is not a float32, integer or bool tensor with data", n->name, t);
     struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
     if (!x) return bpcc_diag_nomem(d);
-    if (bt->dtype == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
-    else if (bt->dtype == BPCC_DTYPE_I64)
-        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)((const int64_t *)bt->data)[i];
-    else
-        for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)((const int32_t *)bt->data)[i];
+    const void *p = bt->data;
+    for (uint64_t i = 0; dt != BPCC_DTYPE_F32 && i < x->numel; i++) /* integers as floats, exact below 2^24 */
+        x->data[i] = dt == BPCC_DTYPE_I64 ? (float)((const int64_t *)p)[i] : dt == BPCC_DTYPE_I32 ? (float)((const int32_t *)p)[i]
+                   : dt == BPCC_DTYPE_I16 ? (float)((const int16_t *)p)[i] : dt == BPCC_DTYPE_I8 ? (float)((const int8_t *)p)[i]
+                   : dt == BPCC_DTYPE_U8 ? (float)((const uint8_t *)p)[i] : (float)(((const uint8_t *)p)[i] != 0);
+    if (dt == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
+    x->boolean = dt == BPCC_DTYPE_BOOL;
     e->slot[n->id] = (struct xval){.k = XV_TENSOR, .u.t = x};
     return BPCC_OK;
 }

@@ -389,7 +389,7 @@ static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
 
 /* B_MAX / B_MIN: torch.maximum / minimum (NaN from either side); the comparisons and logical ops
 ** give 0 or 1 (a bool tensor) */
-enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR };
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
 
 static bool bin_is_bool(enum binop op) { return op >= B_GT; }
 
@@ -410,6 +410,7 @@ static float bin(enum binop op, float x, float y)
     case B_NE: return x != y;
     case B_AND: return x != 0.0f && y != 0.0f;
     case B_OR: return x != 0.0f || y != 0.0f;
+    case B_XOR: return (x != 0.0f) != (y != 0.0f);
     }
     return x;
 }
@@ -506,7 +507,8 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
         q = xb->k == XV_INT ? (double)xb->u.i : xb->u.f;
         if (bin_is_bool(op)) {
             bool r = op == B_GT ? p > q : op == B_LT ? p < q : op == B_GE ? p >= q : op == B_LE ? p <= q
-                   : op == B_EQ ? p == q : op == B_NE ? p != q : op == B_AND ? p != 0 && q != 0 : p != 0 || q != 0;
+                   : op == B_EQ ? p == q : op == B_NE ? p != q : op == B_AND ? p != 0 && q != 0
+                   : op == B_OR ? p != 0 || q != 0 : (p != 0) != (q != 0);
             *out = (struct xval){.k = XV_BOOL, .u.b = r};
             return BPCC_OK;
         }
@@ -869,7 +871,32 @@ static enum bpcc_status seq_getitem(const struct xargs *a, const struct xval *ob
     return BPCC_OK;
 }
 
-/* x[index]: sequences by int or slice, dicts by key; tensors by ints, slices, None and Ellipsis (basic indexing) */
+/* the positions an index list (a list of ints, or a 1-d tensor of integral values) picks along a
+** dimension of `size`, negative ones from the end: *out (bpcc_malloc'd) and *n; false with an error */
+static bool index_list(const struct xargs *a, const struct xval *v, int64_t size, int64_t **out, int64_t *n)
+{
+    if (v->k == XV_TENSOR && (v->u.t->boolean || v->u.t->ndim != 1))
+        return bpcc_xerr(a, v->u.t->boolean ? "indexing by a bool mask is not supported (its shape depends on the data)"
+                                            : "an index tensor must have 1 dimension"),
+               false;
+    *n = v->k == XV_TENSOR ? (int64_t)v->u.t->numel : (int64_t)v->u.seq.n;
+    *out = bpcc_malloc((size_t)(*n ? *n : 1) * sizeof **out);
+    if (!*out) return bpcc_diag_nomem(a->d), false;
+    for (int64_t k = 0; k < *n; k++) {
+        double f = v->k == XV_TENSOR ? v->u.t->data[k] : v->u.seq.items[k].k == XV_INT ? (double)v->u.seq.items[k].u.i : NAN;
+        if (f != floor(f) || f < -(double)size || f >= (double)size) {
+            bpcc_xfree(*out);
+            *out = NULL;
+            return f != floor(f) ? bpcc_xerr(a, "an index list holds integers") : bpcc_xerr(a, "index %g is out of bounds for size %lld", f, (long long)size), false;
+        }
+        (*out)[k] = f < 0 ? (int64_t)f + size : (int64_t)f;
+    }
+    return true;
+}
+
+/* x[index]: sequences by int or slice, dicts by key; tensors by ints, slices, None, Ellipsis and
+** one index list (x[:, [0, 2]], x[idx] for a 1-d tensor idx): the list's dimension keeps its place,
+** which is PyTorch's rule when no int index is there too (refused: PyTorch may move the dimension) */
 static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
 {
     const struct xval *obj = bpcc_xarg(a, 0, NULL), *ix = bpcc_xarg(a, 1, NULL);
@@ -885,58 +912,87 @@ static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
     const struct xtensor *x = obj->u.t;
     const struct xval *idx = ix;
     uint32_t n_idx = 1;
-    if (ix->k == XV_SEQ) {
+    /* a tuple holds one index per dimension; a list is itself an index list (x[[0, 2]]) */
+    bool list = a->node->args.n > 1 && a->node->args.u.seq.items[1].kind == BPCC_VAL_LIST;
+    if (ix->k == XV_SEQ && !list) {
         idx = ix->u.seq.items;
         n_idx = ix->u.seq.n;
     }
-    /* per source dim: start, step, count, and whether it is kept */
-    int64_t start[BPCC_MAX_DIMS], step[BPCC_MAX_DIMS], count[BPCC_MAX_DIMS];
-    bool keep[BPCC_MAX_DIMS];
+    /* per source dim: start, step, count, or the positions an index list picks */
+    int64_t start[BPCC_MAX_DIMS], step[BPCC_MAX_DIMS], count[BPCC_MAX_DIMS], *pick = NULL;
     int64_t out_dims[BPCC_MAX_DIMS];
-    uint32_t n_out = 0, d = 0;
-    uint32_t n_real = 0;
+    uint32_t n_out = 0, d = 0, n_real = 0, pick_dim = 0;
+    bool any_int = false;
     for (uint32_t k = 0; k < n_idx; k++)
         if (idx[k].k != XV_NONE && idx[k].k != XV_ELLIPSIS) n_real++;
     if (n_real > x->ndim) return bpcc_xerr(a, "too many indices for a %u-dimensional tensor", x->ndim);
     for (uint32_t k = 0; k < n_idx; k++) {
         const struct xval *v = &idx[k];
-        if (v->k == XV_NONE) {
-            if (n_out >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
-            out_dims[n_out++] = 1;
-            continue;
-        }
-        if (v->k == XV_ELLIPSIS) {
-            uint32_t fill = x->ndim - n_real;
-            for (uint32_t f = 0; f < fill; f++, d++) {
-                start[d] = 0, step[d] = 1, count[d] = x->dims[d], keep[d] = true;
-                out_dims[n_out++] = x->dims[d];
+        if (v->k == XV_NONE || v->k == XV_ELLIPSIS) {
+            uint32_t fill = v->k == XV_NONE ? 1 : x->ndim - n_real;
+            if (n_out + fill > BPCC_MAX_DIMS) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "too many dimensions");
             }
-            n_real = x->ndim; /* only one ellipsis counts */
+            for (uint32_t f = 0; f < fill; f++) {
+                if (v->k == XV_NONE) {
+                    out_dims[n_out++] = 1;
+                    continue;
+                }
+                start[d] = 0, step[d] = 1, count[d] = x->dims[d];
+                out_dims[n_out++] = x->dims[d++];
+            }
+            if (v->k == XV_ELLIPSIS) n_real = x->ndim; /* only one ellipsis counts */
             continue;
         }
-        if (d >= x->ndim) return bpcc_xerr(a, "too many indices");
+        if (d >= x->ndim) { /* n_real bounds d; kept for safety */
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, "too many indices");
+        }
         int64_t size = x->dims[d];
         if (v->k == XV_INT) {
             int64_t i = v->u.i < 0 ? v->u.i + size : v->u.i;
-            if (i < 0 || i >= size) return bpcc_xerr(a, "index %lld is out of bounds for size %lld", (long long)v->u.i, (long long)size);
-            start[d] = i, step[d] = 1, count[d] = 1, keep[d] = false;
+            if (i < 0 || i >= size) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "index %lld is out of bounds for size %lld", (long long)v->u.i, (long long)size);
+            }
+            start[d] = i, step[d] = 1, count[d] = 1;
+            any_int = true;
         } else if (v->k == XV_SLICE) {
-            if (!slice_range(v, size, &start[d], &step[d], &count[d])) return bpcc_xerr(a, "slice step must be positive");
-            keep[d] = true;
+            if (!slice_range(v, size, &start[d], &step[d], &count[d])) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "slice step must be positive");
+            }
+            out_dims[n_out++] = count[d];
+        } else if ((v->k == XV_SEQ || v->k == XV_TENSOR) && !pick) {
+            if (!index_list(a, v, size, &pick, &count[d])) return BPCC_ERR_GRAPH;
+            pick_dim = d;
+            start[d] = count[d] ? pick[0] : 0, step[d] = 1;
             out_dims[n_out++] = count[d];
         } else {
-            return bpcc_xerr(a, "only ints, slices, None and ... index tensors here");
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, v->k == XV_SEQ || v->k == XV_TENSOR ? "more than one index list is not supported"
+                                                                    : "only ints, slices, None, ... and an index list index tensors here");
         }
         d++;
     }
+    if (pick && any_int) {
+        bpcc_xfree(pick);
+        return bpcc_xerr(a, "an index list together with int indices is not supported");
+    }
     for (; d < x->ndim; d++) {
-        start[d] = 0, step[d] = 1, count[d] = x->dims[d], keep[d] = true;
-        if (n_out >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+        start[d] = 0, step[d] = 1, count[d] = x->dims[d];
+        if (n_out >= BPCC_MAX_DIMS) {
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, "too many dimensions");
+        }
         out_dims[n_out++] = x->dims[d];
     }
-    (void)keep;
     struct xtensor *y = bpcc_xtensor_new(n_out, out_dims);
-    if (!y) return bpcc_diag_nomem(a->d);
+    if (!y) {
+        bpcc_xfree(pick);
+        return bpcc_diag_nomem(a->d);
+    }
     int64_t stride[BPCC_MAX_DIMS], st = 1;
     for (int i = (int)x->ndim - 1; i >= 0; i--) {
         stride[i] = st;
@@ -947,13 +1003,17 @@ static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
     for (uint64_t i = 0; i < y->numel; i++) {
         y->data[i] = x->data[off];
         for (int k = (int)x->ndim - 1; k >= 0; k--) {
-            cnt[k]++;
-            off += step[k] * stride[k];
-            if (cnt[k] < count[k]) break;
-            off -= step[k] * stride[k] * count[k];
+            bool picked = pick && (uint32_t)k == pick_dim;
+            if (cnt[k] + 1 < count[k]) {
+                off += (picked ? pick[cnt[k] + 1] - pick[cnt[k]] : step[k]) * stride[k];
+                cnt[k]++;
+                break;
+            }
+            off -= (picked ? pick[cnt[k]] - pick[0] : step[k] * cnt[k]) * stride[k];
             cnt[k] = 0;
         }
     }
+    bpcc_xfree(pick);
     return put_tensor(a, marked(y, x->boolean), out);
 }
 
@@ -1819,6 +1879,7 @@ COMPARE(k_eq, B_EQ)
 COMPARE(k_ne, B_NE)
 COMPARE(k_and, B_AND)
 COMPARE(k_or, B_OR)
+COMPARE(k_xor, B_XOR)
 #undef COMPARE
 
 /* the layout of a reduction over one dimension: outer x n x inner */
@@ -2142,9 +2203,12 @@ static enum bpcc_status k_unflatten(const struct xargs *a, struct xval *out)
             for (uint32_t k = 0; k < n; k++) want[nd++] = sizes[k];
     /* -1 in sizes is inferred from the unflattened dimension, not from the whole tensor */
     int64_t known = 1, infer = -1;
-    for (uint32_t k = 0; k < n; k++)
+    for (uint32_t k = 0; k < n; k++) {
+        if (sizes[k] < -1 || (sizes[k] == -1 && infer >= 0) || (sizes[k] > 0 && known > INT64_MAX / sizes[k]))
+            return bpcc_xerr(a, "unflatten's sizes are invalid");
         if (sizes[k] == -1) infer = dim + k;
         else known *= sizes[k];
+    }
     if (infer >= 0 ? !known || x->dims[dim] % known : known != x->dims[dim])
         return bpcc_xerr(a, "sizes multiply to %lld, %s the size %lld", (long long)known, infer >= 0 ? "which does not divide" : "not to",
                          (long long)x->dims[dim]);
@@ -2200,7 +2264,7 @@ static enum bpcc_status moved(const struct xargs *a, bool roll, struct xval *out
         if (!dim_ok(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
         if (!roll && flip[ds[i]]) return bpcc_xerr(a, "flip repeats dimension %lld", (long long)ds[i]);
         flip[ds[i]] = !roll;
-        if (roll && x->dims[ds[i]]) shift[ds[i]] += sh[i];
+        if (roll && x->dims[ds[i]]) shift[ds[i]] = (shift[ds[i]] + sh[i] % x->dims[ds[i]]) % x->dims[ds[i]];
     }
     struct xtensor *y = like(x);
     if (!y) return bpcc_diag_nomem(a->d);
@@ -2396,6 +2460,109 @@ static enum bpcc_status k_softmax2d(const struct xargs *a, struct xval *out)
     return softmax(&sub, false, out);
 }
 
+/* einsum(equation, *operands) or einsum(equation, [operands]): letters name dimensions (a letter
+** repeated in one operand takes its diagonal); "->" names the output's, else the letters seen once,
+** in alphabetical order. Each output element sums the products over the other letters in double,
+** rounded once (PyTorch contracts through bmm in float: another order, within ~1e-7) */
+enum { EINSUM_MAX_OPS = 8 };
+
+static enum bpcc_status k_einsum(const struct xargs *a, struct xval *out)
+{
+    const struct xval *eq = bpcc_xarg(a, 0, "equation");
+    if (!eq || eq->k != XV_STR) return bpcc_xerr(a, "einsum needs an equation string");
+    const struct xval *ops = a->n == 2 && a->pos[1].k == XV_SEQ ? a->pos[1].u.seq.items : a->pos + 1;
+    uint32_t n_ops = a->n == 2 && a->pos[1].k == XV_SEQ ? a->pos[1].u.seq.n : a->n - 1;
+    if (!n_ops || n_ops > EINSUM_MAX_OPS) return bpcc_xerr(a, "einsum takes 1 to %d operands", EINSUM_MAX_OPS);
+    int64_t size[52], ost[EINSUM_MAX_OPS][52] = {{0}}; /* per letter (a-z, A-Z): its size, each operand's stride */
+    int seen[52] = {0};
+    char outl[BPCC_MAX_DIMS + 1];
+    uint32_t n_out = 0, op = 0, dim = 0;
+    const char *c = eq->u.s;
+    bool explicit_out = strstr(c, "->") != NULL;
+    for (uint32_t i = 0; i < n_ops; i++)
+        if (ops[i].k != XV_TENSOR) return bpcc_xerr(a, "einsum operand %u is not a tensor", i);
+    const struct xtensor *t = ops[0].u.t;
+    int64_t stride[BPCC_MAX_DIMS];
+    for (;; c++) { /* the operands' letters */
+        if (*c == ' ') continue;
+        if (*c == ',' || *c == '-' || !*c) {
+            if (dim != t->ndim) return bpcc_xerr(a, "einsum operand %u has %u dimensions, its subscripts %u", op, t->ndim, dim);
+            if (*c != ',') break;
+            if (++op == n_ops) return bpcc_xerr(a, "einsum's equation has more operands than given");
+            t = ops[op].u.t;
+            dim = 0;
+            continue;
+        }
+        int l = *c >= 'a' && *c <= 'z' ? *c - 'a' : *c >= 'A' && *c <= 'Z' ? *c - 'A' + 26 : -1;
+        if (l < 0) return bpcc_xerr(a, "einsum subscript '%c' is not supported (letters only)", *c);
+        if (dim >= t->ndim) return bpcc_xerr(a, "einsum operand %u has %u dimensions, its subscripts more", op, t->ndim);
+        if (!dim) { /* this operand's strides */
+            int64_t st = 1;
+            for (int k = (int)t->ndim - 1; k >= 0; k--) stride[k] = st, st *= t->dims[k];
+        }
+        if (seen[l] && size[l] != t->dims[dim])
+            return bpcc_xerr(a, "einsum subscript '%c' has sizes %lld and %lld", *c, (long long)size[l], (long long)t->dims[dim]);
+        size[l] = t->dims[dim];
+        ost[op][l] += stride[dim++];
+        seen[l]++;
+    }
+    if (op + 1 != n_ops) return bpcc_xerr(a, "einsum's equation has %u operands, %u given", op + 1, n_ops);
+    bool in_out[52] = {false};
+    if (explicit_out) {
+        for (c += 2; *c; c++) {
+            if (*c == ' ') continue;
+            int l = *c >= 'a' && *c <= 'z' ? *c - 'a' : *c >= 'A' && *c <= 'Z' ? *c - 'A' + 26 : -1;
+            if (l < 0 || !seen[l] || in_out[l] || n_out == BPCC_MAX_DIMS)
+                return bpcc_xerr(a, "einsum's output subscripts are invalid at '%c'", *c);
+            in_out[l] = true;
+            outl[n_out++] = (char)l;
+        }
+    } else {
+        for (int l = 0; l < 52; l++)
+            if (seen[l] == 1) {
+                if (n_out == BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+                in_out[l] = true;
+                outl[n_out++] = (char)l;
+            }
+    }
+    char sum[52];
+    uint32_t n_sum = 0;
+    uint64_t per = 1;
+    for (int l = 0; l < 52; l++)
+        if (seen[l] && !in_out[l]) sum[n_sum++] = (char)l, per *= (uint64_t)size[l];
+    int64_t dims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < n_out; i++) dims[i] = size[(int)outl[i]];
+    struct xtensor *y = bpcc_xtensor_new(n_out, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t oi[BPCC_MAX_DIMS] = {0}, si[52] = {0}, base[EINSUM_MAX_OPS] = {0};
+    for (uint64_t e = 0; e < y->numel; e++) {
+        int64_t off[EINSUM_MAX_OPS];
+        memcpy(off, base, sizeof off);
+        double acc = 0;
+        for (uint64_t k = 0; k < per; k++) {
+            double p = 1;
+            for (uint32_t o = 0; o < n_ops; o++) p *= ops[o].u.t->data[off[o]];
+            acc += p;
+            for (int q = (int)n_sum - 1; q >= 0; q--) { /* the next contracted index */
+                int l = sum[q];
+                for (uint32_t o = 0; o < n_ops; o++) off[o] += ost[o][l];
+                if (++si[q] < size[l]) break;
+                for (uint32_t o = 0; o < n_ops; o++) off[o] -= ost[o][l] * size[l];
+                si[q] = 0;
+            }
+        }
+        y->data[e] = (float)acc;
+        for (int q = (int)n_out - 1; q >= 0; q--) { /* the next output index */
+            int l = outl[q];
+            for (uint32_t o = 0; o < n_ops; o++) base[o] += ost[o][l];
+            if (++oi[q] < dims[q]) break;
+            for (uint32_t o = 0; o < n_ops; o++) base[o] -= ost[o][l] * dims[q];
+            oi[q] = 0;
+        }
+    }
+    return put_tensor(a, y, out);
+}
+
 /* }================================================ */
 
 static const struct kentry table[] = {
@@ -2530,6 +2697,8 @@ static const struct kentry table[] = {
     {'f', "operator.ne", k_ne}, {'f', "torch.ne", k_ne}, {'t', "ne", k_ne},
     {'f', "operator.and_", k_and}, {'f', "torch.logical_and", k_and}, {'t', "logical_and", k_and},
     {'f', "operator.or_", k_or}, {'f', "torch.logical_or", k_or}, {'t', "logical_or", k_or},
+    {'f', "operator.xor", k_xor}, {'f', "torch.logical_xor", k_xor}, {'t', "logical_xor", k_xor}, {'t', "__xor__", k_xor},
+    {'t', "__and__", k_and}, {'t', "__or__", k_or}, {'t', "__invert__", k_invert}, {'t', "bitwise_not", k_invert},
     {'f', "operator.invert", k_invert}, {'f', "torch.logical_not", k_logical_not}, {'t', "logical_not", k_logical_not},
     {'f', "torch.where", k_where}, {'t', "where", k_where},
     {'f', "torch.masked_fill", k_masked_fill}, {'t', "masked_fill", k_masked_fill}, {'t', "masked_fill_", k_masked_fill},
@@ -2557,7 +2726,8 @@ static const struct kentry table[] = {
     {'t', "detach", k_contiguous}, {'f', "torch.detach", k_contiguous},
     /* linear algebra */
     {'f', "torch.addmm", bpcc_k_addmm}, {'t', "addmm", bpcc_k_addmm}, {'f', "torch.baddbmm", bpcc_k_addmm},
-    {'t', "baddbmm", bpcc_k_addmm}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
+    {'t', "baddbmm", bpcc_k_addmm}, {'f', "torch.einsum", k_einsum},
+    {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

@@ -424,7 +424,7 @@ class Calibrate(unittest.TestCase):
         for name, model, shape in cases:
             self.check_run(model.eval(), torch.randn(*shape), name)
 
-    def check_run_multi(self, model, x, name, exact=False, isa=None):
+    def check_run_multi(self, model, x, name, exact=False, isa=None, tol=1e-5):
         """bpcc run's outputs against eager's: to 1e-5 relative, or, with `exact` and PyTorch
         running its AVX2 kernels (whose summation orders and fused multiply-adds bpcc follows
         there), bit for bit; `isa` "baseline" runs bpcc's baseline builds of its kernels"""
@@ -440,8 +440,9 @@ class Calibrate(unittest.TestCase):
             if exact and TORCH_AVX2:
                 self.assertTrue(torch.equal(g, w.detach()), "%s output %d: %g" % (name, i, (g - w).abs().max().item()))
                 continue
+            self.assertEqual(g.shape, w.shape, "%s output %d" % (name, i))
             err = ((g - w.detach()).abs().max() / w.detach().abs().max()).item()
-            self.assertLess(err, 1e-5, "%s output %d: %g" % (name, i, err))
+            self.assertLess(err, tol, "%s output %d: %g" % (name, i, err))
 
     def test_run_means_are_bit_equal(self):
         """means and sums over one run of dimensions (global average pooling of every rank,
@@ -541,6 +542,8 @@ class Calibrate(unittest.TestCase):
             def __init__(self):
                 super().__init__()
                 self.unf, self.ss, self.hs = nn.Unflatten(2, (3, 12)), nn.Softsign(), nn.Hardshrink(0.7)
+                self.register_buffer("idx", torch.tensor([3, 1, 1, -2]))
+                self.register_buffer("mask", torch.rand(6, 6) > 0.5)
 
             def forward(self, x):                     # [2, 4, 6, 6]
                 m = x > 0.3
@@ -561,7 +564,10 @@ class Calibrate(unittest.TestCase):
                         x.repeat_interleave(2, dim=1), x.repeat_interleave(2), x.repeat(1, 2, 1, 1),
                         torch.zeros_like(x) + torch.ones_like(x), torch.full_like(x, 0.25), x.new_zeros(3, 4) + x.new_ones((4,)),
                         x.new_full((2, 6), 3.5), (x * 3).long().float() + (x * 3).int().float(), x.float(), x.to(torch.float32),
-                        x.type_as(x), x.clone(), x.detach(), x.bool().float(), m.to(torch.float32))
+                        x.type_as(x), x.clone(), x.detach(), x.bool().float(), m.to(torch.float32),
+                        x[[1, 0, 1]], x[:, :, [-1, 0, 3, 3]], x[..., [2, 0]], x[:, self.idx], x[None, :, [1, 2], 1:5:2],
+                        x.masked_fill(self.mask, 2.0), torch.where(self.mask & m, x, 0.0),
+                        torch.einsum("bchw->hwcb", x))
 
         class Close(nn.Module):
             def __init__(self):
@@ -579,7 +585,10 @@ class Calibrate(unittest.TestCase):
                         torch.linalg.norm(x, dim=(2, 3)), torch.linalg.norm(x, float("inf"), dim=1),
                         torch.linalg.vector_norm(x, 2, dim=(1, 2)), F.normalize(x), F.normalize(f, dim=-1, p=1.0),
                         torch.addmm(x[0, 0, 0], x[0, 1], x[1, 0], beta=0.5, alpha=2.0), torch.addmm(x[0, 0], x[0, 1], x[1, 0]),
-                        torch.baddbmm(x[0], x[0], x[1]), x[0].baddbmm(x[0], x[1], alpha=0.5), x[0].bmm(x[1]))
+                        torch.baddbmm(x[0], x[0], x[1]), x[0].baddbmm(x[0], x[1], alpha=0.5), x[0].bmm(x[1]),
+                        torch.einsum("bchw,bcwk->bchk", x, x), torch.einsum("ij,jk", x[0, 0], x[0, 1]),
+                        torch.einsum("bcii->bc", x), torch.einsum("i,j->ij", x[0, 0, 0], x[0, 0, 1]),
+                        torch.einsum("ab,bc,cd->ad", [x[0, 0], x[0, 1], x[0, 2]]), torch.einsum("bchw->", x[:1, :1, :1]))
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
@@ -597,6 +606,46 @@ class Calibrate(unittest.TestCase):
                 else:
                     err = ((g - w).abs().max() / w.abs().max()).item()
                     self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+
+    def test_run_multihead_attention(self):
+        """nn.MultiheadAttention (a leaf module quantize_fx leaves in float) as one op: self- and
+        cross-attention, batch first or not, bool and float attn_mask (2-d and per head),
+        key_padding_mask, need_weights off, weights per head, kdim / vdim other than embed_dim, no
+        bias; outputs and attention weights to 1e-6"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self, mha, mode):
+                super().__init__()
+                self.mha, self.mode = mha, mode
+                self.register_buffer("bmask", torch.rand(16, 16) > 0.7)
+                self.register_buffer("fmask", torch.randn(16, 16))
+                self.register_buffer("kpm", torch.tensor([[False] * 14 + [True] * 2, [False] * 16]))
+                self.register_buffer("m3", torch.randn(2 * 4, 16, 16))
+
+            def forward(self, x):                     # [2, 16, 8]
+                t = x if self.mha.batch_first else x.transpose(0, 1)
+                if self.mode == "self":
+                    return self.mha(t, t, t)
+                if self.mode == "bool":
+                    return self.mha(t, t * 0.5, t + 1, attn_mask=self.bmask)
+                if self.mode == "float":
+                    return self.mha(t, t * 0.5, t + 1, attn_mask=self.fmask, average_attn_weights=False)
+                if self.mode == "kpm":
+                    return (self.mha(t, t * 0.5, t + 1, key_padding_mask=self.kpm, need_weights=False)[0],)
+                if self.mode == "both":
+                    return self.mha(t, t * 0.5, t + 1, key_padding_mask=self.kpm, attn_mask=self.m3)
+                return self.mha(t, t[..., :6] * 2, t[..., :5])
+
+        x = torch.randn(2, 16, 8)
+        for name, mha, mode in (("self_bf", nn.MultiheadAttention(8, 4, batch_first=True), "self"),
+                                ("self_sf", nn.MultiheadAttention(8, 4), "self"),
+                                ("bool", nn.MultiheadAttention(8, 4, batch_first=True), "bool"),
+                                ("float", nn.MultiheadAttention(8, 4), "float"),
+                                ("kpm", nn.MultiheadAttention(8, 4, batch_first=True, bias=False), "kpm"),
+                                ("both", nn.MultiheadAttention(8, 4, batch_first=True), "both"),
+                                ("kdim", nn.MultiheadAttention(8, 2, kdim=6, vdim=5, batch_first=True), "kdim")):
+            self.check_run_multi(M(mha, mode).eval(), x, "mha_" + name, tol=1e-6)
 
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference

@@ -1,0 +1,212 @@
+/*
+** attention.c — torch.nn.MultiheadAttention in eval mode, as PyTorch 1.13's
+** F.multi_head_attention_forward computes it: the three input projections, per head the scaled
+** scores q / sqrt(head_dim) . k^T plus the float mask (a bool mask or key_padding_mask as -inf),
+** softmax over the keys, the weighted sum of the values, and the output projection; the attention
+** weights averaged over the heads (or per head) when asked for.
+**
+** quantize_fx leaves the module whole and in float (no backend config has a pattern for it), so
+** the interpreter runs it as one op. bias_k / bias_v, add_zero_attn and dropout in training mode
+** are refused. Matrix products through BLAS, as PyTorch's; the values agree with it to ~1e-6.
+*/
+#include "exec.h"
+
+#include <cblas.h>
+#include <math.h>
+
+static const struct bpcc_module *child(const struct bpcc_module *m, const char *name)
+{
+    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
+        const char *dot = strrchr(c->name, '.');
+        if (!strcmp(dot ? dot + 1 : c->name, name)) return c;
+    }
+    return NULL;
+}
+
+/* a module tensor of n floats, or NULL with an error */
+static const float *weights(const struct xargs *a, const struct bpcc_module *m, const char *name, int64_t n)
+{
+    const struct bpcc_tensor *t = m ? bpcc_mtensor(m, name) : NULL;
+    if (!t) {
+        bpcc_xerr(a, "MultiheadAttention has no float32 tensor '%s'", name);
+        return NULL;
+    }
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
+    if (numel != (uint64_t)n) {
+        bpcc_xerr(a, "MultiheadAttention's '%s' has %llu elements, not %lld", name, (unsigned long long)numel, (long long)n);
+        return NULL;
+    }
+    return t->data;
+}
+
+/* y[rows, out] = x[rows, in] w[out, in]^T + b */
+static void project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out, float *y)
+{
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < out; o++) y[r * out + o] = b ? b[o] : 0.0f;
+    if (rows && out)
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)out, (int)in, 1.0f, x, (int)in, w, (int)in,
+                   b ? 1.0f : 0.0f, y, (int)out);
+}
+
+/* an input [L, N, E] (seq first), [N, L, E] (batch first) or [L, E] (unbatched) as a batch-first
+** copy [N, L, E] */
+static float *batch_first(const struct xtensor *t, bool bf, int64_t *N, int64_t *L, int64_t *E)
+{
+    bool batched = t->ndim == 3;
+    *E = t->dims[t->ndim - 1];
+    *N = batched ? t->dims[bf ? 0 : 1] : 1;
+    *L = batched ? t->dims[bf ? 1 : 0] : t->dims[0];
+    float *p = bpcc_malloc((size_t)(*N * *L * *E + 1) * sizeof *p);
+    if (!p) return NULL;
+    for (int64_t n = 0; n < *N; n++)
+        for (int64_t l = 0; l < *L; l++)
+            memcpy(p + (n * *L + l) * *E, t->data + (bf || !batched ? n * *L + l : l * *N + n) * *E,
+                   (size_t)*E * sizeof *p);
+    return p;
+}
+
+enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    const struct xtensor *q, *k, *v;
+    if (!m) return bpcc_xerr(a, "MultiheadAttention runs as a module");
+    if (!bpcc_xarg_tensor(a, 0, "query", &q) || !bpcc_xarg_tensor(a, 1, "key", &k) || !bpcc_xarg_tensor(a, 2, "value", &v))
+        return BPCC_ERR_GRAPH;
+    bool bf = bpcc_mattr_bool(m, "batch_first", false), need, average;
+    int64_t E = (int64_t)bpcc_mattr_float(m, "embed_dim", 0), H = (int64_t)bpcc_mattr_float(m, "num_heads", 0);
+    int64_t kdim = (int64_t)bpcc_mattr_float(m, "kdim", (double)E), vdim = (int64_t)bpcc_mattr_float(m, "vdim", (double)E);
+    if (bpcc_mattr_bool(m, "training", false) && bpcc_mattr_float(m, "dropout", 0) > 0)
+        return bpcc_xerr(a, "MultiheadAttention in training mode drops weights at random; export the model in eval mode");
+    if (bpcc_mattr_bool(m, "add_zero_attn", false) || bpcc_mtensor(m, "bias_k") || bpcc_mtensor(m, "bias_v"))
+        return bpcc_xerr(a, "MultiheadAttention with bias_k / bias_v or add_zero_attn is not supported");
+    if (E <= 0 || H <= 0 || E % H) return bpcc_xerr(a, "MultiheadAttention needs embed_dim divisible by num_heads");
+    if (!bpcc_xarg_bool(a, 4, "need_weights", true, &need) || !bpcc_xarg_bool(a, 6, "average_attn_weights", true, &average))
+        return BPCC_ERR_GRAPH;
+    if (q->ndim != k->ndim || q->ndim != v->ndim || (q->ndim != 2 && q->ndim != 3))
+        return bpcc_xerr(a, "MultiheadAttention takes query, key and value of rank 3 (or 2, unbatched)");
+    int64_t N, L, S, Sv, Nk, Nv, Eq, Ek, Ev, hd = E / H;
+    float *xq = batch_first(q, bf, &N, &L, &Eq), *xk = batch_first(k, bf, &Nk, &S, &Ek), *xv = batch_first(v, bf, &Nv, &Sv, &Ev);
+    float *Q = NULL, *K = NULL, *V = NULL, *O = NULL, *Y = NULL, *P = NULL;
+    struct xtensor *y = NULL, *w = NULL;
+    enum bpcc_status st = BPCC_ERR_GRAPH;
+    if (!xq || !xk || !xv) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    if (Eq != E || Ek != kdim || Ev != vdim || Nk != N || Nv != N || Sv != S) {
+        bpcc_xerr(a, "MultiheadAttention's query, key and value do not fit it (embed_dim %lld, kdim %lld, vdim %lld)",
+                  (long long)E, (long long)kdim, (long long)vdim);
+        goto done;
+    }
+    /* the masks: attn_mask [L, S] or [N H, L, S], key_padding_mask [N, S]; bool ones are -inf */
+    const struct xval *amv = bpcc_xarg(a, 5, "attn_mask"), *kpv = bpcc_xarg(a, 3, "key_padding_mask");
+    const struct xtensor *am = amv && amv->k == XV_TENSOR ? amv->u.t : NULL, *kp = kpv && kpv->k == XV_TENSOR ? kpv->u.t : NULL;
+    bool am3 = am && am->ndim == 3;
+    if (am && !((am->ndim == 2 && am->dims[0] == L && am->dims[1] == S) ||
+                (am3 && am->dims[0] == N * H && am->dims[1] == L && am->dims[2] == S))) {
+        bpcc_xerr(a, "attn_mask must be [%lld, %lld] or [%lld, %lld, %lld]", (long long)L, (long long)S, (long long)(N * H),
+                  (long long)L, (long long)S);
+        goto done;
+    }
+    if (kp && !((kp->ndim == 2 && kp->dims[0] == N && kp->dims[1] == S) || (q->ndim == 2 && kp->ndim == 1 && kp->dims[0] == S))) {
+        bpcc_xerr(a, "key_padding_mask must be [%lld, %lld]", (long long)N, (long long)S);
+        goto done;
+    }
+    bool packed = kdim == E && vdim == E; /* one in_proj_weight, else three */
+    const float *in_w = packed ? weights(a, m, "in_proj_weight", 3 * E * E) : NULL;
+    if (packed && !in_w) goto done;
+    const float *wq = packed ? in_w : weights(a, m, "q_proj_weight", E * E);
+    const float *wk = packed ? in_w + E * E : weights(a, m, "k_proj_weight", E * kdim);
+    const float *wv = packed ? in_w + 2 * E * E : weights(a, m, "v_proj_weight", E * vdim);
+    const struct bpcc_module *op = child(m, "out_proj");
+    bool has_in_b = bpcc_mtensor(m, "in_proj_bias"), has_bo = op && bpcc_mtensor(op, "bias");
+    const float *in_b = has_in_b ? weights(a, m, "in_proj_bias", 3 * E) : NULL;
+    const float *wo = weights(a, op, "weight", E * E), *bo = has_bo ? weights(a, op, "bias", E) : NULL;
+    if (!wq || !wk || !wv || !wo || (has_in_b && !in_b) || (has_bo && !bo)) goto done;
+    Q = bpcc_malloc((size_t)(N * L * E + 1) * sizeof *Q);
+    K = bpcc_malloc((size_t)(N * S * E + 1) * sizeof *K);
+    V = bpcc_malloc((size_t)(N * S * E + 1) * sizeof *V);
+    O = bpcc_malloc((size_t)(N * L * E + 1) * sizeof *O);
+    Y = bpcc_malloc((size_t)(N * L * E + 1) * sizeof *Y);
+    P = bpcc_malloc((size_t)(L * S + 1) * sizeof *P);
+    int64_t wdims[4] = {N, average ? L : H, average ? S : L, S};
+    w = need ? bpcc_xtensor_new(q->ndim == 2 ? (average ? 2 : 3) : (average ? 3 : 4), q->ndim == 2 ? wdims + 1 : wdims) : NULL;
+    if (!Q || !K || !V || !O || !Y || !P || (need && !w)) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    if (w) memset(w->data, 0, w->numel * sizeof *w->data);
+    bpcc_blas_set_threads(bpcc_exec_threads(a->ctx));
+    project(xq, N * L, E, wq, in_b, E, Q);
+    project(xk, N * S, kdim, wk, in_b ? in_b + E : NULL, E, K);
+    project(xv, N * S, vdim, wv, in_b ? in_b + 2 * E : NULL, E, V);
+    float scale = sqrtf((float)hd);
+    for (int64_t i = 0; i < N * L * E; i++) Q[i] /= scale; /* q / sqrt(head_dim), before the product */
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t h = 0; h < H; h++) {
+            /* P[L, S] = Q_h K_h^T (+ mask), then softmax over S */
+            if (L && S)
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)L, (int)S, (int)hd, 1.0f, Q + n * L * E + h * hd,
+                           (int)E, K + n * S * E + h * hd, (int)E, 0.0f, P, (int)S);
+            for (int64_t l = 0; l < L; l++) {
+                float *p = P + l * S, mx = -INFINITY, sum = 0.0f;
+                for (int64_t s = 0; s < S; s++) {
+                    float add = 0.0f;
+                    if (am) {
+                        float e = am->data[(am3 ? (n * H + h) * L * S : 0) + l * S + s];
+                        add = am->boolean ? (e != 0.0f ? -INFINITY : 0.0f) : e;
+                    }
+                    if (kp) {
+                        float e = kp->data[(kp->ndim == 2 ? n * S : 0) + s];
+                        add = kp->boolean ? (e != 0.0f ? -INFINITY : add) : add + e;
+                    }
+                    p[s] = add + p[s];
+                    mx = p[s] > mx ? p[s] : mx;
+                }
+                for (int64_t s = 0; s < S; s++) sum += (p[s] = expf(p[s] - mx));
+                for (int64_t s = 0; s < S; s++) p[s] /= sum;
+                if (w)
+                    for (int64_t s = 0; s < S; s++)
+                        w->data[(average ? n * L + l : (n * H + h) * L + l) * S + s] += average ? p[s] / (float)H : p[s];
+            }
+            /* O_h[L, hd] = P V_h */
+            if (L && hd)
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)hd, (int)S, 1.0f, P, (int)S,
+                           V + n * S * E + h * hd, (int)E, 0.0f, O + n * L * E + h * hd, (int)E);
+        }
+    project(O, N * L, E, wo, bo, E, Y);
+    int64_t odims[3] = {bf ? N : L, bf ? L : N, E};
+    y = q->ndim == 2 ? bpcc_xtensor_new(2, (int64_t[]){L, E}) : bpcc_xtensor_new(3, odims);
+    if (!y) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t l = 0; l < L; l++)
+            memcpy(y->data + (bf || q->ndim == 2 ? n * L + l : l * N + n) * E, Y + (n * L + l) * E, (size_t)E * sizeof *Y);
+    struct xval *items = bpcc_malloc(2 * sizeof *items);
+    if (!items) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = y};
+    items[1] = w ? (struct xval){.k = XV_TENSOR, .u.t = w} : (struct xval){.k = XV_NONE};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    y = w = NULL;
+    st = BPCC_OK;
+done:
+    bpcc_xtensor_free(y);
+    bpcc_xtensor_free(w);
+    bpcc_xfree(xq);
+    bpcc_xfree(xk);
+    bpcc_xfree(xv);
+    bpcc_xfree(Q);
+    bpcc_xfree(K);
+    bpcc_xfree(V);
+    bpcc_xfree(O);
+    bpcc_xfree(Y);
+    bpcc_xfree(P);
+    return st;
+}
