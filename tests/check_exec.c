@@ -974,7 +974,8 @@ START_TEST(ops_refuse_what_pytorch_refuses)
 }
 END_TEST
 
-/* MultiheadAttention: what it does not run, and weights missing or of the wrong size */
+/* MultiheadAttention and the transformer encoder modules: what they do not run, and weights or
+** parts missing or of the wrong size */
 START_TEST(attention_refuses_what_it_cannot_run)
 {
     static const struct {
@@ -996,6 +997,23 @@ START_TEST(attention_refuses_what_it_cannot_run)
                  "  %%x = placeholder x ()\n  %%y = call_module mha %s\n  %%output = output output (%%y,)\n",
                  cases[i].attrs, cases[i].call);
         refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
+    }
+    static const struct {
+        const char *modules, *msg;
+    } encoders[] = {
+        {"module y : torch.nn.TransformerEncoder {}\n", "TransformerEncoder has no layers"},
+        {"module y : torch.nn.TransformerEncoder {}\nmodule y.layers : torch.nn.ModuleList {}\n"
+         "module y.layers.0 : torch.nn.Linear {}\n", "layer y.layers.0 is a torch.nn.Linear, not a TransformerEncoderLayer"},
+        {"module y : torch.nn.TransformerEncoderLayer {training: True}\n", "in training mode drops values at random"},
+        {"module y : torch.nn.TransformerEncoderLayer {}\n", "torch.nn.TransformerEncoderLayer lacks a submodule it runs"},
+    };
+    for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\n%s\ngraph\n  %%x = placeholder x ()\n  %%y = call_module y (%%x,)\n"
+                 "  %%output = output output (%%y,)\n",
+                 encoders[i].modules);
+        refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, encoders[i].msg, i);
     }
 }
 END_TEST

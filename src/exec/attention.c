@@ -210,3 +210,202 @@ done:
     bpcc_xfree(P);
     return st;
 }
+
+/* {==================== transformer encoder ==================== */
+
+/* module m run on positional inputs and keywords (no consuming: the caller keeps its values) */
+static enum bpcc_status call(const struct xargs *a, const struct bpcc_module *m, const struct xval *pos, uint32_t n,
+                             const char *const *kw_names, const struct xval *kw, uint32_t n_kw, struct xval *out)
+{
+    if (!m) return bpcc_xerr(a, "%s lacks a submodule it runs", a->module->type);
+    xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
+    if (!k) return bpcc_xerr(a, "the interpreter cannot run module type %s (in %s)", m->type, a->module->name);
+    struct xargs sub = *a;
+    sub.module = m;
+    sub.pos = pos;
+    sub.n = n;
+    sub.kw_names = kw_names;
+    sub.kw = kw;
+    sub.n_kw = n_kw;
+    sub.consume = false;
+    sub.weight_override = NULL;
+    return k(&sub, out);
+}
+
+static enum bpcc_status call1(const struct xargs *a, const struct bpcc_module *m, const struct xval *in, struct xval *out)
+{
+    return call(a, m, in, 1, NULL, NULL, 0, out);
+}
+
+/* x += y elementwise (same shapes); y released */
+static enum bpcc_status add_into(const struct xargs *a, struct xval *x, struct xval *y)
+{
+    enum bpcc_status st = BPCC_OK;
+    if (y->k != XV_TENSOR || y->u.t->numel != x->u.t->numel) st = bpcc_xerr(a, "a residual's shapes differ");
+    else
+        for (uint64_t i = 0; i < x->u.t->numel; i++) x->u.t->data[i] += y->u.t->data[i];
+    bpcc_xval_release(y);
+    return st;
+}
+
+/* the activation of a TransformerEncoderLayer: its function (a symbol) or relu / gelu by number */
+static enum bpcc_status activate(const struct xargs *a, const struct xval *in, struct xval *out)
+{
+    const struct bpcc_value *v = bpcc_module_attr(a->module, "activation");
+    const char *f = v && (v->kind == BPCC_VAL_SYMBOL || v->kind == BPCC_VAL_STR) ? v->u.s : NULL;
+    if (!f) {
+        double which = bpcc_mattr_float(a->module, "activation_relu_or_gelu", 1);
+        f = which == 2 ? "torch.nn.functional.gelu" : "torch.nn.functional.relu";
+    }
+    xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_FUNCTION, f);
+    if (!k) return bpcc_xerr(a, "the interpreter cannot run the activation %s", f);
+    struct xargs sub = *a;
+    sub.module = NULL;
+    sub.pos = in;
+    sub.n = 1;
+    sub.n_kw = 0;
+    sub.consume = false;
+    return k(&sub, out);
+}
+
+/* TransformerEncoderLayer (src, src_mask=None, src_key_padding_mask=None), eval: post-norm
+** x = norm1(x + sa(x)); x = norm2(x + ff(x)), or pre-norm x = x + sa(norm1(x)); x = x + ff(norm2(x)),
+** sa the self-attention without weights, ff linear2(activation(linear1)); dropouts are identities */
+static enum bpcc_status encoder_layer(const struct xargs *a, const struct xval *src, const struct xval *mask,
+                                      const struct xval *kpm, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    if (bpcc_mattr_bool(m, "training", false)) return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
+    bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
+    const struct bpcc_module *sa = NULL, *l1 = NULL, *l2 = NULL, *n1 = NULL, *n2 = NULL;
+    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
+        const char *dot = strrchr(c->name, '.'), *s = dot ? dot + 1 : c->name;
+        if (!strcmp(s, "self_attn")) sa = c;
+        else if (!strcmp(s, "linear1")) l1 = c;
+        else if (!strcmp(s, "linear2")) l2 = c;
+        else if (!strcmp(s, "norm1")) n1 = c;
+        else if (!strcmp(s, "norm2")) n2 = c;
+    }
+    struct xval x, t = {0}, u = {0};
+    enum bpcc_status st = bpcc_xval_copy(src, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    for (int block = 0; block < 2 && st == BPCC_OK; block++) {
+        const struct bpcc_module *norm = block ? n2 : n1;
+        const struct xval *in = &x;
+        if (norm_first) {
+            if ((st = call1(a, norm, &x, &t))) break;
+            in = &t;
+        }
+        struct xval r;
+        if (!block) { /* self-attention: (in, in, in, attn_mask=, key_padding_mask=, need_weights=False)[0] */
+            struct xval pos[3] = {*in, *in, *in}, kw[3] = {{.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_BOOL, .u.b = false}};
+            static const char *const names[3] = {"attn_mask", "key_padding_mask", "need_weights"};
+            if (mask) kw[0] = *mask;
+            if (kpm) kw[1] = *kpm;
+            for (int i = 0; i < 3; i++) pos[i].borrowed = true, kw[i].borrowed = true;
+            if ((st = call(a, sa, pos, 3, names, kw, 3, &u))) break;
+            r = u.u.seq.items[0];
+            u.u.seq.items[0] = (struct xval){.k = XV_NONE};
+            bpcc_xval_release(&u);
+        } else { /* feed-forward */
+            struct xval h, g;
+            if ((st = call1(a, l1, in, &h))) break;
+            st = activate(a, &h, &g);
+            bpcc_xval_release(&h);
+            if (st) break;
+            st = call1(a, l2, &g, &r);
+            bpcc_xval_release(&g);
+            if (st) break;
+        }
+        bpcc_xval_release(&t);
+        if ((st = add_into(a, &x, &r))) break;
+        if (!norm_first) {
+            st = call1(a, norm, &x, &t);
+            bpcc_xval_release(&x);
+            x = t;
+            t = (struct xval){0};
+        }
+    }
+    bpcc_xval_release(&t);
+    if (st) {
+        bpcc_xval_release(&x);
+        return st;
+    }
+    *out = x;
+    return BPCC_OK;
+}
+
+/* an optional tensor argument (None or absent: NULL) */
+static const struct xval *optional(const struct xargs *a, uint32_t i, const char *name)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    return v && v->k == XV_TENSOR ? v : NULL;
+}
+
+enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!a->module || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
+    return encoder_layer(a, &a->pos[0], optional(a, 1, "src_mask"), optional(a, 2, "src_key_padding_mask"), out);
+}
+
+/* TransformerEncoder (src, mask=None, src_key_padding_mask=None): its layers in turn, then its norm.
+** With a key padding mask and no mask, PyTorch 1.13 runs the layers on a nested tensor when its
+** fast path applies (batch first, post-norm, enable_nested_tensor, ...) and pads the result with
+** zeros: the padded positions come out 0 before the norm. The same here, under the same test. */
+enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out)
+{
+    const struct bpcc_module *m = a->module, *layers = NULL, *norm = NULL;
+    const struct xtensor *x;
+    if (!m || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *mask = optional(a, 1, "mask"), *kpm = optional(a, 2, "src_key_padding_mask");
+    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
+        const char *dot = strrchr(c->name, '.'), *s = dot ? dot + 1 : c->name;
+        if (!strcmp(s, "layers")) layers = c;
+        else if (!strcmp(s, "norm")) norm = c;
+    }
+    if (!layers || !layers->first_child) return bpcc_xerr(a, "TransformerEncoder has no layers");
+    const struct bpcc_module *first = layers->first_child, *sa = child(first, "self_attn");
+    const struct bpcc_module *n1 = child(first, "norm1"), *n2 = child(first, "norm2");
+    bool nested = kpm && !mask && x->ndim == 3 && bpcc_mattr_bool(m, "enable_nested_tensor", true) &&
+                  !strcmp(first->type, "torch.nn.TransformerEncoderLayer") && !bpcc_mattr_bool(first, "norm_first", false) &&
+                  sa && bpcc_mattr_bool(sa, "batch_first", false) &&
+                  bpcc_mattr_float(sa, "kdim", -1) == bpcc_mattr_float(sa, "embed_dim", -2) &&
+                  bpcc_mattr_float(sa, "vdim", -1) == bpcc_mattr_float(sa, "embed_dim", -2) &&
+                  bpcc_mattr_float(first, "activation_relu_or_gelu", 0) != 0 && n1 && n2 &&
+                  bpcc_mattr_float(n1, "eps", 1e-5) == bpcc_mattr_float(n2, "eps", 1e-5);
+    if (nested && (kpm->u.t->ndim != 2 || kpm->u.t->dims[0] != x->dims[0] || kpm->u.t->dims[1] != x->dims[1]))
+        return bpcc_xerr(a, "src_key_padding_mask must be [%lld, %lld]", (long long)x->dims[0], (long long)x->dims[1]);
+    struct xval cur;
+    if (bpcc_xval_copy(&a->pos[0], &cur)) return bpcc_diag_nomem(a->d);
+    for (const struct bpcc_module *l = first; l; l = l->next_sibling) {
+        struct xval next;
+        struct xargs sub = *a;
+        sub.module = l;
+        if (strcmp(l->type, "torch.nn.TransformerEncoderLayer")) {
+            bpcc_xval_release(&cur);
+            return bpcc_xerr(a, "TransformerEncoder's layer %s is a %s, not a TransformerEncoderLayer", l->name, l->type);
+        }
+        enum bpcc_status st = encoder_layer(&sub, &cur, mask, kpm, &next);
+        bpcc_xval_release(&cur);
+        if (st) return st;
+        cur = next;
+    }
+    if (nested) { /* padded positions: zeros */
+        struct xtensor *t = cur.u.t;
+        int64_t L = t->dims[1], E = t->dims[2];
+        for (int64_t n = 0; n < t->dims[0]; n++)
+            for (int64_t l = 0; l < L; l++)
+                if (kpm->u.t->data[n * L + l] != 0.0f) memset(t->data + (n * L + l) * E, 0, (size_t)E * sizeof(float));
+    }
+    if (norm) {
+        struct xval y;
+        enum bpcc_status st = call1(a, norm, &cur, &y);
+        bpcc_xval_release(&cur);
+        if (st) return st;
+        cur = y;
+    }
+    *out = cur;
+    return BPCC_OK;
+}
+
+/* }================================================ */

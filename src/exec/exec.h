@@ -93,7 +93,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a,
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out); /* attention.c */
+/* attention.c */
+BPCC_INTERNAL enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out);

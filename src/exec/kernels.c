@@ -2727,7 +2727,9 @@ static const struct kentry table[] = {
     /* linear algebra */
     {'f', "torch.addmm", bpcc_k_addmm}, {'t', "addmm", bpcc_k_addmm}, {'f', "torch.baddbmm", bpcc_k_addmm},
     {'t', "baddbmm", bpcc_k_addmm}, {'f', "torch.einsum", k_einsum},
-    {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
+    {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention},
+    {'m', "torch.nn.TransformerEncoderLayer", bpcc_k_transformer_encoder_layer},
+    {'m', "torch.nn.TransformerEncoder", bpcc_k_transformer_encoder}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

@@ -210,7 +210,7 @@ class Bridge(unittest.TestCase):
             def __init__(self):
                 super().__init__()
                 self.lin = nn.Linear(2, 2)
-                self.lin.hook = print
+                self.lin.hook = lambda t: t  # no public name to store it by
 
             def forward(self, x):
                 return self.lin(x)
@@ -219,6 +219,27 @@ class Bridge(unittest.TestCase):
             bpcc_torch.export(Holder(), (torch.randn(1, 2),), os.path.join(self.dir, "h.bpcc"))
         self.assertIn("module 'lin'", str(cm.exception))
         self.assertIn("'hook'", str(cm.exception))
+
+    def test_transformer_modules_round_trip(self):
+        """a function-valued attribute (TransformerEncoderLayer's activation) is stored by its
+        public name; composites whose constructors take what they build their parts from
+        (d_model, encoder_layer) are put together from the file's parts and attributes"""
+        torch.manual_seed(5)
+
+        class T(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, activation="gelu", batch_first=True), 2)
+                self.mha = nn.MultiheadAttention(8, 2, kdim=4, vdim=6)
+
+            def forward(self, x):
+                y = self.enc(x).transpose(0, 1)
+                return self.mha(y, y[..., :4], y[..., :6])[0]
+
+        path, back = self.round_trip(T().eval(), (torch.randn(2, 5, 8),), "transformer")
+        with open(path) as f:
+            self.assertIn("activation: torch.nn.functional.gelu", f.read())
+        self.assertIs(back.enc.layers[1].activation, F.gelu)
 
     def test_run_command_writes_outputs(self):
         torch.manual_seed(9)

@@ -647,6 +647,39 @@ class Calibrate(unittest.TestCase):
                                 ("kdim", nn.MultiheadAttention(8, 2, kdim=6, vdim=5, batch_first=True), "kdim")):
             self.check_run_multi(M(mha, mode).eval(), x, "mha_" + name, tol=1e-6)
 
+    def test_run_transformer_encoder(self):
+        """nn.TransformerEncoderLayer and nn.TransformerEncoder (leaf modules for quantize_fx) as
+        ops: post- and pre-norm, relu and gelu, batch first or not, an attention mask, a key padding
+        mask, a final norm; with a padding mask the encoder's padded positions are zeros, as PyTorch
+        1.13's nested-tensor path leaves them when gradients are off (as calibration runs them:
+        PyTorch's own tutorial calibrates under no_grad; with gradients on it takes its slow path,
+        which computes them); to 1e-6"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self, enc, mode=""):
+                super().__init__()
+                self.enc, self.mode = enc, mode
+                self.register_buffer("kpm", torch.tensor([[False] * 14 + [True] * 2, [False] * 16]))
+                self.register_buffer("mask", torch.triu(torch.full((16, 16), float("-inf")), 1))
+
+            def forward(self, x):                     # [2, 16, 8]
+                if self.mode == "kpm":
+                    return (self.enc(x, src_key_padding_mask=self.kpm),)
+                return (self.enc(x, self.mask) if self.mode == "mask" else self.enc(x),)
+
+        layer = lambda **kw: nn.TransformerEncoderLayer(8, 2, 32, **kw)
+        x = torch.randn(2, 16, 8)
+        for name, enc, mode in (("layer", layer(batch_first=True), ""),
+                                ("layer_gelu_prenorm", layer(activation="gelu", norm_first=True, batch_first=True), ""),
+                                ("layer_seq_first", layer(), ""), ("layer_mask", layer(batch_first=True), "mask"),
+                                ("layer_kpm", layer(batch_first=True), "kpm"),
+                                ("encoder_norm", nn.TransformerEncoder(layer(batch_first=True), 3, norm=nn.LayerNorm(8)), ""),
+                                ("encoder_kpm", nn.TransformerEncoder(layer(batch_first=True), 2), "kpm"),
+                                ("encoder_mask", nn.TransformerEncoder(layer(batch_first=True), 2), "mask")):
+            with torch.no_grad():
+                self.check_run_multi(M(enc, mode).eval(), x, "transformer_" + name, tol=1e-6)
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization

@@ -143,6 +143,21 @@ class Transformer(nn.Module):
         return self.head(self.blocks(self.embed(x)).mean(1))
 
 
+class Encoder(nn.Module):
+    """PyTorch's transformer modules, which quantize_fx leaves whole and in float between quantized
+    linears: the quantized model rebuilt in PyTorch needs them rebuilt from the file's parts"""
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2)
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        y = self.enc(torch.relu(self.embed(x)))
+        return self.head(self.mha(y, y, y, need_weights=False)[0].mean(1))
+
+
 def value(gm, v):
     if isinstance(v, torch.fx.Node) and v.op == "get_attr":
         t = gm
@@ -338,6 +353,12 @@ class Convert(unittest.TestCase):
         bpcc_torch.export(model, (torch.randn(2, 3, 8, 8),), src)
         with open(src) as f:
             self.assertIn("get_attr block.0.gamma () : f32[4, 1, 1] @ block.0 : ", f.read())
+
+    def test_transformer_modules(self):
+        torch.manual_seed(0)
+        model = Encoder().eval()
+        self.check(model, (2, 16, 8), "encoder", "minmax", minmax_mapping(), "fbgemm")
+        self.check(model, (2, 16, 8), "encoder", "fbgemm", "fbgemm", "fbgemm")
 
     def test_small_transformer(self):
         """attention written out (Block): quantize points on linears, matmuls and the masked

@@ -78,8 +78,13 @@ def _attrs(name, mod):
         if isinstance(v, (torch.nn.Module, torch.Tensor)):
             continue
         if callable(v) and not isinstance(v, type):
-            raise BridgeError("module '%s' (%s): attribute '%s' holds a callable, which bpcc "
-                              "cannot store" % (name, type(mod).__name__, k))
+            # a function with a public name (TransformerEncoderLayer's activation) as a symbol
+            try:
+                out[k] = fmt.Symbol(function_name(v))
+            except BridgeError:
+                raise BridgeError("module '%s' (%s): attribute '%s' holds a callable without a public "
+                                  "name, which bpcc cannot store" % (name, type(mod).__name__, k)) from None
+            continue
         out[k] = to_ir(v, "module '%s' (%s) attribute '%s'" % (name, type(mod).__name__, k))
     return out
 

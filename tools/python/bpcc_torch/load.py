@@ -39,6 +39,7 @@ def _build(entry, data, children):
                 torch.nn.Sequential.__init__(m, *parts)
         else:
             kwargs = {}
+            missing = None
             sig = inspect.signature(cls.__init__)
             for p in list(sig.parameters.values())[1:]:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
@@ -50,12 +51,21 @@ def _build(entry, data, children):
                 elif isinstance(p.default, bool) and p.name in declared:
                     kwargs[p.name] = True  # a flag such as bias=True naming a tensor it creates
                 elif p.default is p.empty:
-                    raise BridgeError("%s: cannot rebuild it: the constructor needs '%s', which "
-                                      "the model file does not record" % (where, p.name))
-            try:
-                m = cls(**kwargs)
-            except Exception as e:
-                raise BridgeError("%s: constructor failed: %s" % (where, e))
+                    missing = p.name
+            if missing is None:
+                try:
+                    m = cls(**kwargs)
+                except Exception as e:
+                    raise BridgeError("%s: constructor failed: %s" % (where, e))
+            elif children:
+                # a composite whose constructor takes what it builds its parts from
+                # (TransformerEncoderLayer's d_model, TransformerEncoder's encoder_layer): the file
+                # holds the parts and every public attribute, so the module is put together from them
+                m = cls.__new__(cls)
+                torch.nn.Module.__init__(m)
+            else:
+                raise BridgeError("%s: cannot rebuild it: the constructor needs '%s', which "
+                                  "the model file does not record" % (where, missing))
     for k, v in attrs.items():
         setattr(m, k, v)
     for role, tname, tt in entry.tensors:
