@@ -806,7 +806,8 @@ struct bpcc_calibrate_options {
 
 /*
 ** Run a prepared model on each batch (a safetensors file with one float32 tensor per graph input,
-** named after it) so that its observers see the activations; every batch is checked before any
+** named after it; integer or bool tensors for inputs such as token ids and masks) so that its
+** observers see the activations; every batch is checked before any
 ** runs. Each observer module then carries its statistics (buffers min_val, max_val) and its
 ** qparams (tensors scale, zero_point) as PyTorch 1.13's calculate_qparams gives them.
 */

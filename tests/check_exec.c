@@ -960,13 +960,17 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_function torch.einsum (\"abc,abc\", %x)", "einsum's equation has more operands than given"},
         {"call_function torch.einsum (\"abc,acb\", %x, %x)", "einsum subscript 'c' has sizes 5 and 4"},
         {"call_function torch.einsum (\"abc\", %x, %x)", "einsum's equation has 1 operands, 2 given"},
+        {"call_function torch.nn.functional.embedding (%x, %x)", "the embedding weight must have 2 dimensions"},
+        {"call_function torch.nn.functional.embedding (%x, %x) {max_norm: 1.0}", "embedding with max_norm changes its weight"},
+        {"call_function torch.nn.functional.embedding (%x, %m)", "index -1.375 is out of range for an embedding of 4 rows"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
         snprintf(text, sizeof text,
                  "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
                  "  %%e = call_function operator.getitem (%%x, (..., slice(0, 0, None)))\n"
-                 "  %%w = call_function operator.getitem (%%x, (0, 0, slice(0, 2, None)))\n  %%y = %s\n"
+                 "  %%w = call_function operator.getitem (%%x, (0, 0, slice(0, 2, None)))\n"
+                 "  %%m = call_function operator.getitem (%%x, 0)\n  %%y = %s\n"
                  "  %%output = output output (%%y,)\n",
                  cases[i].call);
         refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
@@ -1006,6 +1010,10 @@ START_TEST(attention_refuses_what_it_cannot_run)
          "module y.layers.0 : torch.nn.Linear {}\n", "layer y.layers.0 is a torch.nn.Linear, not a TransformerEncoderLayer"},
         {"module y : torch.nn.TransformerEncoderLayer {training: True}\n", "in training mode drops values at random"},
         {"module y : torch.nn.TransformerEncoderLayer {}\n", "torch.nn.TransformerEncoderLayer lacks a submodule it runs"},
+        {"module y : torch.nn.LSTM {input_size: 5, hidden_size: 3, proj_size: 2}\n", "LSTM with proj_size is not supported"},
+        {"module y : torch.nn.GRU {input_size: 4, hidden_size: 3}\n", "torch.nn.GRU takes [seq, batch, 4]"},
+        {"module y : torch.nn.GRU {input_size: 5, hidden_size: 3}\n", "torch.nn.GRU has no float32 tensor 'weight_ih_l0'"},
+        {"module y : torch.nn.LSTM {hidden_size: 3}\n", "torch.nn.LSTM needs input_size, hidden_size and num_layers"},
     };
     for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++) {
         char text[512];

@@ -15,8 +15,8 @@ static const char calibrate_help[] =
     "Run a prepared model (bpcc prepare) on calibration batches so that its observers see the\n"
     "activations, and write the model with each observer's statistics and qparams (scale,\n"
     "zero_point as PyTorch 1.13 computes them). Each FILE is one batch: a safetensors file with one\n"
-    "float32 tensor per graph input, named after it; a DIR stands for its *.safetensors files in\n"
-    "name order. Every batch is checked before any runs. --threads: OpenBLAS threads (default 1).\n";
+    "float32 tensor per graph input, named after it (integers or bools for token ids and masks); a\n"
+    "DIR stands for its *.safetensors files in name order. Every batch is checked before any runs. --threads: OpenBLAS threads (default 1).\n";
 
 static const char run_help[] =
     "usage: bpcc run MODEL --data FILE -o OUT.safetensors [--threads N]   (--input is --data)\n"

@@ -1,6 +1,7 @@
 /*
-** batch.c — input batches: a safetensors file with one float32 tensor per graph input, named after
-** it, checked against the shapes the model was traced with, and loaded as interpreter values.
+** batch.c — input batches: a safetensors file with one tensor per graph input, named after it,
+** checked against the shapes the model was traced with, and loaded as interpreter values (float32;
+** integers and bools as floats, exact below 2^24, bools marked).
 */
 #include "exec.h"
 
@@ -14,7 +15,7 @@ void bpcc_batch_release(struct xbatch *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Open a batch and check it: one float32 tensor per graph input, named after it, of the shape the
+/* Open a batch and check it: one float32, integer or bool tensor per graph input, named after it, of the shape the
 ** model was traced with (when it records one; the batch dimension may differ). */
 enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
                                 struct bpcc_diag *d)
@@ -41,9 +42,11 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
         size_t nbytes;
         s = bpcc_safetensors_get(b->st, i, &name, &dt, &nd, &dims, &data, &nbytes);
         if (s) break;
-        if (dt != BPCC_DTYPE_F32) {
-            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32", name,
-                                bpcc_dtype_name(dt), p->name);
+        bool integer = dt == BPCC_DTYPE_I64 || dt == BPCC_DTYPE_I32 || dt == BPCC_DTYPE_I16 || dt == BPCC_DTYPE_I8 ||
+                       dt == BPCC_DTYPE_U8 || dt == BPCC_DTYPE_BOOL;
+        if (dt != BPCC_DTYPE_F32 && !integer) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32 (or "
+                                "integers or bools: token ids, masks)", name, bpcc_dtype_name(dt), p->name);
             break;
         }
         const struct bpcc_value *m = &p->meta;
@@ -77,7 +80,8 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
                 s = bpcc_diag_nomem(d);
                 break;
             }
-            memcpy(t->data, data, t->numel * sizeof(float));
+            if (dt == BPCC_DTYPE_F32) memcpy(t->data, data, t->numel * sizeof(float));
+            else bpcc_xtensor_from_integers(t, dt, data);
             b->inputs[k] = (struct xval){.k = XV_TENSOR, .u.t = t};
         }
         k++;

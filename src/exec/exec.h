@@ -93,10 +93,13 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a,
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out);
 /* attention.c */
 BPCC_INTERNAL enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out);
+/* recurrent.c: nn.LSTM and nn.GRU */
+BPCC_INTERNAL enum bpcc_status bpcc_k_recurrent(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out);
@@ -109,6 +112,9 @@ BPCC_INTERNAL const struct xval *bpcc_xarg(const struct xargs *a, uint32_t i, co
 /* NULL when the tensor would have more than bpcc_exec_max_elements elements (or on OOM) */
 BPCC_INTERNAL extern uint64_t bpcc_exec_max_elements;
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims);
+/* t's elements from n integers or bools of dtype dt (I64, I32, I16, I8, U8, BOOL) at p: as floats,
+** exact below 2^24; a bool tensor is marked */
+BPCC_INTERNAL void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype dt, const void *p);
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
 BPCC_INTERNAL void bpcc_xval_release(struct xval *v);
 BPCC_INTERNAL enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst);

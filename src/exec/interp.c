@@ -45,6 +45,25 @@ struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims)
     return t;
 }
 
+void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype dt, const void *p)
+{
+    const unsigned char *b = p; /* a file's data need not be aligned for its type: read bytes */
+    for (uint64_t i = 0; i < t->numel; i++) {
+        int64_t i64;
+        int32_t i32;
+        int16_t i16;
+        switch (dt) {
+        case BPCC_DTYPE_I64: memcpy(&i64, b + 8 * i, 8); t->data[i] = (float)i64; break;
+        case BPCC_DTYPE_I32: memcpy(&i32, b + 4 * i, 4); t->data[i] = (float)i32; break;
+        case BPCC_DTYPE_I16: memcpy(&i16, b + 2 * i, 2); t->data[i] = (float)i16; break;
+        case BPCC_DTYPE_I8: t->data[i] = (float)(int8_t)b[i]; break;
+        case BPCC_DTYPE_BOOL: t->data[i] = (float)(b[i] != 0); break;
+        default: t->data[i] = (float)b[i]; break; /* U8 */
+        }
+    }
+    t->boolean = dt == BPCC_DTYPE_BOOL;
+}
+
 void bpcc_xtensor_free(struct xtensor *t)
 {
     if (!t) return;
@@ -683,13 +702,8 @@ static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_no
                                "node '%s': get_attr %s is not a float32, integer or bool tensor with data", n->name, t);
     struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
     if (!x) return bpcc_diag_nomem(d);
-    const void *p = bt->data;
-    for (uint64_t i = 0; dt != BPCC_DTYPE_F32 && i < x->numel; i++) /* integers as floats, exact below 2^24 */
-        x->data[i] = dt == BPCC_DTYPE_I64 ? (float)((const int64_t *)p)[i] : dt == BPCC_DTYPE_I32 ? (float)((const int32_t *)p)[i]
-                   : dt == BPCC_DTYPE_I16 ? (float)((const int16_t *)p)[i] : dt == BPCC_DTYPE_I8 ? (float)((const int8_t *)p)[i]
-                   : dt == BPCC_DTYPE_U8 ? (float)((const uint8_t *)p)[i] : (float)(((const uint8_t *)p)[i] != 0);
     if (dt == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
-    x->boolean = dt == BPCC_DTYPE_BOOL;
+    else bpcc_xtensor_from_integers(x, dt, bt->data);
     e->slot[n->id] = (struct xval){.k = XV_TENSOR, .u.t = x};
     return BPCC_OK;
 }

@@ -2728,8 +2728,10 @@ static const struct kentry table[] = {
     {'f', "torch.addmm", bpcc_k_addmm}, {'t', "addmm", bpcc_k_addmm}, {'f', "torch.baddbmm", bpcc_k_addmm},
     {'t', "baddbmm", bpcc_k_addmm}, {'f', "torch.einsum", k_einsum},
     {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention},
+    {'m', "torch.nn.Embedding", bpcc_k_embedding}, {'f', "torch.nn.functional.embedding", bpcc_k_embedding},
     {'m', "torch.nn.TransformerEncoderLayer", bpcc_k_transformer_encoder_layer},
-    {'m', "torch.nn.TransformerEncoder", bpcc_k_transformer_encoder}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
+    {'m', "torch.nn.TransformerEncoder", bpcc_k_transformer_encoder},
+    {'m', "torch.nn.LSTM", bpcc_k_recurrent}, {'m', "torch.nn.GRU", bpcc_k_recurrent}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

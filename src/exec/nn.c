@@ -512,6 +512,38 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
     return put(a, y, out);
 }
 
+/* nn.Embedding / F.embedding(input, weight, padding_idx=None, max_norm=None, ...): the weight's
+** rows at the input's indices, [*input, dim]. max_norm renormalizes the weight in place in
+** PyTorch: refused */
+enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *ix;
+    const float *w;
+    uint32_t wn = 0;
+    const int64_t *wd = NULL;
+    if (!bpcc_xarg_tensor(a, 0, "input", &ix) || !param(a, 1, "weight", &w, &wn, &wd, true)) return BPCC_ERR_GRAPH;
+    double max_norm = a->module ? bpcc_mattr_float(a->module, "max_norm", NAN) : NAN;
+    const struct xval *mn = a->module ? NULL : bpcc_xarg(a, 3, "max_norm");
+    if (!isnan(max_norm) || (mn && mn->k != XV_NONE))
+        return bpcc_xerr(a, "embedding with max_norm changes its weight as it runs; not supported");
+    if (wn != 2) return bpcc_xerr(a, "the embedding weight must have 2 dimensions");
+    if (ix->ndim >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+    int64_t dims[BPCC_MAX_DIMS], rows = wd[0], dim = wd[1];
+    memcpy(dims, ix->dims, ix->ndim * sizeof *dims);
+    dims[ix->ndim] = dim;
+    struct xtensor *y = bpcc_xtensor_new(ix->ndim + 1, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < ix->numel; i++) {
+        float f = ix->data[i];
+        if (!(f >= 0 && f < (float)rows) || f != floorf(f)) {
+            bpcc_xtensor_free(y);
+            return bpcc_xerr(a, "index %g is out of range for an embedding of %lld rows", f, (long long)rows);
+        }
+        memcpy(y->data + i * (uint64_t)dim, w + (int64_t)f * dim, (size_t)dim * sizeof *w);
+    }
+    return put(a, y, out);
+}
+
 /* addmm(input, mat1, mat2, *, beta=1, alpha=1) and baddbmm(input, batch1, batch2, *, beta=1,
 ** alpha=1): beta input + alpha (mat1 @ mat2), per batch for baddbmm; input broadcast to the
 ** product's shape, as BLAS's C = alpha A B + beta C on a copy of it (PyTorch's own call) */

@@ -195,6 +195,19 @@ static bool no_tensors_of(struct prep *p, const struct bpcc_value *v)
 
 static bool input_output_observed(const struct pattern_entry *e) { return e->input_output_observed != 0; }
 
+/* whether the bridge recorded the node's value as a tensor of bools or integers (a comparison, a
+** mask, token ids). PyTorch 1.13 does not know and observes such a value where a float one would
+** be (the input of a shared-observer op, view or unsqueeze of a mask): its converted model then
+** fails with "Quantize only works on Float Tensor". bpcc leaves it unobserved
+** (docs/PYTORCH_DIFFERENCES.md) */
+static bool recorded_not_float(const struct bpcc_node *n)
+{
+    if (n->meta.kind != BPCC_VAL_TTYPE) return false;
+    enum bpcc_dtype t = n->meta.u.ttype.dtype;
+    return t == BPCC_DTYPE_BOOL || t == BPCC_DTYPE_I64 || t == BPCC_DTYPE_I32 || t == BPCC_DTYPE_I16 ||
+           t == BPCC_DTYPE_I8 || t == BPCC_DTYPE_U8;
+}
+
 /* get_target_activation_dtype_for_node */
 static void target_dtypes(struct prep *p, struct bpcc_node *n, struct prep_node *x)
 {
@@ -203,6 +216,7 @@ static void target_dtypes(struct prep *p, struct bpcc_node *n, struct prep_node 
     x->in_dynamic = false;
     if (n->kind == BPCC_NODE_PLACEHOLDER) {
         uint32_t idx = p->n_placeholders++;
+        if (recorded_not_float(n)) x->out = BPCC_DTYPE_BOOL; /* never observed */
         for (uint32_t i = 0; p->o && i < p->o->n_input_quantized; i++)
             if (p->o->input_quantized[i] == idx) x->in = x->out = BPCC_DTYPE_QUINT8;
         return;
@@ -229,6 +243,7 @@ static void target_dtypes(struct prep *p, struct bpcc_node *n, struct prep_node 
         x->weight = (uint8_t)t.weight;
         x->bias = (uint8_t)t.bias;
     }
+    if (recorded_not_float(n)) x->out = BPCC_DTYPE_BOOL; /* its value is never observed */
 }
 
 /* NON_OBSERVABLE_ARG_DICT: argument positions of some Tensor methods that are not float tensors */

@@ -241,6 +241,23 @@ class Bridge(unittest.TestCase):
             self.assertIn("activation: torch.nn.functional.gelu", f.read())
         self.assertIs(back.enc.layers[1].activation, F.gelu)
 
+    def test_recurrent_modules_round_trip(self):
+        """LSTM and GRU, whose constructors take (*args, **kwargs), rebuilt from their attributes"""
+        torch.manual_seed(6)
+
+        class R(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lstm = nn.LSTM(4, 6, 2, bidirectional=True, batch_first=True)
+                self.gru = nn.GRU(12, 3, bias=False)
+
+            def forward(self, x):
+                y = self.lstm(x)[0]
+                return self.gru(y.transpose(0, 1))[0]
+
+        _, back = self.round_trip(R().eval(), (torch.randn(2, 5, 4),), "recurrent")
+        self.assertEqual((back.lstm.num_layers, back.lstm.bidirectional, back.gru.bias), (2, True, False))
+
     def test_run_command_writes_outputs(self):
         torch.manual_seed(9)
         m = FunctionalNet().eval()

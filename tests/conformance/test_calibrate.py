@@ -680,6 +680,35 @@ class Calibrate(unittest.TestCase):
             with torch.no_grad():
                 self.check_run_multi(M(enc, mode).eval(), x, "transformer_" + name, tol=1e-6)
 
+    def test_run_recurrent_layers(self):
+        """nn.LSTM and nn.GRU (leaf modules quantize_fx leaves in float) as ops: batch first or not,
+        stacked, bidirectional, without bias, from a given initial state; the output sequence and
+        the final states to 1e-6"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self, rnn, with_state):
+                super().__init__()
+                self.rnn, self.with_state = rnn, with_state
+                layers = rnn.num_layers * (2 if rnn.bidirectional else 1)
+                self.register_buffer("h0", torch.randn(layers, 3, rnn.hidden_size))
+                self.register_buffer("c0", torch.randn(layers, 3, rnn.hidden_size))
+
+            def forward(self, x):                     # [3, 7, 5]
+                t = x if self.rnn.batch_first else x.transpose(0, 1)
+                lstm = isinstance(self.rnn, nn.LSTM)
+                r = self.rnn(t, ((self.h0, self.c0) if lstm else self.h0) if self.with_state else None)
+                return (r[0], r[1][0], r[1][1]) if lstm else (r[0], r[1])
+
+        x = torch.randn(3, 7, 5)
+        for name, rnn, with_state in (("lstm", nn.LSTM(5, 6, batch_first=True), False),
+                                      ("lstm_2_bidirectional", nn.LSTM(5, 6, 2, bidirectional=True), True),
+                                      ("lstm_no_bias", nn.LSTM(5, 4, bias=False, batch_first=True), True),
+                                      ("gru", nn.GRU(5, 6, batch_first=True), False),
+                                      ("gru_3_bidirectional", nn.GRU(5, 4, 3, bidirectional=True, batch_first=True), True)):
+            with torch.no_grad():
+                self.check_run_multi(M(rnn, with_state).eval(), x, name, tol=1e-6)
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization

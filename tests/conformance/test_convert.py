@@ -158,6 +158,37 @@ class Encoder(nn.Module):
         return self.head(self.mha(y, y, y, need_weights=False)[0].mean(1))
 
 
+class Recurrent(nn.Module):
+    """LSTM and GRU, which quantize_fx leaves whole and in float, between quantized linears"""
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.lstm = nn.LSTM(16, 12, 2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(24, 8, batch_first=True)
+        self.head = nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = self.lstm(torch.relu(self.inp(x)))[0]
+        return self.head(self.gru(y)[0][:, -1])
+
+
+class TokenModel(nn.Module):
+    """token ids in, an embedding, a padding mask from a comparison into the encoder, a masked mean
+    (the mask inverted, unsqueezed and cast: bool values where PyTorch observes float ones)"""
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(50, 16, padding_idx=0)
+        self.pos = nn.Parameter(torch.randn(1, 16, 16) * 0.1)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32, batch_first=True), 2)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, ids):
+        pad = ids == 0
+        h = self.enc(self.tok(ids) + self.pos, src_key_padding_mask=pad)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((h * keep).sum(1) / keep.sum(1))
+
+
 def value(gm, v):
     if isinstance(v, torch.fx.Node) and v.op == "get_attr":
         t = gm
@@ -223,11 +254,12 @@ class Convert(unittest.TestCase):
     def path(self, n):
         return os.path.join(self.tmp.name, n)
 
-    def check(self, model, shape, name, mname, mapping, backend):
+    def check(self, model, shape, name, mname, mapping, backend, batch=None):
+        """`batch(i)`: the i-th calibration batch, when not normal values of `shape`"""
         what = "%s / %s / %s" % (name, mname, backend)
         inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
         torch.manual_seed(1)
-        batches = [torch.randn(*shape) * (i + 1) for i in range(2)]
+        batches = [batch(i) if batch else torch.randn(*shape) * (i + 1) for i in range(2)]
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (batches[0],), src)
         spec = mapping if isinstance(mapping, str) else self.path(mname + ".yaml")
@@ -359,6 +391,63 @@ class Convert(unittest.TestCase):
         model = Encoder().eval()
         self.check(model, (2, 16, 8), "encoder", "minmax", minmax_mapping(), "fbgemm")
         self.check(model, (2, 16, 8), "encoder", "fbgemm", "fbgemm", "fbgemm")
+
+    def test_recurrent_modules(self):
+        torch.manual_seed(0)
+        model = Recurrent().eval()
+        self.check(model, (2, 10, 8), "recurrent", "minmax", minmax_mapping(), "fbgemm")
+        self.check(model, (2, 10, 8), "recurrent", "fbgemm", "fbgemm", "fbgemm")
+
+    def test_token_ids_and_masks(self):
+        """integer inputs (token ids) and bool values (masks): PyTorch 1.13 observes the inverted
+        mask and its unsqueeze as it would float values, and its converted model then fails
+        ("Quantize only works on Float Tensor"); bpcc leaves them unobserved (the bridge records
+        their dtype) and is PyTorch's everywhere else: the same other quantize points and qparams, a
+        model that runs in PyTorch and agrees with bpcc run"""
+        torch.manual_seed(0)
+        model = TokenModel().eval()
+        batches = []
+        for i in range(2):
+            ids = torch.randint(1, 50, (2, 16), generator=torch.Generator().manual_seed(i))
+            ids[0, 12:] = 0
+            batches.append(ids)
+        src, out = self.path("tokens.bpcc"), self.path("q.bpcc")
+        bpcc_torch.export(model, (batches[0],), src)
+        files = []
+        for i, b in enumerate(batches):
+            files.append(self.path("b%d.safetensors" % i))
+            st.write(files[-1], [("ids", b)])
+        spec = self.path("minmax.yaml")
+        with open(spec, "w") as f:
+            f.write(bq.mapping_yaml(minmax_mapping(), "minmax"))
+        r = subprocess.run([BPCC, "quantize", src, "-b", "fbgemm", "-q", spec, "--data", *files, "-o", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        p = prepare_fx(copy.deepcopy(model), minmax_mapping(), (batches[0],),
+                       backend_config=bcfg.get_backend_config("fbgemm"))
+        with torch.no_grad():
+            for b in batches:
+                p(b)
+        want = convert_to_reference_fx(p, backend_config=bcfg.get_backend_config("fbgemm"))
+        got = bpcc_torch.load(out)
+        wq, gq = quantize_points(want), quantize_points(got)
+        bools = {k for k in wq if k[0] in ("invert", "unsqueeze")}
+        self.assertEqual(len(bools), 2, sorted(wq))
+        self.assertEqual(sorted(gq), sorted(set(wq) - bools))
+        for k in gq:
+            self.assertEqual(gq[k][0], wq[k][0], k)
+            self.assertLess(((gq[k][1] - wq[k][1]).abs() / wq[k][1]).max().item(), 1e-5, k)
+        with self.assertRaisesRegex(RuntimeError, "Quantize only works on Float Tensor"):
+            want(batches[0])
+        st.write(self.path("in.safetensors"), [("ids", batches[0])])
+        r = subprocess.run([BPCC, "run", out, "--data", self.path("in.safetensors"), "-o", self.path("o.safetensors")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        mine = st.read(self.path("o.safetensors"))["output"]
+        with torch.no_grad():
+            theirs = got(batches[0])
+        step = float(value(got, [n for n in got.graph.nodes if n.target == torch.quantize_per_tensor][-1].args[1]))
+        self.assertLessEqual(((mine - theirs).abs() / step).max().item(), 1 + 1e-3)
 
     def test_small_transformer(self):
         """attention written out (Block): quantize points on linears, matmuls and the masked

@@ -41,7 +41,13 @@ def _build(entry, data, children):
             kwargs = {}
             missing = None
             sig = inspect.signature(cls.__init__)
-            for p in list(sig.parameters.values())[1:]:
+            params = list(sig.parameters.values())[1:]
+            if issubclass(cls, torch.nn.RNNBase):
+                # LSTM / GRU / RNN take (*args, **kwargs) and pass their own mode to RNNBase
+                # (only the values other than the defaults: GRU refuses proj_size even at 0)
+                params = [p for p in list(inspect.signature(torch.nn.RNNBase.__init__).parameters.values())[1:]
+                          if p.name != "mode" and not (p.name in attrs and attrs[p.name] == p.default)]
+            for p in params:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     continue
                 if p.name in attrs:
@@ -83,6 +89,8 @@ def _build(entry, data, children):
             m._parameters.pop(tname, None)
         else:
             object.__setattr__(m, tname, t)
+    if isinstance(m, torch.nn.RNNBase):  # its forward reads the weight list made at construction
+        m._flat_weights = [getattr(m, wn, None) for wn in m._flat_weights_names]
     # the file is authoritative: what it does not declare, the module does not have
     for table in (m._parameters, m._buffers):
         for k in list(table):

@@ -1,0 +1,194 @@
+/*
+** recurrent.c — nn.LSTM and nn.GRU in eval mode, as PyTorch 1.13's CPU cells compute them: per
+** layer and direction, the input projections of every step in one GEMM (x W_ih^T + b_ih), then per
+** step the hidden projection (h W_hh^T + b_hh) and the gates:
+**   LSTM  i, f, g, o = sigmoid, sigmoid, tanh, sigmoid of the summed gates (PyTorch's order);
+**         c' = f c + i g,  h' = o tanh(c')
+**   GRU   r, z = sigmoid(x_r + h_r), sigmoid(x_z + h_z);  n = tanh(x_n + r h_n);
+**         h' = (h - n) z + n
+** Layers stack; a bidirectional layer runs the reversed sequence with the _reverse weights and
+** concatenates both directions' outputs. quantize_fx leaves these modules whole (no static
+** pattern), so the interpreter runs them as one op. proj_size and dropout in training mode are
+** refused. Outputs agree with PyTorch to ~1e-6.
+*/
+#include "exec.h"
+
+#include <cblas.h>
+#include <math.h>
+
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* the module's float32 tensor name of n elements, or NULL with an error (absent and optional: NULL
+** without one) */
+static const float *rnn_tensor(const struct xargs *a, const char *name, int64_t n, bool required, bool *failed)
+{
+    const struct bpcc_tensor *t = bpcc_mtensor(a->module, name);
+    if (!t) {
+        if (required) {
+            bpcc_xerr(a, "%s has no float32 tensor '%s'", a->module->type, name);
+            *failed = true;
+        }
+        return NULL;
+    }
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
+    if (numel != (uint64_t)n) {
+        bpcc_xerr(a, "%s's '%s' has %llu elements, not %lld", a->module->type, name, (unsigned long long)numel, (long long)n);
+        *failed = true;
+        return NULL;
+    }
+    return t->data;
+}
+
+enum bpcc_status bpcc_k_recurrent(const struct xargs *a, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    const struct xtensor *x;
+    if (!m || !bpcc_xarg_tensor(a, 0, "input", &x)) return m ? BPCC_ERR_GRAPH : bpcc_xerr(a, "a recurrent layer runs as a module");
+    bool lstm = !strcmp(m->type, "torch.nn.LSTM");
+    int G = lstm ? 4 : 3; /* gates */
+    int64_t IN = (int64_t)bpcc_mattr_float(m, "input_size", 0), H = (int64_t)bpcc_mattr_float(m, "hidden_size", 0);
+    int64_t layers = (int64_t)bpcc_mattr_float(m, "num_layers", 1);
+    bool bf = bpcc_mattr_bool(m, "batch_first", false), bidir = bpcc_mattr_bool(m, "bidirectional", false);
+    int64_t D = bidir ? 2 : 1;
+    if (bpcc_mattr_float(m, "proj_size", 0) != 0) return bpcc_xerr(a, "LSTM with proj_size is not supported");
+    if (bpcc_mattr_bool(m, "training", false) && bpcc_mattr_float(m, "dropout", 0) > 0 && layers > 1)
+        return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
+    if (IN <= 0 || H <= 0 || layers <= 0 || layers > 64) return bpcc_xerr(a, "%s needs input_size, hidden_size and num_layers", m->type);
+    bool batched = x->ndim == 3;
+    if ((x->ndim != 2 && x->ndim != 3) || x->dims[x->ndim - 1] != IN)
+        return bpcc_xerr(a, "%s takes [seq, batch, %lld] (or batch first, or unbatched [seq, %lld])", m->type, (long long)IN,
+                         (long long)IN);
+    int64_t T = batched ? x->dims[bf ? 1 : 0] : x->dims[0], N = batched ? x->dims[bf ? 0 : 1] : 1;
+    /* the initial state: hx, or (h0, c0) for LSTM; [layers D, N, H] (unbatched: [layers D, H]) */
+    const struct xtensor *h0 = NULL, *c0 = NULL;
+    const struct xval *hx = bpcc_xarg(a, 1, "hx");
+    if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
+        hx->u.seq.items[1].k == XV_TENSOR)
+        h0 = hx->u.seq.items[0].u.t, c0 = hx->u.seq.items[1].u.t;
+    else if (hx && hx->k == XV_TENSOR && !lstm)
+        h0 = hx->u.t;
+    else if (hx && hx->k != XV_NONE)
+        return bpcc_xerr(a, "%s's initial state must be %s", m->type, lstm ? "a pair of tensors (h0, c0)" : "a tensor");
+    for (int k = 0; k < 2; k++) {
+        const struct xtensor *s = k ? c0 : h0;
+        if (s && s->numel != (uint64_t)(layers * D * N * H))
+            return bpcc_xerr(a, "%s's initial state has %llu elements, not %lld", m->type, (unsigned long long)s->numel,
+                             (long long)(layers * D * N * H));
+    }
+    /* the sequence as [T, N, features], the running layer input and output */
+    int64_t F = IN > D * H ? IN : D * H;
+    float *seq = bpcc_malloc((size_t)(T * N * F + 1) * sizeof *seq), *nxt = bpcc_malloc((size_t)(T * N * D * H + 1) * sizeof *nxt);
+    float *gx = bpcc_malloc((size_t)(T * N * G * H + 1) * sizeof *gx), *gh = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gh);
+    float *h = bpcc_malloc((size_t)(N * H + 1) * sizeof *h), *c = bpcc_malloc((size_t)(N * H + 1) * sizeof *c);
+    int64_t sdims[3] = {layers * D, N, H};
+    struct xtensor *hn = bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H});
+    struct xtensor *cn = lstm ? bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H}) : NULL;
+    struct xtensor *y = NULL;
+    enum bpcc_status st = BPCC_ERR_GRAPH;
+    if (!seq || !nxt || !gx || !gh || !h || !c || !hn || (lstm && !cn)) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t n = 0; n < N; n++)
+            memcpy(seq + (t * N + n) * IN, x->data + (batched && bf ? n * T + t : t * N + n) * IN, (size_t)IN * sizeof *seq);
+    bpcc_blas_set_threads(bpcc_exec_threads(a->ctx));
+    int64_t in = IN;
+    bool has_bias = bpcc_mattr_bool(m, "bias", true);
+    for (int64_t l = 0; l < layers; l++) {
+        for (int64_t dir = 0; dir < D; dir++) {
+            char name[64];
+            bool failed = false;
+            const char *sfx = dir ? "_reverse" : "";
+            snprintf(name, sizeof name, "weight_ih_l%lld%s", (long long)l, sfx);
+            const float *wih = rnn_tensor(a, name, G * H * in, true, &failed);
+            snprintf(name, sizeof name, "weight_hh_l%lld%s", (long long)l, sfx);
+            const float *whh = rnn_tensor(a, name, G * H * H, true, &failed);
+            snprintf(name, sizeof name, "bias_ih_l%lld%s", (long long)l, sfx);
+            const float *bih = rnn_tensor(a, name, G * H, has_bias, &failed);
+            snprintf(name, sizeof name, "bias_hh_l%lld%s", (long long)l, sfx);
+            const float *bhh = rnn_tensor(a, name, G * H, has_bias, &failed);
+            if (failed) goto done;
+            /* every step's input projections at once: gx[T N, G H] = seq W_ih^T + b_ih */
+            for (int64_t r = 0; r < T * N; r++)
+                for (int64_t k = 0; k < G * H; k++) gx[r * G * H + k] = bih ? bih[k] : 0.0f;
+            if (T && N)
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(T * N), (int)(G * H), (int)in, 1.0f, seq, (int)in,
+                           wih, (int)in, 1.0f, gx, (int)(G * H));
+            int64_t s0 = (l * D + dir) * N * H;
+            for (int64_t i = 0; i < N * H; i++) {
+                h[i] = h0 ? h0->data[s0 + i] : 0.0f;
+                c[i] = c0 ? c0->data[s0 + i] : 0.0f;
+            }
+            for (int64_t step = 0; step < T; step++) {
+                int64_t t = dir ? T - 1 - step : step;
+                for (int64_t n = 0; n < N; n++)
+                    for (int64_t k = 0; k < G * H; k++) gh[n * G * H + k] = bhh ? bhh[k] : 0.0f;
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)H, 1.0f, h, (int)H, whh, (int)H,
+                           1.0f, gh, (int)(G * H));
+                for (int64_t n = 0; n < N; n++) {
+                    const float *px = gx + (t * N + n) * G * H, *ph = gh + n * G * H;
+                    float *hv = h + n * H, *cv = c + n * H;
+                    for (int64_t j = 0; j < H; j++) {
+                        if (lstm) {
+                            float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
+                            float gg = tanhf(px[2 * H + j] + ph[2 * H + j]), og = sigmoid(px[3 * H + j] + ph[3 * H + j]);
+                            cv[j] = fg * cv[j] + ig * gg;
+                            hv[j] = og * tanhf(cv[j]);
+                        } else {
+                            float r = sigmoid(px[j] + ph[j]), z = sigmoid(px[H + j] + ph[H + j]);
+                            float nn = tanhf(px[2 * H + j] + r * ph[2 * H + j]);
+                            hv[j] = (hv[j] - nn) * z + nn;
+                        }
+                    }
+                    memcpy(nxt + (t * N + n) * D * H + dir * H, hv, (size_t)H * sizeof *hv);
+                }
+            }
+            memcpy(hn->data + s0, h, (size_t)(N * H) * sizeof *h);
+            if (lstm) memcpy(cn->data + s0, c, (size_t)(N * H) * sizeof *c);
+        }
+        in = D * H;
+        memcpy(seq, nxt, (size_t)(T * N * in) * sizeof *seq);
+    }
+    int64_t odims[3] = {bf ? N : T, bf ? T : N, D * H};
+    y = batched ? bpcc_xtensor_new(3, odims) : bpcc_xtensor_new(2, (int64_t[]){T, D * H});
+    if (!y) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t n = 0; n < N; n++)
+            memcpy(y->data + (batched && bf ? n * T + t : t * N + n) * D * H, seq + (t * N + n) * D * H,
+                   (size_t)(D * H) * sizeof *seq);
+    /* (output, h_n) or (output, (h_n, c_n)) */
+    struct xval *items = bpcc_malloc(2 * sizeof *items), *state = lstm ? bpcc_malloc(2 * sizeof *state) : NULL;
+    if (!items || (lstm && !state)) {
+        bpcc_xfree(items);
+        bpcc_xfree(state);
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = y};
+    if (lstm) {
+        state[0] = (struct xval){.k = XV_TENSOR, .u.t = hn};
+        state[1] = (struct xval){.k = XV_TENSOR, .u.t = cn};
+        items[1] = (struct xval){.k = XV_SEQ, .u.seq = {2, state}};
+    } else {
+        items[1] = (struct xval){.k = XV_TENSOR, .u.t = hn};
+    }
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    y = hn = cn = NULL;
+    st = BPCC_OK;
+done:
+    bpcc_xtensor_free(y);
+    bpcc_xtensor_free(hn);
+    bpcc_xtensor_free(cn);
+    bpcc_xfree(seq);
+    bpcc_xfree(nxt);
+    bpcc_xfree(gx);
+    bpcc_xfree(gh);
+    bpcc_xfree(h);
+    bpcc_xfree(c);
+    return st;
+}
