@@ -205,6 +205,21 @@ class Bridge(unittest.TestCase):
         self.assertIn("complex", str(cm.exception))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "w.bpcc")))
 
+    def test_iterating_a_traced_value_names_the_line(self):
+        """`a, b = t.unbind(0)`: torch.fx cannot iterate over a traced value (on Python 3.11 it
+        fails inside its own __iter__); the error names the user's line and the way out"""
+        class Unpack(nn.Module):
+            def forward(self, x):
+                a, b = x.unbind(0)
+                return a + b
+
+        with self.assertRaises(bpcc_torch.BridgeError) as cm:
+            bpcc_torch.export(Unpack(), (torch.randn(2, 3),), os.path.join(self.dir, "u.bpcc"))
+        msg = str(cm.exception)
+        self.assertIn("test_bridge.py:", msg)
+        self.assertIn("a, b = x.unbind(0)", msg)
+        self.assertIn("index it instead", msg)
+
     def test_unserializable_module_attribute_names_the_module(self):
         class Holder(nn.Module):
             def __init__(self):

@@ -588,7 +588,10 @@ class Calibrate(unittest.TestCase):
                         torch.baddbmm(x[0], x[0], x[1]), x[0].baddbmm(x[0], x[1], alpha=0.5), x[0].bmm(x[1]),
                         torch.einsum("bchw,bcwk->bchk", x, x), torch.einsum("ij,jk", x[0, 0], x[0, 1]),
                         torch.einsum("bcii->bc", x), torch.einsum("i,j->ij", x[0, 0, 0], x[0, 0, 1]),
-                        torch.einsum("ab,bc,cd->ad", [x[0, 0], x[0, 1], x[0, 2]]), torch.einsum("bchw->", x[:1, :1, :1]))
+                        torch.einsum("ab,bc,cd->ad", [x[0, 0], x[0, 1], x[0, 2]]), torch.einsum("bchw->", x[:1, :1, :1]),
+                        torch.einsum("bhqd,bhkd->bhqk", x, x), torch.einsum("bhqk,bhkd->bhqd", x, x),
+                        torch.einsum("ij,jk->ki", x[0, 0], x[1, 1]), torch.einsum("ibj,jbk->bik", x[0], x[1].transpose(0, 2)),
+                        torch.einsum("bchw,c->bhw", x, x[0, :, 0, 0]), torch.einsum("bchw,bchw->b", x, x))
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even

@@ -1,6 +1,7 @@
 """export(model, example_inputs, path): a PyTorch model as a bpcc model file."""
 import copy
 import os
+import traceback
 
 import torch
 import torch.fx
@@ -18,7 +19,19 @@ def trace(model):
         return model
     from torch.ao.quantization.fx.tracer import QuantizationTracer
     tracer = QuantizationTracer([], [])
-    graph = tracer.trace(model)
+    try:
+        graph = tracer.trace(model)
+    except Exception as e:
+        # iterating over a traced value (`q, k, v = t.unbind(0)`, `for p in x.chunk(2)`): torch.fx
+        # refuses it, or, on Python 3.11, fails inside its own __iter__ with an IndexError
+        tb = traceback.extract_tb(e.__traceback__)
+        at = [i for i, f in enumerate(tb) if f.name == "__iter__" and f.filename.replace(os.sep, "/").endswith("fx/proxy.py")]
+        if at and at[0] > 0:
+            f = tb[at[0] - 1]
+            raise BridgeError("%s:%d: %s: torch.fx cannot iterate over a traced value (unpacking or looping over a "
+                              "tensor or a module's output); index it instead (t[0], t[1], ...)"
+                              % (f.filename, f.lineno, (f.line or "").strip())) from e
+        raise
     gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
     # the scope each node was traced in, as prepare_fx's generate_qconfig_map reads it
     gm._bpcc_scope = {k: (path, t) for k, (path, t) in tracer.node_name_to_scope.items() if path}
