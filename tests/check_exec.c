@@ -961,6 +961,8 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_function torch.einsum (\"abc,acb\", %x, %x)", "einsum subscript 'c' has sizes 5 and 4"},
         {"call_function torch.einsum (\"abc\", %x, %x)", "einsum's equation has 1 operands, 2 given"},
         {"call_function torch.nn.functional.embedding (%x, %x)", "the embedding weight must have 2 dimensions"},
+        {"call_function torch.matmul (%x, %x)", "matmul: 5 vs 4"},
+        {"call_function torch.matmul (%m, %w)", "matmul: 5 vs 2"},
         {"call_function torch.nn.functional.embedding (%x, %x) {max_norm: 1.0}", "embedding with max_norm changes its weight"},
         {"call_function torch.nn.functional.embedding (%x, %m)", "index -1.375 is out of range for an embedding of 4 rows"},
     };

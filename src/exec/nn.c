@@ -486,29 +486,54 @@ enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out)
     return put(a, y, out);
 }
 
+/* matmul(input, other), @, bmm: torch.matmul's rules — a 1-d operand is a row (left) or a column
+** (right) whose dimension leaves the result; the dimensions before the last two broadcast */
 enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x, *z;
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &z)) return BPCC_ERR_GRAPH;
-    if (x->ndim < 2 || z->ndim < 2) return bpcc_xerr(a, "matmul of tensors with fewer than 2 dims is not supported");
-    int64_t M = x->dims[x->ndim - 2], K = x->dims[x->ndim - 1], K2 = z->dims[z->ndim - 2], N = z->dims[z->ndim - 1];
+    if (!x->ndim || !z->ndim) return bpcc_xerr(a, "matmul of a 0-d tensor");
+    bool xv = x->ndim == 1, zv = z->ndim == 1;
+    int64_t M = xv ? 1 : x->dims[x->ndim - 2], K = x->dims[x->ndim - 1];
+    int64_t K2 = zv ? z->dims[0] : z->dims[z->ndim - 2], N = zv ? 1 : z->dims[z->ndim - 1];
     if (K != K2) return bpcc_xerr(a, "matmul: %lld vs %lld", (long long)K, (long long)K2);
-    uint64_t bx = x->numel / nz((uint64_t)(M * K)), bz = z->numel / nz((uint64_t)(K * N));
-    if (bx != bz && bz != 1 && bx != 1) return bpcc_xerr(a, "matmul batch broadcasting beyond 1 is not supported");
-    const struct xtensor *big = bx >= bz ? x : z;
+    /* the batch dimensions, broadcast; each operand's batch stride per dimension (0 where it is 1) */
+    uint32_t bx = xv ? 0 : x->ndim - 2, bz = zv ? 0 : z->ndim - 2, nb = bx > bz ? bx : bz;
+    int64_t bdims[BPCC_MAX_DIMS], sx[BPCC_MAX_DIMS], sz[BPCC_MAX_DIMS], stx = M * K, stz = K * N;
+    for (int i = (int)nb - 1; i >= 0; i--) {
+        int ix = i - (int)(nb - bx), iz = i - (int)(nb - bz);
+        int64_t dx = ix >= 0 ? x->dims[ix] : 1, dz = iz >= 0 ? z->dims[iz] : 1;
+        if (dx != dz && dx != 1 && dz != 1)
+            return bpcc_xerr(a, "matmul: batch dimensions %lld and %lld do not broadcast", (long long)dx, (long long)dz);
+        bdims[i] = dx == 1 ? dz : dx;
+        sx[i] = dx == 1 ? 0 : stx;
+        sz[i] = dz == 1 ? 0 : stz;
+        stx *= dx;
+        stz *= dz;
+    }
     int64_t odims[BPCC_MAX_DIMS];
-    uint32_t nd = big->ndim;
-    for (uint32_t i = 0; i + 2 < nd; i++) odims[i] = big->dims[i];
-    odims[nd - 2] = M;
-    odims[nd - 1] = N;
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < nb; i++) odims[nd++] = bdims[i];
+    if (!xv) odims[nd++] = M;
+    if (!zv) odims[nd++] = N;
     struct xtensor *y = bpcc_xtensor_new(nd, odims);
     if (!y) return bpcc_diag_nomem(a->d);
     set_threads(a);
-    uint64_t nb = bx > bz ? bx : bz;
-    for (uint64_t i = 0; i < nb && M && N; i++)
-        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f,
-                    x->data + (bx == 1 ? 0 : i) * M * K, (int)K, z->data + (bz == 1 ? 0 : i) * K * N, (int)N, 0.0f,
-                    y->data + i * M * N, (int)N);
+    uint64_t batches = y->numel / nz((uint64_t)(M * N));
+    int64_t idx[BPCC_MAX_DIMS] = {0}, ox = 0, oz = 0;
+    for (uint64_t i = 0; i < batches && M && N; i++) {
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, x->data + ox, (int)K,
+                   z->data + oz, (int)N, 0.0f, y->data + i * M * N, (int)N);
+        for (int k = (int)nb - 1; k >= 0; k--) {
+            ox += sx[k];
+            oz += sz[k];
+            if (++idx[k] < bdims[k]) break;
+            ox -= sx[k] * bdims[k];
+            oz -= sz[k] * bdims[k];
+            idx[k] = 0;
+        }
+    }
+    if (!K) memset(y->data, 0, y->numel * sizeof *y->data);
     return put(a, y, out);
 }
 

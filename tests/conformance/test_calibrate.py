@@ -534,7 +534,8 @@ class Calibrate(unittest.TestCase):
         """the tensor ops models outside torchvision use (attention masks, selection, casts,
         rearrangements, element-wise math, norms) against eager on one input. Those that only move,
         select or compare elements, or round once, give PyTorch's bits on any machine; the others
-        (libm against SLEEF, sums in another order) agree to 1e-5 relative. Bool tensors (comparisons)
+        (libm against SLEEF, sums in another order) agree to 1e-5 relative. matmul with vectors and
+        broadcast batch dimensions. Bool tensors (comparisons)
         feed ~, &, |, where, masked_fill and arithmetic as PyTorch promotes them"""
         torch.manual_seed(0)
 
@@ -591,7 +592,9 @@ class Calibrate(unittest.TestCase):
                         torch.einsum("ab,bc,cd->ad", [x[0, 0], x[0, 1], x[0, 2]]), torch.einsum("bchw->", x[:1, :1, :1]),
                         torch.einsum("bhqd,bhkd->bhqk", x, x), torch.einsum("bhqk,bhkd->bhqd", x, x),
                         torch.einsum("ij,jk->ki", x[0, 0], x[1, 1]), torch.einsum("ibj,jbk->bik", x[0], x[1].transpose(0, 2)),
-                        torch.einsum("bchw,c->bhw", x, x[0, :, 0, 0]), torch.einsum("bchw,bchw->b", x, x))
+                        torch.einsum("bchw,c->bhw", x, x[0, :, 0, 0]), torch.einsum("bchw,bchw->b", x, x),
+                        x @ x[0, 0, 0], x[0, 0, 0] @ x, x[0, 0, 0] @ x[0, 0, 1], x[:, :1] @ x[:1, :],
+                        torch.matmul(x, x[0, 0]), torch.matmul(x[0], x))
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
