@@ -94,6 +94,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a,
 BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_lp_pool1d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_lp_pool2d(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL enum bpcc_status bpcc_k_local_response_norm(const struct xargs *a, struct xval *out);
 /* attention.c */
 BPCC_INTERNAL enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out);

@@ -1022,6 +1022,93 @@ enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out) { re
 enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, true, out); }
 enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, true, out); }
 
+/* lp_pool1d / lp_pool2d (input, norm_type, kernel_size, stride=None, ceil_mode=False) and the
+** LPPool modules, as F.lp_pool computes them: average pooling of input^p, times the window's
+** size, to the power 1 / p (sign(out) relu(|out|) is out itself) */
+static enum bpcc_status lp_pool(const struct xargs *a, int r, struct xval *out)
+{
+    const struct xtensor *x;
+    double p;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) p = bpcc_mattr_float(a->module, "norm_type", 2);
+    else if (!bpcc_xarg_float(a, 1, "norm_type", 2, &p)) return BPCC_ERR_GRAPH;
+    if (!(p > 0) || isinf(p)) return bpcc_xerr(a, "norm_type must be a positive number");
+    struct xtensor *xp = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!xp) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i];
+        xp->data[i] = p == 2 ? v * v : p == 1 ? v : powf(v, (float)p);
+    }
+    /* avg_pool's arguments: (input, kernel_size, stride, padding 0, ceil_mode) */
+    struct xval pos[5] = {{.k = XV_TENSOR, .borrowed = true, .u.t = xp}, {0}, {0}, {.k = XV_INT, .u.i = 0}, {0}};
+    struct xargs sub = *a;
+    sub.consume = false;
+    sub.pos = pos;
+    sub.n = 1;
+    if (!a->module)
+        for (uint32_t i = 2; i < a->n && i < 5; i++) {
+            pos[i == 4 ? 4 : i - 1] = a->pos[i];
+            sub.n = i == 4 ? 5 : i;
+        }
+    struct pool pp;
+    struct xval y;
+    enum bpcc_status st = pool_params(&sub, r, true, &pp) ? pool(&sub, r, true, &y) : BPCC_ERR_GRAPH;
+    bpcc_xtensor_free(xp);
+    if (st) return st;
+    float n = (float)(pp.k[0] * pp.k[1] * pp.k[2]), q = (float)(1.0 / p);
+    float *d = y.u.t->data;
+    for (uint64_t i = 0; i < y.u.t->numel; i++) {
+        float v = d[i] * n;
+        d[i] = q == 0.5f ? sqrtf(v) : q == 1.0f ? v : powf(v, q);
+    }
+    *out = y;
+    return BPCC_OK;
+}
+
+enum bpcc_status bpcc_k_lp_pool1d(const struct xargs *a, struct xval *out) { return lp_pool(a, 1, out); }
+enum bpcc_status bpcc_k_lp_pool2d(const struct xargs *a, struct xval *out) { return lp_pool(a, 2, out); }
+
+/* LocalResponseNorm / local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0): each value
+** over (k + alpha * the mean of the squares of the `size` channels around it)^beta, the channel
+** window zero-padded (size / 2 before, (size - 1) / 2 after) and divided by size, as F's average
+** pooling of the padded squares */
+enum bpcc_status bpcc_k_local_response_norm(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t size;
+    double alpha = 1e-4, beta = 0.75, k = 1.0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        size = (int64_t)bpcc_mattr_float(a->module, "size", 0);
+        alpha = bpcc_mattr_float(a->module, "alpha", 1e-4);
+        beta = bpcc_mattr_float(a->module, "beta", 0.75);
+        k = bpcc_mattr_float(a->module, "k", 1.0);
+    } else if (!bpcc_xarg_int(a, 1, "size", 0, &size) || !bpcc_xarg_float(a, 2, "alpha", 1e-4, &alpha) ||
+               !bpcc_xarg_float(a, 3, "beta", 0.75, &beta) || !bpcc_xarg_float(a, 4, "k", 1.0, &k)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (x->ndim < 3) return bpcc_xerr(a, "local response norm needs a 3-d input or more, not %u-d", x->ndim);
+    if (size < 1 || size > ((int64_t)1 << 31)) return bpcc_xerr(a, "local response norm's size must be positive");
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t C = x->dims[1], inner = 1, lo = size / 2, hi = (size - 1) / 2;
+    for (uint32_t i = 2; i < x->ndim; i++) inner *= x->dims[i];
+    float fa = (float)alpha, fb = (float)beta, fk = (float)k, fs = (float)size;
+    for (int64_t n = 0; n < x->dims[0]; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < inner; i++) {
+                float sum = 0.0f;
+                for (int64_t j = c - lo; j <= c + hi; j++) {
+                    if (j < 0 || j >= C) continue;
+                    float v = x->data[(n * C + j) * inner + i];
+                    sum += v * v;
+                }
+                float div = powf(sum / fs * fa + fk, fb);
+                y->data[(n * C + c) * inner + i] = x->data[(n * C + c) * inner + i] / div;
+            }
+    return put(a, y, out);
+}
+
 /* the largest of the window; NaN if any element is NaN (torch's max pooling propagates NaN) */
 static float window_max(const float *img, int64_t W, int64_t ys, int64_t ye, int64_t xs, int64_t xe)
 {

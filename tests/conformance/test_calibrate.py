@@ -575,6 +575,7 @@ class Calibrate(unittest.TestCase):
                 super().__init__()
                 self.selu, self.celu, self.ts = nn.SELU(), nn.CELU(0.7), nn.Tanhshrink()
                 self.ls, self.glu, self.smin, self.sm2 = nn.LogSigmoid(), nn.GLU(1), nn.Softmin(1), nn.Softmax2d()
+                self.lpp, self.lrn = nn.LPPool2d(2, (2, 3), 2), nn.LocalResponseNorm(3, 0.01, 0.5, 2.0)
 
             def forward(self, x):                     # [2, 4, 6, 6]
                 f = x.flatten(2)
@@ -594,7 +595,9 @@ class Calibrate(unittest.TestCase):
                         torch.einsum("ij,jk->ki", x[0, 0], x[1, 1]), torch.einsum("ibj,jbk->bik", x[0], x[1].transpose(0, 2)),
                         torch.einsum("bchw,c->bhw", x, x[0, :, 0, 0]), torch.einsum("bchw,bchw->b", x, x),
                         x @ x[0, 0, 0], x[0, 0, 0] @ x, x[0, 0, 0] @ x[0, 0, 1], x[:, :1] @ x[:1, :],
-                        torch.matmul(x, x[0, 0]), torch.matmul(x[0], x))
+                        torch.matmul(x, x[0, 0]), torch.matmul(x[0], x),
+                        self.lpp(x), F.lp_pool1d(f.abs(), 3, 4), F.lp_pool2d(x.abs(), 1.5, kernel_size=3, stride=2, ceil_mode=True),
+                        self.lrn(x), F.local_response_norm(f, 2), F.local_response_norm(x.unsqueeze(2), 4))
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
