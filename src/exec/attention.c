@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 
+/* m's submodule of that last name component (self_attn, out_proj), or NULL */
 static const struct bpcc_module *child(const struct bpcc_module *m, const char *name)
 {
     for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
@@ -21,23 +22,6 @@ static const struct bpcc_module *child(const struct bpcc_module *m, const char *
         if (!strcmp(dot ? dot + 1 : c->name, name)) return c;
     }
     return NULL;
-}
-
-/* a module tensor of n floats, or NULL with an error */
-static const float *weights(const struct xargs *a, const struct bpcc_module *m, const char *name, int64_t n)
-{
-    const struct bpcc_tensor *t = m ? bpcc_mtensor(m, name) : NULL;
-    if (!t) {
-        bpcc_xerr(a, "MultiheadAttention has no float32 tensor '%s'", name);
-        return NULL;
-    }
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
-    if (numel != (uint64_t)n) {
-        bpcc_xerr(a, "MultiheadAttention's '%s' has %llu elements, not %lld", name, (unsigned long long)numel, (long long)n);
-        return NULL;
-    }
-    return t->data;
 }
 
 /* y[rows, out] = x[rows, in] w[out, in]^T + b */
@@ -115,15 +99,15 @@ enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *
         goto done;
     }
     bool packed = kdim == E && vdim == E; /* one in_proj_weight, else three */
-    const float *in_w = packed ? weights(a, m, "in_proj_weight", 3 * E * E) : NULL;
+    const float *in_w = packed ? bpcc_mtensor_n(a, m, "in_proj_weight", 3 * E * E) : NULL;
     if (packed && !in_w) goto done;
-    const float *wq = packed ? in_w : weights(a, m, "q_proj_weight", E * E);
-    const float *wk = packed ? in_w + E * E : weights(a, m, "k_proj_weight", E * kdim);
-    const float *wv = packed ? in_w + 2 * E * E : weights(a, m, "v_proj_weight", E * vdim);
+    const float *wq = packed ? in_w : bpcc_mtensor_n(a, m, "q_proj_weight", E * E);
+    const float *wk = packed ? in_w + E * E : bpcc_mtensor_n(a, m, "k_proj_weight", E * kdim);
+    const float *wv = packed ? in_w + 2 * E * E : bpcc_mtensor_n(a, m, "v_proj_weight", E * vdim);
     const struct bpcc_module *op = child(m, "out_proj");
     bool has_in_b = bpcc_mtensor(m, "in_proj_bias"), has_bo = op && bpcc_mtensor(op, "bias");
-    const float *in_b = has_in_b ? weights(a, m, "in_proj_bias", 3 * E) : NULL;
-    const float *wo = weights(a, op, "weight", E * E), *bo = has_bo ? weights(a, op, "bias", E) : NULL;
+    const float *in_b = has_in_b ? bpcc_mtensor_n(a, m, "in_proj_bias", 3 * E) : NULL;
+    const float *wo = bpcc_mtensor_n(a, op, "weight", E * E), *bo = has_bo ? bpcc_mtensor_n(a, op, "bias", E) : NULL;
     if (!wq || !wk || !wv || !wo || (has_in_b && !in_b) || (has_bo && !bo)) goto done;
     Q = bpcc_malloc((size_t)(N * L * E + 1) * sizeof *Q);
     K = bpcc_malloc((size_t)(N * S * E + 1) * sizeof *K);
@@ -277,15 +261,8 @@ static enum bpcc_status encoder_layer(const struct xargs *a, const struct xval *
     const struct bpcc_module *m = a->module;
     if (bpcc_mattr_bool(m, "training", false)) return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
     bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
-    const struct bpcc_module *sa = NULL, *l1 = NULL, *l2 = NULL, *n1 = NULL, *n2 = NULL;
-    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
-        const char *dot = strrchr(c->name, '.'), *s = dot ? dot + 1 : c->name;
-        if (!strcmp(s, "self_attn")) sa = c;
-        else if (!strcmp(s, "linear1")) l1 = c;
-        else if (!strcmp(s, "linear2")) l2 = c;
-        else if (!strcmp(s, "norm1")) n1 = c;
-        else if (!strcmp(s, "norm2")) n2 = c;
-    }
+    const struct bpcc_module *sa = child(m, "self_attn"), *l1 = child(m, "linear1"), *l2 = child(m, "linear2");
+    const struct bpcc_module *n1 = child(m, "norm1"), *n2 = child(m, "norm2");
     struct xval x, t = {0}, u = {0};
     enum bpcc_status st = bpcc_xval_copy(src, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
     for (int block = 0; block < 2 && st == BPCC_OK; block++) {
@@ -354,15 +331,11 @@ enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct 
 ** zeros: the padded positions come out 0 before the norm. The same here, under the same test. */
 enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out)
 {
-    const struct bpcc_module *m = a->module, *layers = NULL, *norm = NULL;
+    const struct bpcc_module *m = a->module;
     const struct xtensor *x;
     if (!m || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
     const struct xval *mask = optional(a, 1, "mask"), *kpm = optional(a, 2, "src_key_padding_mask");
-    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
-        const char *dot = strrchr(c->name, '.'), *s = dot ? dot + 1 : c->name;
-        if (!strcmp(s, "layers")) layers = c;
-        else if (!strcmp(s, "norm")) norm = c;
-    }
+    const struct bpcc_module *layers = child(m, "layers"), *norm = child(m, "norm");
     if (!layers || !layers->first_child) return bpcc_xerr(a, "TransformerEncoder has no layers");
     const struct bpcc_module *first = layers->first_child, *sa = child(first, "self_attn");
     const struct bpcc_module *n1 = child(first, "norm1"), *n2 = child(first, "norm2");

@@ -42,9 +42,7 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
         size_t nbytes;
         s = bpcc_safetensors_get(b->st, i, &name, &dt, &nd, &dims, &data, &nbytes);
         if (s) break;
-        bool integer = dt == BPCC_DTYPE_I64 || dt == BPCC_DTYPE_I32 || dt == BPCC_DTYPE_I16 || dt == BPCC_DTYPE_I8 ||
-                       dt == BPCC_DTYPE_U8 || dt == BPCC_DTYPE_BOOL;
-        if (dt != BPCC_DTYPE_F32 && !integer) {
+        if (dt != BPCC_DTYPE_F32 && !bpcc_dtype_is_integral(dt)) {
             s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' takes float32 (or "
                                 "integers or bools: token ids, masks)", name, bpcc_dtype_name(dt), p->name);
             break;

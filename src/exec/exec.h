@@ -136,6 +136,9 @@ BPCC_INTERNAL double bpcc_mattr_float(const struct bpcc_module *m, const char *k
 BPCC_INTERNAL bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt);
 /* a module's float32 tensor (weight, bias, running_mean ...), NULL if absent */
 BPCC_INTERNAL const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name);
+/* module m's float32 tensor `name` of n elements (a layer's weights); NULL with an error naming the
+** owner's type when it is absent (or m is NULL) or of another size */
+BPCC_INTERNAL const float *bpcc_mtensor_n(const struct xargs *a, const struct bpcc_module *m, const char *name, int64_t n);
 /* x (float32, dims) quantized and dequantized with q into out (numel floats), as ATen's
 ** quantize_per_tensor / quantize_per_channel + dequantize; false when q has no integer range or
 ** does not fit the shape (nn.c). The _weight form reads an IR tensor. */

@@ -310,6 +310,23 @@ const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *
     return t && t->dtype == BPCC_DTYPE_F32 && t->data ? t : NULL;
 }
 
+const float *bpcc_mtensor_n(const struct xargs *a, const struct bpcc_module *m, const char *name, int64_t n)
+{
+    const struct bpcc_tensor *t = m ? bpcc_mtensor(m, name) : NULL;
+    const char *owner = (m ? m : a->module)->type;
+    if (!t) {
+        bpcc_xerr(a, "%s has no float32 tensor '%s'", owner, name);
+        return NULL;
+    }
+    uint64_t numel = 1;
+    for (uint32_t i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
+    if (numel != (uint64_t)n) {
+        bpcc_xerr(a, "%s's '%s' has %llu elements, not %lld", owner, name, (unsigned long long)numel, (long long)n);
+        return NULL;
+    }
+    return t->data;
+}
+
 /* }================================================ */
 
 /* {==================== the run ==================== */
@@ -695,9 +712,7 @@ static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_no
     const struct bpcc_module *m = bpcc_graph_attr_owner(e->g, t, &name);
     const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
     enum bpcc_dtype dt = bt ? bt->dtype : BPCC_DTYPE_NONE;
-    bool integer = dt == BPCC_DTYPE_I64 || dt == BPCC_DTYPE_I32 || dt == BPCC_DTYPE_I16 || dt == BPCC_DTYPE_I8 ||
-                   dt == BPCC_DTYPE_U8 || dt == BPCC_DTYPE_BOOL;
-    if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !integer))
+    if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !bpcc_dtype_is_integral(dt)))
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, e->g->source_file, n->src_line, n->src_col,
                                "node '%s': get_attr %s is not a float32, integer or bool tensor with data", n->name, t);
     struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);

@@ -2810,16 +2810,18 @@ static const struct kentry table[] = {
     {'t', "detach", k_contiguous}, {'f', "torch.detach", k_contiguous},
     /* linear algebra */
     {'f', "torch.addmm", bpcc_k_addmm}, {'t', "addmm", bpcc_k_addmm}, {'f', "torch.baddbmm", bpcc_k_addmm},
-    {'t', "baddbmm", bpcc_k_addmm}, {'f', "torch.einsum", k_einsum},
-    {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention},
+    {'t', "baddbmm", bpcc_k_addmm}, {'f', "torch.einsum", k_einsum}, {'t', "bmm", bpcc_k_matmul},
+    {'f', "torch.linalg.matmul", bpcc_k_matmul},
+    /* layers of models beyond torchvision */
     {'m', "torch.nn.Embedding", bpcc_k_embedding}, {'f', "torch.nn.functional.embedding", bpcc_k_embedding},
     {'m', "torch.nn.LPPool1d", bpcc_k_lp_pool1d}, {'f', "torch.nn.functional.lp_pool1d", bpcc_k_lp_pool1d},
     {'m', "torch.nn.LPPool2d", bpcc_k_lp_pool2d}, {'f', "torch.nn.functional.lp_pool2d", bpcc_k_lp_pool2d},
     {'m', "torch.nn.LocalResponseNorm", bpcc_k_local_response_norm},
     {'f', "torch.nn.functional.local_response_norm", bpcc_k_local_response_norm},
+    {'m', "torch.nn.MultiheadAttention", bpcc_k_multihead_attention},
     {'m', "torch.nn.TransformerEncoderLayer", bpcc_k_transformer_encoder_layer},
     {'m', "torch.nn.TransformerEncoder", bpcc_k_transformer_encoder},
-    {'m', "torch.nn.LSTM", bpcc_k_recurrent}, {'m', "torch.nn.GRU", bpcc_k_recurrent}, {'t', "bmm", bpcc_k_matmul}, {'f', "torch.linalg.matmul", bpcc_k_matmul},
+    {'m', "torch.nn.LSTM", bpcc_k_recurrent}, {'m', "torch.nn.GRU", bpcc_k_recurrent},
 };
 
 bool bpcc_exec_kernel_takes_quantized(xkernel k) { return k == k_dequantize || k == k_size || k == k_getattr; }

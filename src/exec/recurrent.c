@@ -18,26 +18,14 @@
 
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* the module's float32 tensor name of n elements, or NULL with an error (absent and optional: NULL
-** without one) */
+/* the module's tensor `name` of n floats: required, or used when present; *failed when it is
+** required and absent, or of another size */
 static const float *rnn_tensor(const struct xargs *a, const char *name, int64_t n, bool required, bool *failed)
 {
-    const struct bpcc_tensor *t = bpcc_mtensor(a->module, name);
-    if (!t) {
-        if (required) {
-            bpcc_xerr(a, "%s has no float32 tensor '%s'", a->module->type, name);
-            *failed = true;
-        }
-        return NULL;
-    }
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < t->ndim; i++) numel *= (uint64_t)t->dims[i];
-    if (numel != (uint64_t)n) {
-        bpcc_xerr(a, "%s's '%s' has %llu elements, not %lld", a->module->type, name, (unsigned long long)numel, (long long)n);
-        *failed = true;
-        return NULL;
-    }
-    return t->data;
+    if (!required && !bpcc_mtensor(a->module, name)) return NULL;
+    const float *p = bpcc_mtensor_n(a, a->module, name, n);
+    if (!p) *failed = true;
+    return p;
 }
 
 enum bpcc_status bpcc_k_recurrent(const struct xargs *a, struct xval *out)

@@ -68,6 +68,15 @@ enum bpcc_dtype bpcc_dtype_from_name(const char *name)
     return BPCC_DTYPE_NONE;
 }
 
+bool bpcc_dtype_is_integral(enum bpcc_dtype t)
+{
+    _Static_assert(BPCC_DTYPE_I32 == BPCC_DTYPE_I64 + 1 && BPCC_DTYPE_I16 == BPCC_DTYPE_I64 + 2 &&
+                       BPCC_DTYPE_I8 == BPCC_DTYPE_I64 + 3 && BPCC_DTYPE_U8 == BPCC_DTYPE_I64 + 4 &&
+                       BPCC_DTYPE_BOOL == BPCC_DTYPE_I64 + 5,
+                   "the plain integer dtypes and bool are one run");
+    return t >= BPCC_DTYPE_I64 && t <= BPCC_DTYPE_BOOL;
+}
+
 /* The safetensors name of t's carrier, NULL for NONE. */
 const char *bpcc_dtype_st_name(enum bpcc_dtype t)
 {

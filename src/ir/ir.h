@@ -226,6 +226,8 @@ BPCC_INTERNAL void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_mo
 BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);
 BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_from_st_name(const char *s);
 BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_carrier(enum bpcc_dtype t);
+/* a plain integer or bool dtype (int64 .. uint8, bool; not the quantized ones) */
+BPCC_INTERNAL bool bpcc_dtype_is_integral(enum bpcc_dtype t);
 
 /* safetensors.c: write n tensors under the given keys to fp, a file that can seek (the header is
 ** streamed, its length written over a placeholder at the end); path for messages */

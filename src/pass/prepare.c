@@ -202,10 +202,7 @@ static bool input_output_observed(const struct pattern_entry *e) { return e->inp
 ** (docs/PYTORCH_DIFFERENCES.md) */
 static bool recorded_not_float(const struct bpcc_node *n)
 {
-    if (n->meta.kind != BPCC_VAL_TTYPE) return false;
-    enum bpcc_dtype t = n->meta.u.ttype.dtype;
-    return t == BPCC_DTYPE_BOOL || t == BPCC_DTYPE_I64 || t == BPCC_DTYPE_I32 || t == BPCC_DTYPE_I16 ||
-           t == BPCC_DTYPE_I8 || t == BPCC_DTYPE_U8;
+    return n->meta.kind == BPCC_VAL_TTYPE && bpcc_dtype_is_integral(n->meta.u.ttype.dtype);
 }
 
 /* get_target_activation_dtype_for_node */

@@ -7,6 +7,7 @@ runs in PyTorch; and the outputs agree within a quantization step of the output.
 
 usage: test_convert.py BPCC      (exit 77 when torch is not installed)
 """
+import contextlib
 import copy
 import inspect
 import os
@@ -254,12 +255,11 @@ class Convert(unittest.TestCase):
     def path(self, n):
         return os.path.join(self.tmp.name, n)
 
-    def check(self, model, shape, name, mname, mapping, backend, batch=None):
-        """`batch(i)`: the i-th calibration batch, when not normal values of `shape`"""
-        what = "%s / %s / %s" % (name, mname, backend)
+    def quantize_both(self, model, batches, name, mname, mapping, backend, no_grad=False):
+        """`bpcc quantize` and PyTorch's prepare_fx + the batches + convert_to_reference_fx (under
+        no_grad when asked) on the same model: bpcc's output path, PyTorch's model, bpcc's model
+        loaded in PyTorch"""
         inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
-        torch.manual_seed(1)
-        batches = [batch(i) if batch else torch.randn(*shape) * (i + 1) for i in range(2)]
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (batches[0],), src)
         spec = mapping if isinstance(mapping, str) else self.path(mname + ".yaml")
@@ -273,13 +273,22 @@ class Convert(unittest.TestCase):
         out = self.path("q.bpcc")
         r = subprocess.run([BPCC, "quantize", src, "-b", backend, "-q", spec, "--data", *files, "-o", out],
                            capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, "%s: %s" % (what, r.stderr))
+        self.assertEqual(r.returncode, 0, "%s / %s / %s: %s" % (name, mname, backend, r.stderr))
         tmap = get_default_qconfig_mapping(mapping) if isinstance(mapping, str) else mapping
         p = prepare_fx(copy.deepcopy(model), tmap, (batches[0],), backend_config=bcfg.get_backend_config(backend))
-        for b in batches:
-            p(b)
+        with torch.no_grad() if no_grad else contextlib.nullcontext():
+            for b in batches:
+                p(b)
         want = convert_to_reference_fx(p, backend_config=bcfg.get_backend_config(backend))
-        got = bpcc_torch.load(out)
+        return out, want, bpcc_torch.load(out)
+
+    def check(self, model, shape, name, mname, mapping, backend, batch=None):
+        """`batch(i)`: the i-th calibration batch, when not normal values of `shape`"""
+        what = "%s / %s / %s" % (name, mname, backend)
+        inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
+        torch.manual_seed(1)
+        batches = [batch(i) if batch else torch.randn(*shape) * (i + 1) for i in range(2)]
+        out, want, got = self.quantize_both(model, batches, name, mname, mapping, backend)
         wq, gq = quantize_points(want), quantize_points(got)
         self.assertEqual(sorted(gq), sorted(wq), "%s: quantize points differ" % what)
         hist = mname == "fbgemm"
@@ -411,25 +420,7 @@ class Convert(unittest.TestCase):
             ids = torch.randint(1, 50, (2, 16), generator=torch.Generator().manual_seed(i))
             ids[0, 12:] = 0
             batches.append(ids)
-        src, out = self.path("tokens.bpcc"), self.path("q.bpcc")
-        bpcc_torch.export(model, (batches[0],), src)
-        files = []
-        for i, b in enumerate(batches):
-            files.append(self.path("b%d.safetensors" % i))
-            st.write(files[-1], [("ids", b)])
-        spec = self.path("minmax.yaml")
-        with open(spec, "w") as f:
-            f.write(bq.mapping_yaml(minmax_mapping(), "minmax"))
-        r = subprocess.run([BPCC, "quantize", src, "-b", "fbgemm", "-q", spec, "--data", *files, "-o", out],
-                           capture_output=True, text=True)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        p = prepare_fx(copy.deepcopy(model), minmax_mapping(), (batches[0],),
-                       backend_config=bcfg.get_backend_config("fbgemm"))
-        with torch.no_grad():
-            for b in batches:
-                p(b)
-        want = convert_to_reference_fx(p, backend_config=bcfg.get_backend_config("fbgemm"))
-        got = bpcc_torch.load(out)
+        out, want, got = self.quantize_both(model, batches, "tokens", "minmax", minmax_mapping(), "fbgemm", no_grad=True)
         wq, gq = quantize_points(want), quantize_points(got)
         bools = {k for k in wq if k[0] in ("invert", "unsqueeze")}
         self.assertEqual(len(bools), 2, sorted(wq))
