@@ -1097,6 +1097,34 @@ END_TEST
 
 /* A batch feeds every placeholder wherever it stands (here nine, one after the add that uses the
 ** first ones), each from its own tensor; one that the file lacks is named. */
+/* each op of each kernel file's table is found, and finds its own kernel: an op listed twice (in one
+** file or two) would be shadowed by the other entry; the index stays at most half full */
+START_TEST(every_op_of_every_kernel_table_finds_its_own_kernel)
+{
+    const struct xop *const tables[] = {bpcc_elementwise_ops, bpcc_shape_ops,     bpcc_reduce_ops,
+                                        bpcc_quantize_ops,    bpcc_einsum_ops,    bpcc_nn_ops,
+                                        bpcc_resize_ops,      bpcc_attention_ops, bpcc_recurrent_ops};
+    uint32_t n = 0;
+    for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
+        for (const struct xop *e = tables[t]; e->op; e++, n++) {
+            enum bpcc_node_kind k = e->kind == 'm'   ? BPCC_NODE_CALL_MODULE
+                                    : e->kind == 'f' ? BPCC_NODE_CALL_FUNCTION
+                                                     : BPCC_NODE_CALL_METHOD;
+            ck_assert_msg(e->kind == 'm' || e->kind == 'f' || e->kind == 't', "%s: kind %c", e->op, e->kind);
+            ck_assert_msg(e->fn && bpcc_exec_kernel(k, e->op) == e->fn, "table %zu: %c %s is shadowed or lost", t,
+                          e->kind, e->op);
+            ck_assert_int_eq(bpcc_exec_kernel_takes_quantized(e->fn),
+                             !strcmp(e->op, "dequantize") || !strcmp(e->op, "torch.dequantize") ||
+                                 !strcmp(e->op, "size") || !strcmp(e->op, "getattr"));
+        }
+    ck_assert_uint_gt(n, 390);
+    ck_assert_uint_le(n, 512);
+    ck_assert_ptr_null(bpcc_exec_kernel(BPCC_NODE_CALL_FUNCTION, "torch.nn.ReLU")); /* a module type as a function */
+    ck_assert_ptr_null(bpcc_exec_kernel(BPCC_NODE_CALL_METHOD, "no_such_method"));
+    ck_assert(!bpcc_exec_kernel_takes_quantized(NULL));
+}
+END_TEST
+
 START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
 {
     char text[2048] = "bpcc-model 1\n\ngraph\n  %p0 = placeholder p0 ()\n";
@@ -2014,6 +2042,7 @@ int main(void)
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     tcase_add_test(tc, a_batch_feeds_many_inputs_and_names_a_missing_one);
+    tcase_add_test(tc, every_op_of_every_kernel_table_finds_its_own_kernel);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

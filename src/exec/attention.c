@@ -51,7 +51,7 @@ static float *batch_first(const struct xtensor *t, bool bf, int64_t *N, int64_t 
     return p;
 }
 
-enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_multihead_attention(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct xtensor *q, *k, *v;
@@ -318,7 +318,7 @@ static const struct xval *optional(const struct xargs *a, uint32_t i, const char
     return v && v->k == XV_TENSOR ? v : NULL;
 }
 
-enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_transformer_encoder_layer(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!a->module || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
@@ -329,7 +329,7 @@ enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct 
 ** With a key padding mask and no mask, PyTorch 1.13 runs the layers on a nested tensor when its
 ** fast path applies (batch first, post-norm, enable_nested_tensor, ...) and pads the result with
 ** zeros: the padded positions come out 0 before the norm. The same here, under the same test. */
-enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct xtensor *x;
@@ -382,3 +382,9 @@ enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *
 }
 
 /* }================================================ */
+
+const struct xop bpcc_attention_ops[] = {
+    {'m', "torch.nn.MultiheadAttention", k_multihead_attention},
+    {'m', "torch.nn.TransformerEncoderLayer", k_transformer_encoder_layer},
+    {'m', "torch.nn.TransformerEncoder", k_transformer_encoder}, {0}
+};

@@ -67,47 +67,30 @@ struct xargs {
 
 typedef enum bpcc_status (*xkernel)(const struct xargs *a, struct xval *out);
 
-/* kernels.c / nn.c: the kernel for a module type or a function/method target (NULL if none) */
+/* An op a kernel runs: kind 'm' a module type, 'f' a function, 't' a Tensor method. */
+struct xop {
+    char kind;
+    const char *op;
+    xkernel fn;
+};
+
+/* Each kernel file's ops, ended by {0}: elementwise.c, shape.c, reduce.c, quantize.c, einsum.c,
+** nn.c, resize.c, attention.c, recurrent.c. kernels.c indexes them all. */
+BPCC_INTERNAL extern const struct xop bpcc_elementwise_ops[], bpcc_shape_ops[], bpcc_reduce_ops[], bpcc_quantize_ops[],
+    bpcc_einsum_ops[], bpcc_nn_ops[], bpcc_resize_ops[], bpcc_attention_ops[], bpcc_recurrent_ops[];
+
+/* the kernel for op `op` of a node of kind `kind` (a module type for CALL_MODULE), NULL if none */
 BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op);
-/* dequantize, size, getattr: the kernels that may see quantized tensors */
+/* whether kernel k takes quantized tensors (dequantize, size, getattr); the interpreter refuses
+** them to the others */
 BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
 
-/* kernels of nn.c and resize.c, for the table in kernels.c */
-BPCC_INTERNAL enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out);
+/* kernels one file calls in another: nn.c's adaptive average pooling (resize.c's area mode),
+** shape.c's narrow (x's elements [start, start + len) along dim, as a new tensor; NULL on OOM) */
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_lp_pool1d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_lp_pool2d(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_local_response_norm(const struct xargs *a, struct xval *out);
-/* attention.c */
-BPCC_INTERNAL enum bpcc_status bpcc_k_multihead_attention(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder_layer(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_transformer_encoder(const struct xargs *a, struct xval *out);
-/* recurrent.c: nn.LSTM and nn.GRU */
-BPCC_INTERNAL enum bpcc_status bpcc_k_recurrent(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_interpolate(const struct xargs *a, struct xval *out);
-BPCC_INTERNAL enum bpcc_status bpcc_k_upsample(const struct xargs *a, struct xval *out);
+BPCC_INTERNAL struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len);
 
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);
@@ -121,6 +104,32 @@ BPCC_INTERNAL void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
 BPCC_INTERNAL void bpcc_xval_release(struct xval *v);
 BPCC_INTERNAL enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst);
+/* small helpers every kernel file uses */
+static inline uint64_t bpcc_nz(uint64_t v) { return v ? v : 1; }
+static inline int64_t bpcc_wrap_dim(int64_t d, uint32_t ndim) { return d < 0 ? d + (int64_t)ndim : d; }
+/* a new tensor of x's shape (uninitialized; NULL on OOM or over the element limit) */
+static inline struct xtensor *bpcc_xlike(const struct xtensor *x) { return bpcc_xtensor_new(x->ndim, x->dims); }
+/* y (may be NULL) marked as holding bools (0 or 1) or not */
+static inline struct xtensor *bpcc_xmark(struct xtensor *y, bool boolean)
+{
+    if (y) y->boolean = boolean;
+    return y;
+}
+/* a kernel's result: t (NULL: out of memory) as the tensor value *out */
+static inline enum bpcc_status bpcc_xput(const struct xargs *a, struct xtensor *t, struct xval *out)
+{
+    if (!t) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+    return BPCC_OK;
+}
+/* the layout of x around dimension dim: outer x n x inner elements */
+static inline void bpcc_xaround(const struct xtensor *x, int64_t dim, uint64_t *outer, int64_t *n, uint64_t *inner)
+{
+    *inner = 1;
+    for (uint32_t i = (uint32_t)dim + 1; i < x->ndim; i++) *inner *= (uint64_t)x->dims[i];
+    *n = x->ndim ? x->dims[dim] : 1;
+    *outer = x->numel / bpcc_nz((uint64_t)*n * *inner);
+}
 /* typed argument readers: false (with an error filled) on a wrong type */
 BPCC_INTERNAL bool bpcc_xarg_tensor(const struct xargs *a, uint32_t i, const char *name, const struct xtensor **out);
 BPCC_INTERNAL bool bpcc_xarg_int(const struct xargs *a, uint32_t i, const char *name, int64_t dflt, int64_t *out);
@@ -129,6 +138,16 @@ BPCC_INTERNAL bool bpcc_xarg_bool(const struct xargs *a, uint32_t i, const char 
 /* an int or a list/tuple of ints (n_want > 1 repeats a single int) */
 BPCC_INTERNAL bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_t n_want,
                                   const int64_t *dflt, int64_t *out, uint32_t *n_out);
+/* sizes from argument i on: one list or tuple (or the keyword `name`), or the rest of the
+** positional arguments as ints (x.repeat(2, 1), x.repeat((2, 1))) */
+BPCC_INTERNAL bool bpcc_xarg_sizes(const struct xargs *a, uint32_t i, const char *name, int64_t *out, uint32_t *n);
+/* a dtype argument (read from the node: dtypes are not runtime values) */
+BPCC_INTERNAL bool bpcc_xarg_dtype(const struct xargs *a, uint32_t i, const char *name, enum bpcc_dtype *out);
+/* a number, or a one-element tensor (get_attr of a scale / zero point buffer); false otherwise */
+BPCC_INTERNAL bool bpcc_xscalar(const struct xval *v, double *out);
+/* dimension *d of a tensor of rank ndim wrapped into [0, ndim) (a scalar takes 0 and -1); false
+** with an error when out of range */
+BPCC_INTERNAL bool bpcc_xdim(const struct xargs *a, int64_t *d, uint32_t ndim);
 /* a module attribute as ints / number / bool */
 BPCC_INTERNAL bool bpcc_mattr_ints(const struct xargs *a, const char *key, uint32_t n_want, const int64_t *dflt,
                                    int64_t *out);

@@ -252,6 +252,58 @@ bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_
     return true;
 }
 
+/* sizes from argument i on: one list or tuple (or the keyword `name`), or the rest of the
+** positional arguments as ints (x.repeat(2, 1), x.repeat((2, 1))) */
+bool bpcc_xarg_sizes(const struct xargs *a, uint32_t i, const char *name, int64_t *out, uint32_t *n)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (v && (v->k == XV_SEQ || i >= a->n)) return bpcc_xarg_ints(a, i, name, 0, NULL, out, n);
+    *n = 0;
+    for (uint32_t k = i; k < a->n; k++) {
+        if (*n == BPCC_MAX_DIMS) {
+            bpcc_xerr(a, "more than %d sizes", BPCC_MAX_DIMS);
+            return false;
+        }
+        if (!bpcc_xarg_int(a, k, NULL, 0, &out[(*n)++])) return false;
+    }
+    return true;
+}
+
+bool bpcc_xarg_dtype(const struct xargs *a, uint32_t i, const char *name, enum bpcc_dtype *out)
+{
+    /* dtypes reach kernels as XV_OTHER from the IR's DTYPE values: read them from the node */
+    const struct bpcc_value *iv = i < a->node->args.n ? &a->node->args.u.seq.items[i] : NULL;
+    for (uint32_t k = 0; !iv && k < a->node->kwargs.n; k++)
+        if (!strcmp(a->node->kwargs.u.seq.keys[k], name)) iv = &a->node->kwargs.u.seq.items[k];
+    if (!iv || iv->kind != BPCC_VAL_DTYPE) {
+        bpcc_xerr(a, "argument %s must be a dtype", name);
+        return false;
+    }
+    *out = iv->u.dtype;
+    return true;
+}
+
+bool bpcc_xscalar(const struct xval *v, double *out)
+{
+    if (!v) return false;
+    if (v->k == XV_FLOAT) *out = v->u.f;
+    else if (v->k == XV_INT) *out = (double)v->u.i;
+    else if (v->k == XV_TENSOR && v->u.t->numel == 1) *out = v->u.t->data[0];
+    else return false;
+    return true;
+}
+
+bool bpcc_xdim(const struct xargs *a, int64_t *d, uint32_t ndim)
+{
+    int64_t w = bpcc_wrap_dim(*d, ndim ? ndim : 1);
+    if (w < 0 || w >= (int64_t)(ndim ? ndim : 1)) {
+        bpcc_xerr(a, "dimension %lld is out of range for a %u-dimensional tensor", (long long)*d, ndim);
+        return false;
+    }
+    *d = w;
+    return true;
+}
+
 static bool value_ints(const struct bpcc_value *v, uint32_t n_want, int64_t *out)
 {
     if (v->kind == BPCC_VAL_INT) {

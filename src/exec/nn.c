@@ -8,15 +8,6 @@
 #include <cblas.h>
 #include <math.h>
 
-static uint64_t nz(uint64_t v) { return v ? v : 1; }
-
-static enum bpcc_status put(const struct xargs *a, struct xtensor *t, struct xval *out)
-{
-    if (!t) return bpcc_diag_nomem(a->d);
-    *out = (struct xval){.k = XV_TENSOR, .u.t = t};
-    return BPCC_OK;
-}
-
 /* A parameter tensor: from the module (name) or from argument i / kwarg name. NULL if absent. */
 static bool param(const struct xargs *a, uint32_t i, const char *name, const float **data, uint32_t *ndim,
                   const int64_t **dims, bool required)
@@ -156,7 +147,7 @@ BPCC_HOT __attribute__((noinline)) static bool all_finite(const float *v, uint64
     return !(bad & 0x80000000u);
 }
 
-BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
+BPCC_HOT static enum bpcc_status k_conv(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -233,7 +224,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
         }
-        return put(a, y, out);
+        return bpcc_xput(a, y, out);
     }
     int64_t K = Cg * KH * KW, P = OH * OW, Cog = Cout / groups;
     /* Winograd from a module's second run on, with its transformed weights kept from then on: a
@@ -258,7 +249,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
         }
-        return put(a, y, out);
+        return bpcc_xput(a, y, out);
     }
     bool direct = KH == 1 && KW == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0;
     /* the unfolded block: whole output rows, about COL_BLOCK floats (all of them if fewer) */
@@ -297,7 +288,7 @@ BPCC_HOT enum bpcc_status bpcc_k_conv(const struct xargs *a, struct xval *out)
             }
         }
     bpcc_xfree(col);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* 3-d convolution: im2col over (kd, kh, kw) + sgemm per group (zeros padding) */
@@ -369,11 +360,11 @@ static enum bpcc_status conv3d(const struct xargs *a, const struct xtensor *x, c
                     for (int64_t p = 0; p < P; p++) dst[co * P + p] += b[g * Cog + co];
         }
     bpcc_xfree(col);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* transposed 1-d / 2-d convolution: sgemm (W^T x) then col2im scatter-add */
-BPCC_HOT enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xval *out)
+BPCC_HOT static enum bpcc_status k_conv_transpose(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -447,14 +438,14 @@ BPCC_HOT enum bpcc_status bpcc_k_conv_transpose(const struct xargs *a, struct xv
                     for (int64_t p = 0; p < OH * OW; p++) dst[co * OH * OW + p] += b[g * Cog + co];
         }
     bpcc_xfree(col);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* }================================================ */
 
 /* {==================== linear, matmul ==================== */
 
-enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_linear(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -483,12 +474,12 @@ enum bpcc_status bpcc_k_linear(const struct xargs *a, struct xval *out)
         for (int64_t m = 0; m < M; m++)
             for (int64_t n = 0; n < Nd; n++) y->data[m * Nd + n] += b[n];
     }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* matmul(input, other), @, bmm: torch.matmul's rules — a 1-d operand is a row (left) or a column
 ** (right) whose dimension leaves the result; the dimensions before the last two broadcast */
-enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_matmul(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x, *z;
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &z)) return BPCC_ERR_GRAPH;
@@ -519,7 +510,7 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
     struct xtensor *y = bpcc_xtensor_new(nd, odims);
     if (!y) return bpcc_diag_nomem(a->d);
     set_threads(a);
-    uint64_t batches = y->numel / nz((uint64_t)(M * N));
+    uint64_t batches = y->numel / bpcc_nz((uint64_t)(M * N));
     int64_t idx[BPCC_MAX_DIMS] = {0}, ox = 0, oz = 0;
     for (uint64_t i = 0; i < batches && M && N; i++) {
         bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0f, x->data + ox, (int)K,
@@ -534,13 +525,13 @@ enum bpcc_status bpcc_k_matmul(const struct xargs *a, struct xval *out)
         }
     }
     if (!K) memset(y->data, 0, y->numel * sizeof *y->data);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* nn.Embedding / F.embedding(input, weight, padding_idx=None, max_norm=None, ...): the weight's
 ** rows at the input's indices, [*input, dim]. max_norm renormalizes the weight in place in
 ** PyTorch: refused */
-enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_embedding(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *ix;
     const float *w;
@@ -566,13 +557,13 @@ enum bpcc_status bpcc_k_embedding(const struct xargs *a, struct xval *out)
         }
         memcpy(y->data + i * (uint64_t)dim, w + (int64_t)f * dim, (size_t)dim * sizeof *w);
     }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* addmm(input, mat1, mat2, *, beta=1, alpha=1) and baddbmm(input, batch1, batch2, *, beta=1,
 ** alpha=1): beta input + alpha (mat1 @ mat2), per batch for baddbmm; input broadcast to the
 ** product's shape, as BLAS's C = alpha A B + beta C on a copy of it (PyTorch's own call) */
-enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_addmm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *c, *x, *z;
     double beta, alpha;
@@ -611,7 +602,7 @@ enum bpcc_status bpcc_k_addmm(const struct xargs *a, struct xval *out)
     for (int64_t b = 0; b < B && M && N; b++)
         bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, (float)alpha, x->data + b * M * K,
                    (int)K, z->data + b * K * N, (int)N, (float)beta, y->data + b * M * N, (int)N);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* }================================================ */
@@ -634,7 +625,7 @@ BPCC_HOT __attribute__((target("avx2,fma"))) static void scale_shift_fma(const f
 }
 #endif
 
-BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *out)
+BPCC_HOT static enum bpcc_status k_batch_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -667,12 +658,12 @@ BPCC_HOT enum bpcc_status bpcc_k_batch_norm(const struct xargs *a, struct xval *
             float alpha = (w ? w[c] : 1.0f) * invstd, beta = fmaf(-mean[c], alpha, b ? b[c] : 0.0f);
             affine(x->data + (n * C + c) * inner, y->data + (n * C + c) * inner, inner, alpha, beta);
         }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* prelu(input, weight): x where x >= 0, else weight[c] x; c runs over dimension 1 (the channels),
 ** or one weight for every element */
-enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_prelu(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     const float *w;
@@ -690,7 +681,7 @@ enum bpcc_status bpcc_k_prelu(const struct xargs *a, struct xval *out)
         float v = x->data[i], s = nw == 1 ? w[0] : w[i / inner % (uint64_t)C];
         y->data[i] = v >= 0.0f ? v : s * v;
     }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* x [N, C, *] normalized over each of G groups of C / G channels (mean and biased variance in
@@ -718,11 +709,11 @@ static enum bpcc_status group_normalize(const struct xargs *a, const struct xten
                 for (int64_t i = 0; i < inner; i++) q[i] = (p[i] - m) * sc + sh;
             }
         }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* GroupNorm / group_norm(input, num_groups, weight=None, bias=None, eps=1e-5) */
-enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_group_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     const float *w, *b;
@@ -741,7 +732,7 @@ enum bpcc_status bpcc_k_group_norm(const struct xargs *a, struct xval *out)
 
 /* InstanceNorm1d/2d/3d: each (sample, channel) over its own elements; with running statistics
 ** tracked, eval mode uses them as batch norm does (training mode the input's own). An unbatched input ([C, *]) is one sample. */
-enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_instance_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -761,7 +752,7 @@ enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
     sub.consume = false;
     enum bpcc_status s;
     if (bpcc_mattr_bool(a->module, "track_running_stats", false) && !bpcc_mattr_bool(a->module, "training", false)) {
-        s = bpcc_k_batch_norm(&sub, out);
+        s = k_batch_norm(&sub, out);
     } else {
         const float *w, *b;
         if (!param_n(a, 0, "weight", &w, view.dims[1], false) || !param_n(a, 0, "bias", &b, view.dims[1], false))
@@ -776,7 +767,7 @@ enum bpcc_status bpcc_k_instance_norm(const struct xargs *a, struct xval *out)
     return s;
 }
 
-enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_layer_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -814,7 +805,7 @@ enum bpcc_status bpcc_k_layer_norm(const struct xargs *a, struct xval *out)
         float rstd = (float)(1.0 / sqrt(ss / (double)inner + eps));
         for (int64_t i = 0; i < inner; i++) q[i] = ((p[i] - (float)m) * rstd) * (w ? w[i] : 1.0f) + (b ? b[i] : 0.0f);
     }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* }================================================ */
@@ -851,7 +842,7 @@ static bool pool_input(const struct xargs *a, int r, const struct xtensor **x, i
         in[i] = i < 3 - r ? 1 : (*x)->dims[(*x)->ndim - 3 + i];
         n *= (uint64_t)in[i];
     }
-    *planes = (*x)->numel / nz(n);
+    *planes = (*x)->numel / bpcc_nz(n);
     return true;
 }
 
@@ -1008,19 +999,19 @@ BPCC_HOT static enum bpcc_status pool(const struct xargs *a, int r, bool avg, st
             bpcc_xtensor_free(y);
             return bpcc_diag_nomem(a->d);
         }
-        return put(a, y, out);
+        return bpcc_xput(a, y, out);
     }
     for (uint64_t c = 0; c < planes; c++)
         (avg ? avg_plane : max_plane)(&pp, in, on, x->data + c * is, y->data + c * os);
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
-enum bpcc_status bpcc_k_max_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, false, out); }
-enum bpcc_status bpcc_k_max_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, false, out); }
-enum bpcc_status bpcc_k_max_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, false, out); }
-enum bpcc_status bpcc_k_avg_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, true, out); }
-enum bpcc_status bpcc_k_avg_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, true, out); }
-enum bpcc_status bpcc_k_avg_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, true, out); }
+static enum bpcc_status k_max_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, false, out); }
+static enum bpcc_status k_max_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, false, out); }
+static enum bpcc_status k_max_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, false, out); }
+static enum bpcc_status k_avg_pool1d(const struct xargs *a, struct xval *out) { return pool(a, 1, true, out); }
+static enum bpcc_status k_avg_pool2d(const struct xargs *a, struct xval *out) { return pool(a, 2, true, out); }
+static enum bpcc_status k_avg_pool3d(const struct xargs *a, struct xval *out) { return pool(a, 3, true, out); }
 
 /* lp_pool1d / lp_pool2d (input, norm_type, kernel_size, stride=None, ceil_mode=False) and the
 ** LPPool modules, as F.lp_pool computes them: average pooling of input^p, times the window's
@@ -1065,14 +1056,14 @@ static enum bpcc_status lp_pool(const struct xargs *a, int r, struct xval *out)
     return BPCC_OK;
 }
 
-enum bpcc_status bpcc_k_lp_pool1d(const struct xargs *a, struct xval *out) { return lp_pool(a, 1, out); }
-enum bpcc_status bpcc_k_lp_pool2d(const struct xargs *a, struct xval *out) { return lp_pool(a, 2, out); }
+static enum bpcc_status k_lp_pool1d(const struct xargs *a, struct xval *out) { return lp_pool(a, 1, out); }
+static enum bpcc_status k_lp_pool2d(const struct xargs *a, struct xval *out) { return lp_pool(a, 2, out); }
 
 /* LocalResponseNorm / local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0): each value
 ** over (k + alpha * the mean of the squares of the `size` channels around it)^beta, the channel
 ** window zero-padded (size / 2 before, (size - 1) / 2 after) and divided by size, as F's average
 ** pooling of the padded squares */
-enum bpcc_status bpcc_k_local_response_norm(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_local_response_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     int64_t size;
@@ -1106,7 +1097,7 @@ enum bpcc_status bpcc_k_local_response_norm(const struct xargs *a, struct xval *
                 float div = powf(sum / fs * fa + fk, fb);
                 y->data[(n * C + c) * inner + i] = x->data[(n * C + c) * inner + i] / div;
             }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 /* the largest of the window; NaN if any element is NaN (torch's max pooling propagates NaN) */
@@ -1152,7 +1143,7 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
         /* PyTorch takes the mean over the plane (input.mean(dims)): its cascade sum, one division */
         uint64_t n = (uint64_t)(D * H * W);
         for (uint64_t c = 0; c < planes; c++) o[c] = bpcc_fsum(x->data + c * n, n) / (float)n;
-        return put(a, y, out);
+        return bpcc_xput(a, y, out);
     }
     for (uint64_t c = 0; c < planes; c++) {
         const float *plane = x->data + c * (uint64_t)(D * H * W);
@@ -1179,15 +1170,15 @@ static enum bpcc_status adaptive(const struct xargs *a, int r, bool avg, struct 
             }
         }
     }
-    return put(a, y, out);
+    return bpcc_xput(a, y, out);
 }
 
 enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out) { return adaptive(a, 1, true, out); }
 enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out) { return adaptive(a, 2, true, out); }
 enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out) { return adaptive(a, 3, true, out); }
-enum bpcc_status bpcc_k_adaptive_max_pool1d(const struct xargs *a, struct xval *out) { return adaptive(a, 1, false, out); }
-enum bpcc_status bpcc_k_adaptive_max_pool2d(const struct xargs *a, struct xval *out) { return adaptive(a, 2, false, out); }
-enum bpcc_status bpcc_k_adaptive_max_pool3d(const struct xargs *a, struct xval *out) { return adaptive(a, 3, false, out); }
+static enum bpcc_status k_adaptive_max_pool1d(const struct xargs *a, struct xval *out) { return adaptive(a, 1, false, out); }
+static enum bpcc_status k_adaptive_max_pool2d(const struct xargs *a, struct xval *out) { return adaptive(a, 2, false, out); }
+static enum bpcc_status k_adaptive_max_pool3d(const struct xargs *a, struct xval *out) { return adaptive(a, 3, false, out); }
 
 /* }================================================ */
 
@@ -1237,7 +1228,7 @@ BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *d
 /* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
 ** the weight quantized and dequantized with the module's weight qparams (per tensor or per
 ** channel along weight_axis), as _quantize_and_dequantize_weight does */
-BPCC_HOT enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *out)
+BPCC_HOT static enum bpcc_status k_reference(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct bpcc_tensor *w = bpcc_mtensor(m, "weight");
@@ -1263,11 +1254,56 @@ BPCC_HOT enum bpcc_status bpcc_k_reference(const struct xargs *a, struct xval *o
     sub.weight_override = fq;
     enum bpcc_status st;
     const char *t = m->type + strlen("torch.ao.nn.quantized.reference.");
-    if (!strcmp(t, "Linear")) st = bpcc_k_linear(&sub, out);
-    else if (!strncmp(t, "ConvTranspose", 13)) st = bpcc_k_conv_transpose(&sub, out);
-    else st = bpcc_k_conv(&sub, out);
+    if (!strcmp(t, "Linear")) st = k_linear(&sub, out);
+    else if (!strncmp(t, "ConvTranspose", 13)) st = k_conv_transpose(&sub, out);
+    else st = k_conv(&sub, out);
     bpcc_xfree(fq);
     return st;
 }
 
 /* }================================================ */
+
+const struct xop bpcc_nn_ops[] = {
+    {'m', "torch.nn.Conv1d", k_conv}, {'m', "torch.nn.Conv2d", k_conv}, {'m', "torch.nn.Conv3d", k_conv},
+    {'m', "torch.nn.ConvTranspose1d", k_conv_transpose}, {'m', "torch.nn.ConvTranspose2d", k_conv_transpose},
+    {'f', "torch.nn.functional.conv3d", k_conv}, {'f', "torch.nn.functional.conv_transpose1d", k_conv_transpose},
+    {'f', "torch.nn.functional.conv_transpose2d", k_conv_transpose}, {'m', "torch.nn.Linear", k_linear},
+    {'m', "torch.ao.nn.quantized.reference.Linear", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv1d", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv2d", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Conv3d", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.ConvTranspose1d", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.ConvTranspose2d", k_reference}, {'m', "torch.nn.BatchNorm1d", k_batch_norm},
+    {'m', "torch.nn.BatchNorm2d", k_batch_norm}, {'m', "torch.nn.BatchNorm3d", k_batch_norm},
+    {'m', "torch.nn.LayerNorm", k_layer_norm}, {'m', "torch.nn.MaxPool1d", k_max_pool1d},
+    {'m', "torch.nn.MaxPool2d", k_max_pool2d}, {'m', "torch.nn.MaxPool3d", k_max_pool3d},
+    {'m', "torch.nn.AvgPool1d", k_avg_pool1d}, {'m', "torch.nn.AvgPool2d", k_avg_pool2d},
+    {'m', "torch.nn.AvgPool3d", k_avg_pool3d}, {'m', "torch.nn.AdaptiveAvgPool1d", bpcc_k_adaptive_avg_pool1d},
+    {'m', "torch.nn.AdaptiveAvgPool2d", bpcc_k_adaptive_avg_pool2d},
+    {'m', "torch.nn.AdaptiveAvgPool3d", bpcc_k_adaptive_avg_pool3d},
+    {'m', "torch.nn.AdaptiveMaxPool1d", k_adaptive_max_pool1d},
+    {'m', "torch.nn.AdaptiveMaxPool2d", k_adaptive_max_pool2d},
+    {'m', "torch.nn.AdaptiveMaxPool3d", k_adaptive_max_pool3d}, {'f', "torch.nn.functional.conv1d", k_conv},
+    {'f', "torch.nn.functional.conv2d", k_conv}, {'f', "torch.nn.functional.linear", k_linear},
+    {'f', "torch.nn.functional.batch_norm", k_batch_norm}, {'f', "torch.nn.functional.layer_norm", k_layer_norm},
+    {'f', "torch.nn.functional.max_pool1d", k_max_pool1d}, {'f', "torch.nn.functional.max_pool2d", k_max_pool2d},
+    {'f', "torch.nn.functional.max_pool3d", k_max_pool3d}, {'f', "torch.nn.functional.avg_pool1d", k_avg_pool1d},
+    {'f', "torch.nn.functional.avg_pool2d", k_avg_pool2d}, {'f', "torch.nn.functional.avg_pool3d", k_avg_pool3d},
+    {'f', "torch.nn.functional.adaptive_avg_pool1d", bpcc_k_adaptive_avg_pool1d},
+    {'f', "torch.nn.functional.adaptive_avg_pool2d", bpcc_k_adaptive_avg_pool2d},
+    {'f', "torch.nn.functional.adaptive_avg_pool3d", bpcc_k_adaptive_avg_pool3d},
+    {'f', "torch.nn.functional.adaptive_max_pool1d", k_adaptive_max_pool1d},
+    {'f', "torch.nn.functional.adaptive_max_pool2d", k_adaptive_max_pool2d},
+    {'f', "torch.nn.functional.adaptive_max_pool3d", k_adaptive_max_pool3d}, {'f', "torch.matmul", k_matmul},
+    {'f', "operator.matmul", k_matmul}, {'f', "torch.bmm", k_matmul}, {'t', "matmul", k_matmul},
+    {'m', "torch.nn.GroupNorm", k_group_norm}, {'f', "torch.nn.functional.group_norm", k_group_norm},
+    {'m', "torch.nn.InstanceNorm1d", k_instance_norm}, {'m', "torch.nn.InstanceNorm2d", k_instance_norm},
+    {'m', "torch.nn.InstanceNorm3d", k_instance_norm}, {'m', "torch.nn.PReLU", k_prelu},
+    {'f', "torch.nn.functional.prelu", k_prelu}, {'f', "torch.prelu", k_prelu}, {'f', "torch.addmm", k_addmm},
+    {'t', "addmm", k_addmm}, {'f', "torch.baddbmm", k_addmm}, {'t', "baddbmm", k_addmm}, {'t', "bmm", k_matmul},
+    {'f', "torch.linalg.matmul", k_matmul}, {'m', "torch.nn.Embedding", k_embedding},
+    {'f', "torch.nn.functional.embedding", k_embedding}, {'m', "torch.nn.LPPool1d", k_lp_pool1d},
+    {'f', "torch.nn.functional.lp_pool1d", k_lp_pool1d}, {'m', "torch.nn.LPPool2d", k_lp_pool2d},
+    {'f', "torch.nn.functional.lp_pool2d", k_lp_pool2d}, {'m', "torch.nn.LocalResponseNorm", k_local_response_norm},
+    {'f', "torch.nn.functional.local_response_norm", k_local_response_norm}, {0}
+};

@@ -28,7 +28,7 @@ static const float *rnn_tensor(const struct xargs *a, const char *name, int64_t 
     return p;
 }
 
-enum bpcc_status bpcc_k_recurrent(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct xtensor *x;
@@ -180,3 +180,7 @@ done:
     bpcc_xfree(c);
     return st;
 }
+
+const struct xop bpcc_recurrent_ops[] = {
+    {'m', "torch.nn.LSTM", k_recurrent}, {'m', "torch.nn.GRU", k_recurrent}, {0}
+};

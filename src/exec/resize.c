@@ -271,11 +271,11 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     return BPCC_OK;
 }
 
-enum bpcc_status bpcc_k_interpolate(const struct xargs *a, struct xval *out) { return interpolate(a, out); }
+static enum bpcc_status k_interpolate(const struct xargs *a, struct xval *out) { return interpolate(a, out); }
 
 /* nn.Upsample, UpsamplingNearest2d, UpsamplingBilinear2d: interpolate with the module's size,
 ** scale_factor, mode, align_corners and recompute_scale_factor */
-enum bpcc_status bpcc_k_upsample(const struct xargs *a, struct xval *out)
+static enum bpcc_status k_upsample(const struct xargs *a, struct xval *out)
 {
     static const char *const keys[] = {"size", "scale_factor", "mode", "align_corners", "recompute_scale_factor"};
     struct xval pos[6], items[5][3];
@@ -312,3 +312,9 @@ enum bpcc_status bpcc_k_upsample(const struct xargs *a, struct xval *out)
     fa.n_kw = 0;
     return interpolate(&fa, out);
 }
+
+const struct xop bpcc_resize_ops[] = {
+    {'m', "torch.nn.Upsample", k_upsample}, {'m', "torch.nn.UpsamplingNearest2d", k_upsample},
+    {'m', "torch.nn.UpsamplingBilinear2d", k_upsample}, {'f', "torch.nn.functional.interpolate", k_interpolate},
+    {'f', "torch.nn.functional.upsample", k_interpolate}, {0}
+};

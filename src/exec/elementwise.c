@@ -1,0 +1,907 @@
+/*
+** elementwise.c — the interpreter's elementwise kernels (float32, as PyTorch's eager CPU kernels
+** compute them): activations and math functions, arithmetic and comparisons with broadcasting,
+** selection (where, masked_fill), casts and filled tensors, dropout in eval mode.
+*/
+#include "exec.h"
+
+#include <math.h>
+
+/* {==================== unary ==================== */
+
+enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGMOID, U_SIGMOID, U_TANH, U_SILU,
+            U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_RSQRT, U_RECIPROCAL, U_ABS, U_LOG, U_SOFTPLUS,
+            U_MISH, U_ERF, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SIGN, U_SIN, U_COS, U_LOG1P, U_EXPM1, U_SQUARE, U_SELU,
+            U_CELU, U_SOFTSIGN, U_HARDSHRINK, U_SOFTSHRINK, U_TANHSHRINK, U_LOGSIGMOID, U_LOG2, U_LOG10, U_EXP2,
+            U_NOT };
+
+static float apply(enum unop op, float x, float p0, float p1)
+{
+    switch (op) {
+    case U_RELU: return x > 0.0f ? x : (isnan(x) ? x : 0.0f);
+    case U_RELU6: return isnan(x) ? x : x < 0.0f ? 0.0f : x > 6.0f ? 6.0f : x;
+    case U_HARDTANH: return isnan(x) ? x : x < p0 ? p0 : x > p1 ? p1 : x;
+    case U_LEAKY: return x > 0.0f ? x : x * p0;
+    case U_ELU: return x > 0.0f ? x : p0 * (expf(x) - 1.0f);
+    case U_HARDSWISH: {
+        float r = x + 3.0f;
+        r = r < 0.0f ? 0.0f : r > 6.0f ? 6.0f : r;
+        return x * r / 6.0f;
+    }
+    case U_HARDSIGMOID: {
+        float r = x + 3.0f;
+        r = r < 0.0f ? 0.0f : r > 6.0f ? 6.0f : r;
+        return r / 6.0f;
+    }
+    case U_SIGMOID: return 1.0f / (1.0f + expf(-x));
+    case U_TANH: return tanhf(x);
+    case U_SILU: return x / (1.0f + expf(-x));
+    case U_GELU: return 0.5f * x * (1.0f + erff(x * (float)M_SQRT1_2));
+    case U_GELU_TANH: {
+        const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+        return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    }
+    case U_IDENTITY: return x;
+    case U_NEG: return -x;
+    case U_EXP: return expf(x);
+    case U_SQRT: return sqrtf(x);
+    case U_RSQRT: return 1.0f / sqrtf(x); /* PyTorch's: two roundings, not an approximation */
+    case U_RECIPROCAL: return 1.0f / x;
+    case U_ABS: return fabsf(x);
+    case U_LOG: return logf(x);
+    case U_SOFTPLUS: return x * p0 > p1 ? x : log1pf(expf(x * p0)) / p0; /* p0 beta, p1 threshold */
+    case U_MISH: return x * tanhf(log1pf(expf(x)));
+    case U_ERF: return erff(x);
+    case U_FLOOR: return floorf(x);
+    case U_CEIL: return ceilf(x);
+    case U_ROUND: return nearbyintf(x); /* half to even, as std::nearbyint */
+    case U_TRUNC: return truncf(x);
+    case U_SIGN: return (float)((0.0f < x) - (x < 0.0f)); /* 0 for NaN, as PyTorch */
+    case U_SIN: return sinf(x);
+    case U_COS: return cosf(x);
+    case U_LOG1P: return log1pf(x);
+    case U_EXPM1: return expm1f(x);
+    case U_SQUARE: return x * x;
+    case U_SELU: { /* ATen's elu with alpha and scale: the negative coefficient a float product */
+        const float alpha = 1.6732632423543772848170429916717f, scale = 1.0507009873554804934193349852946f;
+        return x <= 0.0f ? (expf(x) - 1.0f) * (alpha * scale) : x * scale;
+    }
+    case U_CELU: return x <= 0.0f ? (expf(x * (1.0f / p0)) - 1.0f) * p0 : x; /* p0 alpha; input scale 1 / alpha */
+    case U_SOFTSIGN: return x / (1.0f + fabsf(x));
+    case U_HARDSHRINK: return x >= -p0 && x <= p0 ? 0.0f : x;
+    case U_SOFTSHRINK: return x > p0 ? x - p0 : x < -p0 ? x + p0 : 0.0f;
+    case U_TANHSHRINK: return x - tanhf(x);
+    case U_LOGSIGMOID: return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+    case U_LOG2: return log2f(x);
+    case U_LOG10: return log10f(x);
+    case U_EXP2: return exp2f(x);
+    case U_NOT: return x == 0.0f ? 1.0f : 0.0f;
+    }
+    return x;
+}
+
+/* the clamping ops as branch-free loops the compiler vectorizes (NaN passes through, as in torch) */
+BPCC_HOT static void clamp_loop(const float *restrict x, float *restrict y, uint64_t n, float lo, float hi)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v = x[i];
+        v = v < lo ? lo : v;
+        y[i] = v > hi ? hi : v;
+    }
+}
+
+/* the same in place (restrict would not allow x == y) */
+BPCC_HOT static void clamp_in_place(float *v, uint64_t n, float lo, float hi)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float e = v[i];
+        e = e < lo ? lo : e;
+        v[i] = e > hi ? hi : e;
+    }
+}
+
+BPCC_HOT static void hardswish_loop(const float *restrict x, float *restrict y, uint64_t n, bool sigmoid)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        float v = x[i], r = v + 3.0f;
+        r = r < 0.0f ? 0.0f : r;
+        r = r > 6.0f ? 6.0f : r;
+        y[i] = sigmoid ? r / 6.0f : v * r / 6.0f;
+    }
+}
+
+/* the ops over exp, tanh or erf, a block at a time: the block's arguments to the function, the
+** vectorized function (vmath.c), then the op's arithmetic around it (the formulas of apply) */
+BPCC_HOT static void transcendental(enum unop op, const float *restrict x, float *restrict y, uint64_t n, float p0)
+{
+    enum { BLOCK = 512 };
+    float t[BLOCK];
+    const float k = 0.7978845608028654f; /* sqrt(2/pi) */
+    for (uint64_t at = 0; at < n; at += BLOCK) {
+        uint64_t m = n - at < BLOCK ? n - at : BLOCK;
+        const float *xs = x + at;
+        float *ys = y + at;
+        switch (op) {
+        case U_SIGMOID:
+        case U_SILU:
+            for (uint64_t i = 0; i < m; i++) t[i] = -xs[i];
+            bpcc_vexpf(t, t, m);
+            if (op == U_SIGMOID)
+                for (uint64_t i = 0; i < m; i++) ys[i] = 1.0f / (1.0f + t[i]);
+            else
+                for (uint64_t i = 0; i < m; i++) ys[i] = xs[i] / (1.0f + t[i]);
+            break;
+        case U_ELU:
+            bpcc_vexpf(xs, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = xs[i] > 0.0f ? xs[i] : p0 * (t[i] - 1.0f);
+            break;
+        case U_EXP: bpcc_vexpf(xs, ys, m); break;
+        case U_TANH: bpcc_vtanhf(xs, ys, m); break;
+        case U_GELU:
+            for (uint64_t i = 0; i < m; i++) t[i] = xs[i] * (float)M_SQRT1_2;
+            bpcc_verff(t, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = 0.5f * xs[i] * (1.0f + t[i]);
+            break;
+        case U_GELU_TANH:
+            for (uint64_t i = 0; i < m; i++) t[i] = k * (xs[i] + 0.044715f * xs[i] * xs[i] * xs[i]);
+            bpcc_vtanhf(t, t, m);
+            for (uint64_t i = 0; i < m; i++) ys[i] = 0.5f * xs[i] * (1.0f + t[i]);
+            break;
+        default:
+            for (uint64_t i = 0; i < m; i++) ys[i] = apply(op, xs[i], p0, 0.0f);
+        }
+    }
+}
+
+static enum bpcc_status unary(const struct xargs *a, enum unop op, float p0, float p1, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    bool clamp = op == U_RELU || op == U_RELU6 || op == U_HARDTANH;
+    if (clamp && a->consume && a->pos[0].k == XV_TENSOR && a->pos[0].u.t == x && x->qdtype == BPCC_DTYPE_NONE) {
+        /* the caller's intermediate, clamped where it is */
+        struct xtensor *t = a->pos[0].u.t;
+        clamp_in_place(t->data, t->numel, op == U_HARDTANH ? p0 : 0.0f, op == U_RELU ? INFINITY : op == U_RELU6 ? 6.0f : p1);
+        *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+        return BPCC_OK;
+    }
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    switch (op) {
+    case U_RELU: clamp_loop(x->data, y->data, x->numel, 0.0f, INFINITY); break;
+    case U_RELU6: clamp_loop(x->data, y->data, x->numel, 0.0f, 6.0f); break;
+    case U_HARDTANH: clamp_loop(x->data, y->data, x->numel, p0, p1); break;
+    case U_HARDSWISH: hardswish_loop(x->data, y->data, x->numel, false); break;
+    case U_HARDSIGMOID: hardswish_loop(x->data, y->data, x->numel, true); break;
+    case U_IDENTITY: memcpy(y->data, x->data, x->numel * sizeof(float)); break;
+    case U_SIGMOID:
+    case U_SILU:
+    case U_ELU:
+    case U_EXP:
+    case U_TANH:
+    case U_GELU:
+    case U_GELU_TANH: transcendental(op, x->data, y->data, x->numel, p0); break;
+    default:
+        for (uint64_t i = 0; i < x->numel; i++) y->data[i] = apply(op, x->data[i], p0, p1);
+    }
+    return bpcc_xput(a, y, out);
+}
+
+/* the first positional argument of a module call is its input; modules keep parameters as attributes */
+#define UNARY(name, op)                                                                            \
+    static enum bpcc_status name(const struct xargs *a, struct xval *out) { return unary(a, op, 0, 0, out); }
+UNARY(k_relu, U_RELU)
+UNARY(k_relu6, U_RELU6)
+UNARY(k_hardswish, U_HARDSWISH)
+UNARY(k_hardsigmoid, U_HARDSIGMOID)
+UNARY(k_sigmoid, U_SIGMOID)
+UNARY(k_tanh, U_TANH)
+UNARY(k_silu, U_SILU)
+UNARY(k_identity, U_IDENTITY)
+UNARY(k_neg, U_NEG)
+UNARY(k_exp, U_EXP)
+UNARY(k_sqrt, U_SQRT)
+UNARY(k_rsqrt, U_RSQRT)
+UNARY(k_reciprocal, U_RECIPROCAL)
+UNARY(k_abs, U_ABS)
+UNARY(k_log, U_LOG)
+UNARY(k_mish, U_MISH)
+UNARY(k_erf, U_ERF)
+UNARY(k_floor, U_FLOOR)
+UNARY(k_ceil, U_CEIL)
+UNARY(k_trunc, U_TRUNC)
+UNARY(k_sign, U_SIGN)
+UNARY(k_sin, U_SIN)
+UNARY(k_cos, U_COS)
+UNARY(k_log1p, U_LOG1P)
+UNARY(k_expm1, U_EXPM1)
+UNARY(k_square, U_SQUARE)
+UNARY(k_selu, U_SELU)
+UNARY(k_softsign, U_SOFTSIGN)
+UNARY(k_tanhshrink, U_TANHSHRINK)
+UNARY(k_logsigmoid, U_LOGSIGMOID)
+UNARY(k_log2, U_LOG2)
+UNARY(k_log10, U_LOG10)
+UNARY(k_exp2, U_EXP2)
+
+/* round(input, decimals=0): to the nearest integer, halves to even */
+static enum bpcc_status k_round(const struct xargs *a, struct xval *out)
+{
+    int64_t decimals;
+    if (!bpcc_xarg_int(a, UINT32_MAX, "decimals", 0, &decimals)) return BPCC_ERR_GRAPH;
+    if (decimals) return bpcc_xerr(a, "round with decimals=%lld is not supported", (long long)decimals);
+    return unary(a, U_ROUND, 0, 0, out);
+}
+
+/* celu(input, alpha=1.0) */
+static enum bpcc_status k_celu(const struct xargs *a, struct xval *out)
+{
+    double al = 1.0;
+    if (a->module) al = bpcc_mattr_float(a->module, "alpha", 1.0);
+    else if (!bpcc_xarg_float(a, 1, "alpha", 1.0, &al)) return BPCC_ERR_GRAPH;
+    if (al == 0) return bpcc_xerr(a, "celu's alpha must not be 0");
+    return unary(a, U_CELU, (float)al, 0, out);
+}
+
+/* hardshrink / softshrink(input, lambd=0.5) */
+static enum bpcc_status shrink(const struct xargs *a, enum unop op, struct xval *out)
+{
+    double l = 0.5;
+    if (a->module) l = bpcc_mattr_float(a->module, "lambd", 0.5);
+    else if (!bpcc_xarg_float(a, 1, "lambd", 0.5, &l)) return BPCC_ERR_GRAPH;
+    return unary(a, op, (float)l, 0, out);
+}
+static enum bpcc_status k_hardshrink(const struct xargs *a, struct xval *out) { return shrink(a, U_HARDSHRINK, out); }
+static enum bpcc_status k_softshrink(const struct xargs *a, struct xval *out) { return shrink(a, U_SOFTSHRINK, out); }
+
+/* softplus(input, beta=1, threshold=20): x where x * beta > threshold, else log1p(exp(x * beta)) / beta */
+static enum bpcc_status k_softplus(const struct xargs *a, struct xval *out)
+{
+    double beta = 1, threshold = 20;
+    if (a->module) {
+        beta = bpcc_mattr_float(a->module, "beta", 1);
+        threshold = bpcc_mattr_float(a->module, "threshold", 20);
+    } else if (!bpcc_xarg_float(a, 1, "beta", 1, &beta) || !bpcc_xarg_float(a, 2, "threshold", 20, &threshold)) {
+        return BPCC_ERR_GRAPH;
+    }
+    return unary(a, U_SOFTPLUS, (float)beta, (float)threshold, out);
+}
+
+/* pow(input, exponent) for a number exponent, with ATen's exact forms of the common ones */
+static enum bpcc_status k_pow(const struct xargs *a, struct xval *out)
+{
+    const struct xval *b = bpcc_xarg(a, 0, "input"), *e = bpcc_xarg(a, 1, "exponent");
+    if (!b || b->k != XV_TENSOR || !e || (e->k != XV_INT && e->k != XV_FLOAT))
+        return bpcc_xerr(a, "pow is supported for a tensor to the power of a number");
+    double p = e->k == XV_INT ? (double)e->u.i : e->u.f;
+    const struct xtensor *x = b->u.t;
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    const float *v = x->data;
+    float *q = y->data, fp = (float)p;
+    for (uint64_t i = 0; i < x->numel; i++)
+        q[i] = p == 2 ? v[i] * v[i] : p == 3 ? v[i] * v[i] * v[i] : p == 0.5 ? sqrtf(v[i]) : p == -0.5 ? 1.0f / sqrtf(v[i])
+             : p == -1 ? 1.0f / v[i] : p == -2 ? 1.0f / (v[i] * v[i]) : p == 1 ? v[i] : p == 0 ? 1.0f : powf(v[i], fp);
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
+{
+    double lo, hi;
+    if (a->module) {
+        lo = bpcc_mattr_float(a->module, "min_val", -1.0);
+        hi = bpcc_mattr_float(a->module, "max_val", 1.0);
+    } else if (!bpcc_xarg_float(a, 1, "min_val", -1.0, &lo) || !bpcc_xarg_float(a, 2, "max_val", 1.0, &hi)) {
+        return BPCC_ERR_GRAPH;
+    }
+    return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
+}
+
+static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
+{
+    double lo, hi;
+    if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo) || !bpcc_xarg_float(a, 2, "max", INFINITY, &hi))
+        return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
+}
+
+/* clamp_min(input, min) / clamp_max(input, max) */
+static enum bpcc_status k_clamp_min(const struct xargs *a, struct xval *out)
+{
+    double lo;
+    if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo)) return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, (float)lo, INFINITY, out);
+}
+
+static enum bpcc_status k_clamp_max(const struct xargs *a, struct xval *out)
+{
+    double hi;
+    if (!bpcc_xarg_float(a, 1, "max", INFINITY, &hi)) return BPCC_ERR_GRAPH;
+    return unary(a, U_HARDTANH, -INFINITY, (float)hi, out);
+}
+
+static enum bpcc_status k_leaky_relu(const struct xargs *a, struct xval *out)
+{
+    double s = 0.01;
+    if (a->module) s = bpcc_mattr_float(a->module, "negative_slope", 0.01);
+    else if (!bpcc_xarg_float(a, 1, "negative_slope", 0.01, &s)) return BPCC_ERR_GRAPH;
+    return unary(a, U_LEAKY, (float)s, 0, out);
+}
+
+static enum bpcc_status k_elu(const struct xargs *a, struct xval *out)
+{
+    double al = 1.0;
+    if (a->module) al = bpcc_mattr_float(a->module, "alpha", 1.0);
+    else if (!bpcc_xarg_float(a, 1, "alpha", 1.0, &al)) return BPCC_ERR_GRAPH;
+    return unary(a, U_ELU, (float)al, 0, out);
+}
+
+static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
+{
+    const char *approx = "none";
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "approximate");
+        if (v && v->kind == BPCC_VAL_STR) approx = v->u.s;
+    } else {
+        const struct xval *v = bpcc_xarg(a, 99, "approximate");
+        if (v && v->k == XV_STR) approx = v->u.s;
+    }
+    return unary(a, !strcmp(approx, "tanh") ? U_GELU_TANH : U_GELU, 0, 0, out);
+}
+
+/* }================================================ */
+
+/* {==================== binary with broadcasting ==================== */
+
+/* B_MAX / B_MIN: torch.maximum / minimum (NaN from either side); the comparisons and logical ops
+** give 0 or 1 (a bool tensor) */
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
+
+static bool bin_is_bool(enum binop op) { return op >= B_GT; }
+
+static float bin(enum binop op, float x, float y)
+{
+    switch (op) {
+    case B_ADD: return x + y;
+    case B_SUB: return x - y;
+    case B_MUL: return x * y;
+    case B_DIV: return x / y;
+    case B_MAX: return x != x || x > y ? x : y;
+    case B_MIN: return x != x || x < y ? x : y;
+    case B_GT: return x > y;
+    case B_LT: return x < y;
+    case B_GE: return x >= y;
+    case B_LE: return x <= y;
+    case B_EQ: return x == y;
+    case B_NE: return x != y;
+    case B_AND: return x != 0.0f && y != 0.0f;
+    case B_OR: return x != 0.0f || y != 0.0f;
+    case B_XOR: return (x != 0.0f) != (y != 0.0f);
+    }
+    return x;
+}
+
+/* y[i] = x op (z * al) over a block of n elements, each operand stepping by 1 (a contiguous run)
+** or 0 (one value broadcast); the same arithmetic as element by element, in loops the compiler
+** vectorizes */
+#define BLOCK_LOOP(EXPR)                                                                            \
+    do {                                                                                            \
+        if (mx && mz)                                                                               \
+            for (int64_t i = 0; i < n; i++) {                                                       \
+                float p = x[i], q = z[i];                                                           \
+                if (scaled) q *= al;                                                                \
+                y[i] = EXPR;                                                                        \
+            }                                                                                       \
+        else if (mx)                                                                                \
+            for (int64_t i = 0; i < n; i++) {                                                       \
+                float p = x[i], q = z[0];                                                           \
+                if (scaled) q *= al;                                                                \
+                y[i] = EXPR;                                                                        \
+            }                                                                                       \
+        else /* x one value, z contiguous (a block never has both one value) */                     \
+            for (int64_t i = 0; i < n; i++) {                                                       \
+                float p = x[0], q = z[i];                                                           \
+                if (scaled) q *= al;                                                                \
+                y[i] = EXPR;                                                                        \
+            }                                                                                       \
+    } while (0)
+
+BPCC_HOT static void bin_block(enum binop op, const float *restrict x, bool mx, const float *restrict z, bool mz,
+                               float al, int64_t n, float *restrict y)
+{
+    bool scaled = al != 1.0f;
+    switch (op) {
+    case B_ADD: BLOCK_LOOP(p + q); break;
+    case B_SUB: BLOCK_LOOP(p - q); break;
+    case B_MUL: BLOCK_LOOP(p * q); break;
+    case B_DIV: BLOCK_LOOP(p / q); break;
+    default: BLOCK_LOOP(bin(op, p, q)); break;
+    }
+}
+#undef BLOCK_LOOP
+
+/* x[i] = x[i] op (z[i] * al), the arithmetic of bin_block, with the result over x. x and z are
+** two tensors' buffers, so restrict holds; one loop per op, in a function of its own, so that each
+** is vectorized (inlined into binary, the loop with the op chosen inside stayed scalar) */
+#define IN_PLACE_LOOP(EXPR)                                                                         \
+    do {                                                                                            \
+        for (uint64_t i = 0; i < n; i++) {                                                          \
+            float p = x[i], q = scaled ? z[i] * al : z[i];                                          \
+            x[i] = EXPR;                                                                            \
+        }                                                                                           \
+    } while (0)
+
+BPCC_HOT __attribute__((noinline)) static void bin_in_place(enum binop op, float *restrict x, const float *restrict z,
+                                                            float al, uint64_t n)
+{
+    bool scaled = al != 1.0f;
+    switch (op) {
+    case B_ADD: IN_PLACE_LOOP(p + q); break;
+    case B_SUB: IN_PLACE_LOOP(p - q); break;
+    case B_MUL: IN_PLACE_LOOP(p * q); break;
+    case B_DIV: IN_PLACE_LOOP(p / q); break;
+    default: IN_PLACE_LOOP(bin(op, p, q)); break;
+    }
+}
+#undef IN_PLACE_LOOP
+
+/* x op y where either may be a tensor or a number (alpha scales y for add/sub) */
+BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bool swap, struct xval *out)
+{
+    const struct xval *xa = bpcc_xarg(a, 0, "input"), *xb = bpcc_xarg(a, 1, "other");
+    if (!xa || !xb) return bpcc_xerr(a, "needs two operands");
+    if (swap) {
+        const struct xval *t = xa;
+        xa = xb;
+        xb = t;
+    }
+    double alpha = 1.0;
+    if ((op == B_ADD || op == B_SUB) && !bpcc_xarg_float(a, 99, "alpha", 1.0, &alpha)) return BPCC_ERR_GRAPH;
+    bool ta = xa->k == XV_TENSOR, tb = xb->k == XV_TENSOR;
+    if (!ta && !tb) {
+        double p, q;
+        if ((xa->k != XV_INT && xa->k != XV_FLOAT) || (xb->k != XV_INT && xb->k != XV_FLOAT))
+            return bpcc_xerr(a, "operands must be tensors or numbers");
+        if (xa->k == XV_INT && xb->k == XV_INT && (op <= B_MUL || op == B_MAX || op == B_MIN)) {
+            int64_t p = xa->u.i, q = xb->u.i;
+            int64_t r = op == B_ADD ? p + (int64_t)alpha * q : op == B_SUB ? p - (int64_t)alpha * q : op == B_MUL ? p * q
+                      : op == B_MAX ? (p > q ? p : q) : (p < q ? p : q);
+            *out = (struct xval){.k = XV_INT, .u.i = r};
+            return BPCC_OK;
+        }
+        p = xa->k == XV_INT ? (double)xa->u.i : xa->u.f;
+        q = xb->k == XV_INT ? (double)xb->u.i : xb->u.f;
+        if (bin_is_bool(op)) {
+            bool r = op == B_GT ? p > q : op == B_LT ? p < q : op == B_GE ? p >= q : op == B_LE ? p <= q
+                   : op == B_EQ ? p == q : op == B_NE ? p != q : op == B_AND ? p != 0 && q != 0
+                   : op == B_OR ? p != 0 || q != 0 : (p != 0) != (q != 0);
+            *out = (struct xval){.k = XV_BOOL, .u.b = r};
+            return BPCC_OK;
+        }
+        double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : op == B_DIV ? p / q
+                 : op == B_MAX ? (p != p || p > q ? p : q) : (p != p || p < q ? p : q);
+        *out = (struct xval){.k = XV_FLOAT, .u.f = r};
+        return BPCC_OK;
+    }
+    float fa = 0, fb = 0;
+    if (!ta) {
+        if (xa->k != XV_INT && xa->k != XV_FLOAT && xa->k != XV_BOOL) return bpcc_xerr(a, "operand must be a number");
+        fa = xa->k == XV_INT ? (float)xa->u.i : xa->k == XV_BOOL ? (float)xa->u.b : (float)xa->u.f;
+    }
+    if (!tb) {
+        if (xb->k != XV_INT && xb->k != XV_FLOAT && xb->k != XV_BOOL) return bpcc_xerr(a, "operand must be a number");
+        fb = xb->k == XV_INT ? (float)xb->u.i : xb->k == XV_BOOL ? (float)xb->u.b : (float)xb->u.f;
+    }
+    float al = (float)alpha;
+    if (ta != tb) {
+        const struct xtensor *t = ta ? xa->u.t : xb->u.t;
+        struct xtensor *y = bpcc_xlike(t);
+        if (!y) return bpcc_diag_nomem(a->d);
+        for (uint64_t i = 0; i < t->numel; i++) {
+            float p = ta ? t->data[i] : fa, q = tb ? t->data[i] : fb;
+            if (al != 1.0f) q *= al;
+            y->data[i] = bin(op, p, q);
+        }
+        return bpcc_xput(a, bpcc_xmark(y, bin_is_bool(op)), out);
+    }
+    const struct xtensor *x = xa->u.t, *z = xb->u.t;
+    if (a->consume && xa == &a->pos[0] && x != z && x->qdtype == BPCC_DTYPE_NONE && z->qdtype == BPCC_DTYPE_NONE &&
+        x->ndim == z->ndim && !memcmp(x->dims, z->dims, x->ndim * sizeof *x->dims)) {
+        /* the first operand dies here (a residual add): the result goes where it is */
+        struct xtensor *t = a->pos[0].u.t;
+        bin_in_place(op, t->data, z->data, al, t->numel);
+        t->boolean = bin_is_bool(op);
+        *out = (struct xval){.k = XV_TENSOR, .u.t = t};
+        return BPCC_OK;
+    }
+    uint32_t nd = x->ndim > z->ndim ? x->ndim : z->ndim;
+    int64_t dims[BPCC_MAX_DIMS], sx[BPCC_MAX_DIMS], sz[BPCC_MAX_DIMS];
+    int64_t stx = 1, stz = 1;
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        int ix = i - (int)(nd - x->ndim), iz = i - (int)(nd - z->ndim);
+        int64_t dx = ix >= 0 ? x->dims[ix] : 1, dz = iz >= 0 ? z->dims[iz] : 1;
+        if (dx != dz && dx != 1 && dz != 1)
+            return bpcc_xerr(a, "shapes cannot be broadcast (dimension %d: %lld vs %lld)", i, (long long)dx, (long long)dz);
+        dims[i] = dx > dz ? dx : dz;
+        if (dx == 0 || dz == 0) dims[i] = 0;
+        sx[i] = dx == 1 ? 0 : stx;
+        sz[i] = dz == 1 ? 0 : stz;
+        stx *= dx;
+        stz *= dz;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    /* the innermost dimensions make one block when each operand walks them contiguously or not at
+    ** all (a same-shape add, a per-channel scale over H x W, ...); the outer ones are counted */
+    int mx = -1, mz = -1; /* over the block: 1 contiguous, 0 one value, -1 not yet known */
+    int64_t inner = 1;
+    int kb = (int)nd;     /* the block is dims[kb .. nd) */
+    for (; kb > 0; kb--) {
+        int k = kb - 1;
+        if (dims[k] == 1) continue;
+        int bx = sx[k] == inner ? 1 : sx[k] == 0 ? 0 : -2, bz = sz[k] == inner ? 1 : sz[k] == 0 ? 0 : -2;
+        if (bx == -2 || bz == -2 || (mx >= 0 && bx != mx) || (mz >= 0 && bz != mz) || (bx == 0 && bz == 0)) break;
+        mx = bx;
+        mz = bz;
+        inner *= dims[k];
+    }
+    if (y->numel == 0) return bpcc_xput(a, bpcc_xmark(y, bin_is_bool(op)), out);
+    int64_t idx[BPCC_MAX_DIMS] = {0};
+    int64_t ox = 0, oz = 0;
+    for (uint64_t base = 0; base < y->numel; base += (uint64_t)inner) {
+        bin_block(op, x->data + ox, mx != 0, z->data + oz, mz != 0, al, inner, y->data + base);
+        for (int k = kb - 1; k >= 0; k--) {
+            idx[k]++;
+            ox += sx[k];
+            oz += sz[k];
+            if (idx[k] < dims[k]) break;
+            ox -= sx[k] * dims[k];
+            oz -= sz[k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return bpcc_xput(a, bpcc_xmark(y, bin_is_bool(op)), out);
+}
+
+static enum bpcc_status k_add(const struct xargs *a, struct xval *out) { return binary(a, B_ADD, false, out); }
+static enum bpcc_status k_sub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, false, out); }
+static enum bpcc_status k_mul(const struct xargs *a, struct xval *out) { return binary(a, B_MUL, false, out); }
+static enum bpcc_status k_div(const struct xargs *a, struct xval *out) { return binary(a, B_DIV, false, out); }
+static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
+static enum bpcc_status k_floordiv(const struct xargs *a, struct xval *out)
+{
+    const struct xval *x = bpcc_xarg(a, 0, NULL), *y = bpcc_xarg(a, 1, NULL);
+    if (x && y && x->k == XV_INT && y->k == XV_INT && y->u.i) {
+        int64_t q = x->u.i / y->u.i;
+        if ((x->u.i % y->u.i) && ((x->u.i < 0) != (y->u.i < 0))) q--;
+        *out = (struct xval){.k = XV_INT, .u.i = q};
+        return BPCC_OK;
+    }
+    return bpcc_xerr(a, "floordiv is supported on ints only");
+}
+
+/* }================================================ */
+
+/* {==================== the identity in eval mode ==================== */
+
+/* Dropout modules and F.dropout(input, p=0.5, training=True): the identity in eval mode or at p = 0;
+** in training mode they are random, and F.dropout trains unless told otherwise */
+static enum bpcc_status k_dropout(const struct xargs *a, struct xval *out)
+{
+    double p = 0.5;
+    bool training = false;
+    if (a->module) {
+        p = bpcc_mattr_float(a->module, "p", 0.5);
+        training = bpcc_mattr_bool(a->module, "training", false);
+    } else if (!bpcc_xarg_float(a, 1, "p", 0.5, &p) || !bpcc_xarg_bool(a, 2, "training", true, &training)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (training && p > 0) return bpcc_xerr(a, "dropout in training mode is random; export the model in eval mode");
+    return k_identity(a, out);
+}
+
+/* torchvision.ops.stochastic_depth(input, p, mode, training): the identity in eval */
+static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *out)
+{
+    bool training;
+    double p;
+    if (!bpcc_xarg_bool(a, 3, "training", true, &training) || !bpcc_xarg_float(a, 1, "p", 0, &p)) return BPCC_ERR_GRAPH;
+    if (training && p > 0) return bpcc_xerr(a, "stochastic depth in training mode is random; export the model in eval mode");
+    return k_identity(a, out);
+}
+
+/* }================================================ */
+
+/* {==================== selection, fills and casts ==================== */
+
+/* a tensor argument or a number as a tensor view: dims, data and a one-element buffer for numbers */
+struct operand {
+    uint32_t ndim;
+    const int64_t *dims;
+    const float *data;
+    float one;
+};
+
+static bool operand_of(const struct xargs *a, uint32_t i, const char *name, struct operand *o)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (v && v->k == XV_TENSOR) {
+        *o = (struct operand){v->u.t->ndim, v->u.t->dims, v->u.t->data, 0};
+        return true;
+    }
+    double d;
+    if (v && v->k == XV_BOOL) d = v->u.b;
+    else if (!bpcc_xscalar(v, &d)) {
+        bpcc_xerr(a, "argument %s must be a tensor or a number", name);
+        return false;
+    }
+    *o = (struct operand){0, NULL, NULL, (float)d};
+    return true;
+}
+
+/* c ? x : y elementwise over the three operands broadcast together (torch.where) */
+static enum bpcc_status select3(const struct xargs *a, struct operand *c, struct operand *x, struct operand *y, struct xval *out)
+{
+    struct operand *o[3] = {c, x, y};
+    uint32_t nd = 0;
+    for (int k = 0; k < 3; k++) {
+        if (!o[k]->data) o[k]->data = &o[k]->one;
+        nd = o[k]->ndim > nd ? o[k]->ndim : nd;
+    }
+    int64_t dims[BPCC_MAX_DIMS], st[3][BPCC_MAX_DIMS], run[3] = {1, 1, 1};
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        dims[i] = 1;
+        for (int k = 0; k < 3; k++) {
+            int j = i - (int)(nd - o[k]->ndim);
+            int64_t d = j >= 0 ? o[k]->dims[j] : 1;
+            if (d != 1 && dims[i] != 1 && d != dims[i])
+                return bpcc_xerr(a, "shapes cannot be broadcast (dimension %d: %lld vs %lld)", i, (long long)dims[i], (long long)d);
+            if (d != 1) dims[i] = d;
+        }
+        for (int k = 0; k < 3; k++) {
+            int j = i - (int)(nd - o[k]->ndim);
+            int64_t d = j >= 0 ? o[k]->dims[j] : 1;
+            st[k][i] = d == 1 ? 0 : run[k];
+            run[k] *= d;
+        }
+    }
+    struct xtensor *t = bpcc_xtensor_new(nd, dims);
+    if (!t) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off[3] = {0, 0, 0};
+    for (uint64_t i = 0; i < t->numel; i++) {
+        t->data[i] = c->data[off[0]] != 0.0f ? x->data[off[1]] : y->data[off[2]];
+        for (int k = (int)nd - 1; k >= 0; k--) {
+            for (int q = 0; q < 3; q++) off[q] += st[q][k];
+            if (++idx[k] < dims[k]) break;
+            for (int q = 0; q < 3; q++) off[q] -= st[q][k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return bpcc_xput(a, t, out);
+}
+
+/* where(condition, input, other) */
+static enum bpcc_status k_where(const struct xargs *a, struct xval *out)
+{
+    struct operand c, x, y;
+    if (a->n + a->n_kw < 3) return bpcc_xerr(a, "where(condition) (the indices of nonzero elements) is not supported");
+    if (!operand_of(a, 0, "condition", &c) || !operand_of(a, 1, "input", &x) || !operand_of(a, 2, "other", &y))
+        return BPCC_ERR_GRAPH;
+    return select3(a, &c, &x, &y, out);
+}
+
+/* masked_fill(input, mask, value): value where mask, the input elsewhere, in the input's shape */
+static enum bpcc_status k_masked_fill(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    struct operand c, v, in;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !operand_of(a, 1, "mask", &c) || !operand_of(a, 2, "value", &v) ||
+        !operand_of(a, 0, "input", &in))
+        return BPCC_ERR_GRAPH;
+    if (v.ndim) return bpcc_xerr(a, "masked_fill's value must be a number or a 0-dimensional tensor");
+    if (c.ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
+    enum bpcc_status st = select3(a, &c, &v, &in, out);
+    if (st == BPCC_OK && (out->u.t->ndim != x->ndim || memcmp(out->u.t->dims, x->dims, x->ndim * sizeof *x->dims))) {
+        bpcc_xval_release(out);
+        return bpcc_xerr(a, "the mask does not broadcast to the input's shape");
+    }
+    return st;
+}
+
+/* ~x (operator.invert) on a bool tensor, logical_not(x) on any */
+static enum bpcc_status k_invert(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!x->boolean) return bpcc_xerr(a, "~ is supported on bool tensors only (the interpreter has no integer tensors)");
+    enum bpcc_status st = unary(a, U_NOT, 0, 0, out);
+    if (st == BPCC_OK) out->u.t->boolean = true;
+    return st;
+}
+
+static enum bpcc_status k_logical_not(const struct xargs *a, struct xval *out)
+{
+    enum bpcc_status st = unary(a, U_NOT, 0, 0, out);
+    if (st == BPCC_OK) out->u.t->boolean = true;
+    return st;
+}
+
+static enum bpcc_status k_maximum(const struct xargs *a, struct xval *out) { return binary(a, B_MAX, false, out); }
+static enum bpcc_status k_minimum(const struct xargs *a, struct xval *out) { return binary(a, B_MIN, false, out); }
+#define COMPARE(name, op)                                                                          \
+    static enum bpcc_status name(const struct xargs *a, struct xval *out) { return binary(a, op, false, out); }
+COMPARE(k_gt, B_GT)
+COMPARE(k_lt, B_LT)
+COMPARE(k_ge, B_GE)
+COMPARE(k_le, B_LE)
+COMPARE(k_eq, B_EQ)
+COMPARE(k_ne, B_NE)
+COMPARE(k_and, B_AND)
+COMPARE(k_or, B_OR)
+COMPARE(k_xor, B_XOR)
+#undef COMPARE
+
+/* a float32 or bool dtype argument at i (absent: keep); false with an error for other dtypes */
+static bool float_or_bool(const struct xargs *a, uint32_t i, const char *name, bool *boolean)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    if (!v || v->k == XV_NONE) return true;
+    enum bpcc_dtype t;
+    if (!bpcc_xarg_dtype(a, i, name, &t)) return false;
+    if (t != BPCC_DTYPE_F32 && t != BPCC_DTYPE_BOOL) {
+        bpcc_xerr(a, "dtype %s is not supported by the interpreter (float32 and bool)", bpcc_dtype_name(t));
+        return false;
+    }
+    *boolean = t == BPCC_DTYPE_BOOL;
+    return true;
+}
+
+/* zeros_like / ones_like (input, dtype=None), full_like (input, fill_value, dtype=None), and the
+** methods new_zeros / new_ones (input, *size), new_full (input, size, fill_value). (torch.zeros and
+** its kin take no traced sizes in PyTorch 1.13: FX makes them constants.) */
+static enum bpcc_status filled(const struct xargs *a, bool like_input, float value, bool full, struct xval *out)
+{
+    const struct xtensor *x = NULL;
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    double fill = value;
+    bool boolean = false;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (like_input) {
+        nd = x->ndim;
+        memcpy(dims, x->dims, nd * sizeof *dims);
+        boolean = x->boolean;
+        if (full && !bpcc_xarg_float(a, 1, "fill_value", 0, &fill)) return BPCC_ERR_GRAPH;
+        if (!float_or_bool(a, full ? 2 : 1, "dtype", &boolean)) return BPCC_ERR_GRAPH;
+    } else {
+        if (full ? !bpcc_xarg_ints(a, 1, "size", 0, NULL, dims, &nd) || !bpcc_xarg_float(a, 2, "fill_value", 0, &fill)
+                 : !bpcc_xarg_sizes(a, 1, "size", dims, &nd))
+            return BPCC_ERR_GRAPH;
+        boolean = x->boolean;
+        if (!float_or_bool(a, UINT32_MAX, "dtype", &boolean)) return BPCC_ERR_GRAPH;
+    }
+    for (uint32_t i = 0; i < nd; i++)
+        if (dims[i] < 0) return bpcc_xerr(a, "negative size %lld", (long long)dims[i]);
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = boolean ? (float)(fill != 0) : (float)fill;
+    return bpcc_xput(a, bpcc_xmark(y, boolean), out);
+}
+
+static enum bpcc_status k_zeros_like(const struct xargs *a, struct xval *out) { return filled(a, true, 0, false, out); }
+static enum bpcc_status k_ones_like(const struct xargs *a, struct xval *out) { return filled(a, true, 1, false, out); }
+static enum bpcc_status k_full_like(const struct xargs *a, struct xval *out) { return filled(a, true, 0, true, out); }
+static enum bpcc_status k_new_zeros(const struct xargs *a, struct xval *out) { return filled(a, false, 0, false, out); }
+static enum bpcc_status k_new_ones(const struct xargs *a, struct xval *out) { return filled(a, false, 1, false, out); }
+static enum bpcc_status k_new_full(const struct xargs *a, struct xval *out) { return filled(a, false, 0, true, out); }
+
+/* casts: float() / to(float32 | a float tensor | a device) keep the values; bool() and to(bool)
+** mark nonzero; long() / int() truncate toward zero (held as floats, exact below 2^24); type_as
+** takes other's kind. Other dtypes are refused: the interpreter computes in float32 */
+enum cast { C_FLOAT, C_BOOL, C_INT, C_TO, C_TYPE_AS };
+
+static enum bpcc_status cast(const struct xargs *a, enum cast how, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (how == C_TO) {
+        /* to(dtype), to(device, dtype), to(other), to(dtype=...): the dtype wherever it is */
+        const struct bpcc_value *iv = NULL;
+        for (uint32_t i = 1; i < a->node->args.n && !iv; i++)
+            if (a->node->args.u.seq.items[i].kind == BPCC_VAL_DTYPE) iv = &a->node->args.u.seq.items[i];
+        for (uint32_t k = 0; k < a->node->kwargs.n && !iv; k++)
+            if (!strcmp(a->node->kwargs.u.seq.keys[k], "dtype")) iv = &a->node->kwargs.u.seq.items[k];
+        const struct xval *o = bpcc_xarg(a, 1, "other");
+        if (iv && iv->kind == BPCC_VAL_DTYPE) {
+            if (iv->u.dtype == BPCC_DTYPE_I64 || iv->u.dtype == BPCC_DTYPE_I32) how = C_INT;
+            else if (iv->u.dtype == BPCC_DTYPE_BOOL) how = C_BOOL;
+            else if (iv->u.dtype != BPCC_DTYPE_F32)
+                return bpcc_xerr(a, "to(%s) is not supported by the interpreter (float32, bool, int64, int32)",
+                                 bpcc_dtype_name(iv->u.dtype));
+        } else if (o && o->k == XV_TENSOR) {
+            how = o->u.t->boolean ? C_BOOL : C_FLOAT;
+        } else {
+            how = x->boolean ? C_BOOL : C_FLOAT; /* a device: the values as they are */
+        }
+    } else if (how == C_TYPE_AS) {
+        const struct xtensor *o;
+        if (!bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+        how = o->boolean ? C_BOOL : C_FLOAT;
+    }
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++)
+        y->data[i] = how == C_BOOL ? (float)(x->data[i] != 0.0f) : how == C_INT ? truncf(x->data[i]) : x->data[i];
+    return bpcc_xput(a, bpcc_xmark(y, how == C_BOOL), out);
+}
+
+static enum bpcc_status k_float(const struct xargs *a, struct xval *out) { return cast(a, C_FLOAT, out); }
+static enum bpcc_status k_bool(const struct xargs *a, struct xval *out) { return cast(a, C_BOOL, out); }
+static enum bpcc_status k_long(const struct xargs *a, struct xval *out) { return cast(a, C_INT, out); }
+static enum bpcc_status k_to(const struct xargs *a, struct xval *out) { return cast(a, C_TO, out); }
+static enum bpcc_status k_type_as(const struct xargs *a, struct xval *out) { return cast(a, C_TYPE_AS, out); }
+
+/* }================================================ */
+
+const struct xop bpcc_elementwise_ops[] = {
+    {'m', "torch.nn.ReLU", k_relu}, {'m', "torch.nn.ReLU6", k_relu6}, {'m', "torch.nn.Hardtanh", k_hardtanh},
+    {'m', "torch.nn.LeakyReLU", k_leaky_relu}, {'m', "torch.nn.ELU", k_elu}, {'m', "torch.nn.Hardswish", k_hardswish},
+    {'m', "torch.nn.Hardsigmoid", k_hardsigmoid}, {'m', "torch.nn.Sigmoid", k_sigmoid}, {'m', "torch.nn.Tanh", k_tanh},
+    {'m', "torch.nn.SiLU", k_silu}, {'m', "torch.nn.GELU", k_gelu}, {'m', "torch.nn.Dropout", k_dropout},
+    {'m', "torch.nn.Dropout1d", k_dropout}, {'m', "torch.nn.Dropout2d", k_dropout},
+    {'m', "torch.nn.Dropout3d", k_dropout}, {'m', "torch.nn.AlphaDropout", k_dropout},
+    {'m', "torch.nn.Identity", k_identity}, {'f', "torch.nn.functional.relu", k_relu}, {'f', "torch.relu", k_relu},
+    {'f', "torch.nn.functional.relu6", k_relu6}, {'f', "torch.nn.functional.hardtanh", k_hardtanh},
+    {'f', "torch.nn.functional.leaky_relu", k_leaky_relu}, {'f', "torch.nn.functional.elu", k_elu},
+    {'f', "torch.nn.functional.hardswish", k_hardswish}, {'f', "torch.nn.functional.hardsigmoid", k_hardsigmoid},
+    {'f', "torch.sigmoid", k_sigmoid}, {'f', "torch.nn.functional.sigmoid", k_sigmoid}, {'f', "torch.tanh", k_tanh},
+    {'f', "torch.nn.functional.tanh", k_tanh}, {'f', "torch.nn.functional.silu", k_silu},
+    {'f', "torch.nn.functional.gelu", k_gelu}, {'f', "torch.nn.functional.dropout", k_dropout},
+    {'f', "torch.clamp", k_clamp}, {'f', "torch.exp", k_exp}, {'f', "torch.sqrt", k_sqrt}, {'f', "operator.neg", k_neg},
+    {'f', "torch.neg", k_neg}, {'t', "neg", k_neg}, {'f', "torch.rsqrt", k_rsqrt}, {'t', "rsqrt", k_rsqrt},
+    {'f', "torch.reciprocal", k_reciprocal}, {'t', "reciprocal", k_reciprocal}, {'f', "operator.add", k_add},
+    {'f', "torch.add", k_add}, {'f', "operator.sub", k_sub}, {'f', "torch.sub", k_sub}, {'f', "operator.mul", k_mul},
+    {'f', "torch.mul", k_mul}, {'f', "operator.truediv", k_div}, {'f', "torch.div", k_div},
+    {'f', "operator.floordiv", k_floordiv}, {'f', "torchvision.ops.stochastic_depth", k_stochastic_depth},
+    {'m', "torchvision.ops.StochasticDepth", k_dropout}, {'t', "relu", k_relu}, {'t', "relu_", k_relu},
+    {'t', "sigmoid", k_sigmoid}, {'t', "tanh", k_tanh}, {'t', "hardsigmoid", k_hardsigmoid}, {'t', "clamp", k_clamp},
+    {'t', "add", k_add}, {'t', "add_", k_add}, {'t', "sub", k_sub}, {'t', "mul", k_mul}, {'t', "mul_", k_mul},
+    {'t', "div", k_div}, {'t', "__rsub__", k_rsub}, {'t', "exp", k_exp}, {'t', "sqrt", k_sqrt},
+    {'f', "torch.abs", k_abs}, {'f', "abs", k_abs}, {'t', "abs", k_abs}, {'f', "torch.log", k_log}, {'t', "log", k_log},
+    {'m', "torch.nn.Softplus", k_softplus}, {'f', "torch.nn.functional.softplus", k_softplus},
+    {'m', "torch.nn.Mish", k_mish}, {'f', "torch.nn.functional.mish", k_mish}, {'f', "operator.pow", k_pow},
+    {'f', "torch.pow", k_pow}, {'t', "pow", k_pow}, {'f', "torch.special.expit", k_sigmoid}, {'f', "torch.erf", k_erf},
+    {'t', "erf", k_erf}, {'f', "torch.special.erf", k_erf}, {'f', "torch.floor", k_floor}, {'t', "floor", k_floor},
+    {'f', "math.floor", k_floor}, {'f', "torch.ceil", k_ceil}, {'t', "ceil", k_ceil}, {'f', "torch.round", k_round},
+    {'t', "round", k_round}, {'f', "torch.trunc", k_trunc}, {'t', "trunc", k_trunc}, {'f', "torch.sign", k_sign},
+    {'t', "sign", k_sign}, {'f', "torch.sin", k_sin}, {'t', "sin", k_sin}, {'f', "torch.cos", k_cos},
+    {'t', "cos", k_cos}, {'f', "torch.log1p", k_log1p}, {'t', "log1p", k_log1p}, {'f', "torch.expm1", k_expm1},
+    {'t', "expm1", k_expm1}, {'f', "torch.log2", k_log2}, {'t', "log2", k_log2}, {'f', "torch.log10", k_log10},
+    {'t', "log10", k_log10}, {'f', "torch.exp2", k_exp2}, {'t', "exp2", k_exp2}, {'f', "torch.square", k_square},
+    {'t', "square", k_square}, {'m', "torch.nn.SELU", k_selu}, {'f', "torch.nn.functional.selu", k_selu},
+    {'f', "torch.selu", k_selu}, {'m', "torch.nn.CELU", k_celu}, {'f', "torch.nn.functional.celu", k_celu},
+    {'f', "torch.celu", k_celu}, {'m', "torch.nn.Softsign", k_softsign},
+    {'f', "torch.nn.functional.softsign", k_softsign}, {'m', "torch.nn.Hardshrink", k_hardshrink},
+    {'f', "torch.nn.functional.hardshrink", k_hardshrink}, {'t', "hardshrink", k_hardshrink},
+    {'m', "torch.nn.Softshrink", k_softshrink}, {'f', "torch.nn.functional.softshrink", k_softshrink},
+    {'m', "torch.nn.Tanhshrink", k_tanhshrink}, {'f', "torch.nn.functional.tanhshrink", k_tanhshrink},
+    {'m', "torch.nn.LogSigmoid", k_logsigmoid}, {'f', "torch.nn.functional.logsigmoid", k_logsigmoid},
+    {'f', "torch.clamp_min", k_clamp_min}, {'t', "clamp_min", k_clamp_min}, {'f', "torch.clamp_max", k_clamp_max},
+    {'t', "clamp_max", k_clamp_max}, {'f', "torch.clip", k_clamp}, {'t', "clip", k_clamp}, {'t', "clamp_", k_clamp},
+    {'f', "torch.maximum", k_maximum}, {'t', "maximum", k_maximum}, {'f', "torch.minimum", k_minimum},
+    {'t', "minimum", k_minimum}, {'f', "operator.gt", k_gt}, {'f', "torch.gt", k_gt}, {'t', "gt", k_gt},
+    {'f', "operator.lt", k_lt}, {'f', "torch.lt", k_lt}, {'t', "lt", k_lt}, {'f', "operator.ge", k_ge},
+    {'f', "torch.ge", k_ge}, {'t', "ge", k_ge}, {'f', "operator.le", k_le}, {'f', "torch.le", k_le}, {'t', "le", k_le},
+    {'f', "operator.eq", k_eq}, {'f', "torch.eq", k_eq}, {'t', "eq", k_eq}, {'f', "operator.ne", k_ne},
+    {'f', "torch.ne", k_ne}, {'t', "ne", k_ne}, {'f', "operator.and_", k_and}, {'f', "torch.logical_and", k_and},
+    {'t', "logical_and", k_and}, {'f', "operator.or_", k_or}, {'f', "torch.logical_or", k_or},
+    {'t', "logical_or", k_or}, {'f', "operator.xor", k_xor}, {'f', "torch.logical_xor", k_xor},
+    {'t', "logical_xor", k_xor}, {'t', "__xor__", k_xor}, {'t', "__and__", k_and}, {'t', "__or__", k_or},
+    {'t', "__invert__", k_invert}, {'t', "bitwise_not", k_invert}, {'f', "operator.invert", k_invert},
+    {'f', "torch.logical_not", k_logical_not}, {'t', "logical_not", k_logical_not}, {'f', "torch.where", k_where},
+    {'t', "where", k_where}, {'f', "torch.masked_fill", k_masked_fill}, {'t', "masked_fill", k_masked_fill},
+    {'t', "masked_fill_", k_masked_fill}, {'f', "torch.zeros_like", k_zeros_like},
+    {'f', "torch.ones_like", k_ones_like}, {'f', "torch.full_like", k_full_like}, {'t', "new_zeros", k_new_zeros},
+    {'t', "new_ones", k_new_ones}, {'t', "new_full", k_new_full}, {'t', "float", k_float}, {'t', "bool", k_bool},
+    {'t', "long", k_long}, {'t', "int", k_long}, {'t', "to", k_to}, {'t', "type_as", k_type_as}, {0}
+};

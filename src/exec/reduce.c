@@ -1,0 +1,469 @@
+/*
+** reduce.c — reductions: sum / mean / amax / amin / var / std over dimensions, max / min and their
+** indices, cumsum, prod and norms, softmax and its kin (log_softmax, softmin, Softmax2d),
+** normalize, GLU. Sums follow PyTorch's order where it is fixed (cumsum in double).
+*/
+#include "exec.h"
+
+#include <math.h>
+
+enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD };
+
+/* acc[o] op= x[i] over x in order, o the output element of i (ostride 0 on reduced dimensions);
+** RO_VAR / RO_STD add the squared distance from mean[o] */
+static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum rop op, const double *mean, double *acc)
+{
+    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        double v = x->data[i];
+        switch (op) {
+        case RO_SUM:
+        case RO_MEAN: acc[o] += v; break;
+        case RO_AMAX: acc[o] = v > acc[o] || isnan(v) ? v : acc[o]; break;
+        case RO_AMIN: acc[o] = v < acc[o] || isnan(v) ? v : acc[o]; break;
+        case RO_VAR:
+        case RO_STD: acc[o] += (v - mean[o]) * (v - mean[o]); break;
+        }
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            idx[k]++;
+            o += ostride[k];
+            if (idx[k] < x->dims[k]) break;
+            o -= ostride[k] * x->dims[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+/* sum / mean (input, dim=None, keepdim=False), amax / amin (input, dim=(), keepdim=False), var / std
+** (input, dim=None, unbiased=True, keepdim=False; or correction=): over the listed dimensions, all
+** when none. Sums and means over one run of dimensions in float in PyTorch's order (bit-equal);
+** the others in double per output element (another summation order than PyTorch's vectorized float
+** sums, within ~1e-7 relative) */
+static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    bool red[BPCC_MAX_DIMS] = {0}, spread = op == RO_VAR || op == RO_STD;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    if (spread && dv && dv->k == XV_BOOL) dv = NULL; /* var(input, unbiased): the overload without dims */
+    bool keep, unbiased = true;
+    int64_t correction = 0; /* var / std only */
+    if (!bpcc_xarg_bool(a, spread ? 3 : 2, "keepdim", false, &keep) ||
+        (spread && (!bpcc_xarg_bool(a, dv ? 2 : 1, "unbiased", true, &unbiased) ||
+                    !bpcc_xarg_int(a, UINT32_MAX, "correction", unbiased ? 1 : 0, &correction))))
+        return BPCC_ERR_GRAPH;
+    if (!dv || dv->k == XV_NONE || (dv->k == XV_SEQ && !dv->u.seq.n)) {
+        for (uint32_t i = 0; i < x->ndim; i++) red[i] = true;
+    } else {
+        int64_t ds[BPCC_MAX_DIMS];
+        uint32_t n;
+        if (!bpcc_xarg_ints(a, 1, "dim", 0, NULL, ds, &n)) return BPCC_ERR_GRAPH;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!bpcc_xdim(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+            if (red[ds[i]]) return bpcc_xerr(a, "dim %lld appears more than once in the list of dims", (long long)ds[i]);
+            red[ds[i]] = true;
+        }
+    }
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!red[i]) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t n_out = y->numel ? y->numel : 1, count = x->numel / n_out;
+    if ((op == RO_AMAX || op == RO_AMIN) && !count && y->numel) {
+        bpcc_xtensor_free(y);
+        return bpcc_xerr(a, "amax / amin of an empty dimension has no identity");
+    }
+    /* a sum or mean whose reduced dimensions are one run (dimensions of size 1 aside) reads, for
+    ** each index of the kept dimensions before the run, a row-major [count, cols] block whose
+    ** columns are the outputs (cols is 1 when the run is innermost): summed in PyTorch's order
+    ** (fsum.c), for its bits; other layouts in double */
+    bool one_run = op == RO_SUM || op == RO_MEAN;
+    int phase = 0; /* 0: kept dimensions before the run, 1: in the run, 2: after it */
+    uint64_t cols = 1;
+    for (uint32_t i = 0; one_run && i < x->ndim; i++) {
+        if (x->dims[i] == 1) continue;
+        if (red[i]) {
+            if (phase == 2) one_run = false;
+            phase = 1;
+        } else if (phase >= 1) {
+            phase = 2;
+            cols *= (uint64_t)x->dims[i];
+        }
+    }
+    if (one_run) {
+        uint64_t blocks = cols ? y->numel / cols : 0;
+        for (uint64_t b = 0; b < blocks; b++) {
+            float *o = y->data + b * cols;
+            if (cols == 1) o[0] = bpcc_fsum(x->data + b * count, count);
+            else bpcc_fsum_columns(x->data + b * count * cols, count, cols, o);
+            if (op == RO_MEAN)
+                for (uint64_t k = 0; k < cols; k++) o[k] /= (float)count;
+        }
+        return bpcc_xput(a, y, out);
+    }
+    double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = spread ? bpcc_malloc(n_out * sizeof *mean) : NULL;
+    if (!acc || (spread && !mean)) {
+        bpcc_xfree(acc);
+        bpcc_xfree(mean);
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (uint64_t i = 0; i < n_out; i++) acc[i] = op == RO_AMAX ? -INFINITY : op == RO_AMIN ? INFINITY : 0.0;
+    int64_t ostride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        ostride[i] = red[i] ? 0 : st;
+        if (!red[i]) st *= x->dims[i];
+    }
+    if (spread) { /* two passes: the mean, then the squared distances from it */
+        memset(mean, 0, n_out * sizeof *mean);
+        reduce_pass(x, ostride, RO_SUM, NULL, mean);
+        for (uint64_t i = 0; i < n_out; i++) mean[i] /= (double)count;
+    }
+    reduce_pass(x, ostride, op, mean, acc);
+    double dof = (double)count - (double)correction;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        double v = acc[i];
+        if (op == RO_MEAN) v /= (double)count;
+        else if (spread) v = dof > 0 ? v / dof : NAN;
+        y->data[i] = (float)(op == RO_STD ? sqrt(v) : v);
+    }
+    bpcc_xfree(acc);
+    bpcc_xfree(mean);
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, RO_MEAN, out); }
+static enum bpcc_status k_sum(const struct xargs *a, struct xval *out) { return reduce(a, RO_SUM, out); }
+static enum bpcc_status k_amax(const struct xargs *a, struct xval *out) { return reduce(a, RO_AMAX, out); }
+static enum bpcc_status k_amin(const struct xargs *a, struct xval *out) { return reduce(a, RO_AMIN, out); }
+static enum bpcc_status k_var(const struct xargs *a, struct xval *out) { return reduce(a, RO_VAR, out); }
+static enum bpcc_status k_std(const struct xargs *a, struct xval *out) { return reduce(a, RO_STD, out); }
+
+static enum bpcc_status softmax(const struct xargs *a, bool log, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t dim;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "dim");
+        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "%s needs its dim", log ? "LogSoftmax" : "Softmax");
+        dim = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, "dim", -1, &dim)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t inner = 1, n = x->ndim ? x->dims[dim] : 1;
+    for (uint32_t i = (uint32_t)dim + 1; i < x->ndim; i++) inner *= x->dims[i];
+    uint64_t outer = x->numel / bpcc_nz((uint64_t)(n * inner));
+    for (uint64_t o = 0; o < outer; o++)
+        for (int64_t in = 0; in < inner; in++) {
+            const float *p = x->data + o * n * inner + in;
+            float *q = y->data + o * n * inner + in;
+            float mx = -INFINITY;
+            for (int64_t k = 0; k < n; k++) mx = p[k * inner] > mx ? p[k * inner] : mx;
+            float s = 0;
+            for (int64_t k = 0; k < n; k++) s += (q[k * inner] = expf(p[k * inner] - mx));
+            if (log) {
+                float ls = logf(s);
+                for (int64_t k = 0; k < n; k++) q[k * inner] = (p[k * inner] - mx) - ls;
+            } else {
+                for (int64_t k = 0; k < n; k++) q[k * inner] /= s;
+            }
+        }
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_softmax(const struct xargs *a, struct xval *out) { return softmax(a, false, out); }
+static enum bpcc_status k_log_softmax(const struct xargs *a, struct xval *out) { return softmax(a, true, out); }
+
+/* x's dims without dim (or with it as 1: keepdim) */
+static uint32_t dims_without(const struct xtensor *x, int64_t dim, bool keep, int64_t *dims)
+{
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if ((int64_t)i != dim) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    return nd;
+}
+
+/* max / min (input), (input, dim, keepdim=False) -> (values, indices), (input, other) = maximum /
+** minimum; argmax / argmin (input, dim=None, keepdim=False). NaN wins, ties keep the first; indices
+** are held as floats (exact below 2^24) */
+static enum bpcc_status extreme(const struct xargs *a, bool want_max, bool arg, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    if (!arg && dv && dv->k == XV_TENSOR) /* elementwise.c's maximum / minimum */
+        return bpcc_exec_kernel(BPCC_NODE_CALL_FUNCTION, want_max ? "torch.maximum" : "torch.minimum")(a, out);
+    bool keep, all = !dv || dv->k == XV_NONE;
+    int64_t dim = 0;
+    if (!bpcc_xarg_bool(a, 2, "keepdim", false, &keep) || (!all && !bpcc_xarg_int(a, 1, "dim", 0, &dim)) ||
+        (!all && !bpcc_xdim(a, &dim, x->ndim)))
+        return BPCC_ERR_GRAPH;
+    if (!x->numel) return bpcc_xerr(a, "%s of an empty tensor", arg ? "argmax / argmin" : "max / min");
+    uint64_t outer, inner;
+    int64_t n, dims[BPCC_MAX_DIMS];
+    uint32_t nd;
+    if (all) { /* over the flattened tensor (keepdim: every dimension 1) */
+        outer = inner = 1;
+        n = (int64_t)x->numel;
+        nd = keep ? x->ndim : 0;
+        for (uint32_t i = 0; i < nd; i++) dims[i] = 1;
+    } else {
+        bpcc_xaround(x, dim, &outer, &n, &inner);
+        nd = dims_without(x, dim, keep, dims);
+    }
+    struct xtensor *v = bpcc_xtensor_new(nd, dims), *ix = bpcc_xtensor_new(nd, dims);
+    if (!v || !ix) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            const float *p = x->data + o * (uint64_t)n * inner + in;
+            float best = p[0];
+            int64_t at = 0;
+            for (int64_t k = 1; k < n && best == best; k++) {
+                float e = p[(uint64_t)k * inner];
+                if (e != e || (want_max ? e > best : e < best)) best = e, at = k;
+            }
+            v->data[o * inner + in] = best;
+            ix->data[o * inner + in] = (float)at;
+        }
+    v->boolean = x->boolean;
+    if (arg || all) {
+        bpcc_xtensor_free(arg ? v : ix);
+        return bpcc_xput(a, arg ? ix : v, out);
+    }
+    struct xval *items = bpcc_malloc(2 * sizeof *items);
+    if (!items) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
+    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_max(const struct xargs *a, struct xval *out) { return extreme(a, true, false, out); }
+static enum bpcc_status k_min(const struct xargs *a, struct xval *out) { return extreme(a, false, false, out); }
+static enum bpcc_status k_argmax(const struct xargs *a, struct xval *out) { return extreme(a, true, true, out); }
+static enum bpcc_status k_argmin(const struct xargs *a, struct xval *out) { return extreme(a, false, true, out); }
+
+/* cumsum(input, dim): running sums along dim, accumulated in double and rounded at each element,
+** as PyTorch's CPU kernel does (bit-equal) */
+static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) {
+                uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in;
+                s += x->data[i];
+                y->data[i] = (float)s;
+            }
+        }
+    return bpcc_xput(a, y, out);
+}
+
+/* prod (input, dim=None, keepdim=False) and the vector norms norm (input, p='fro', dim=None,
+** keepdim=False), linalg.vector_norm (x, ord=2, ...) and linalg.norm (x, ord=None, ...) for 2 /
+** 'fro', 1, inf and -inf (`pname` the order's name, NULL for prod): per output element in double.
+** linalg.norm's matrix norms other than Frobenius are refused */
+static enum bpcc_status along(const struct xargs *a, const char *pname, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    double p = 2;
+    bool prod = !pname;
+    uint32_t di = prod ? 1 : 2;
+    if (!prod) {
+        const struct xval *pv = bpcc_xarg(a, 1, pname);
+        if (pv && pv->k == XV_STR && strcmp(pv->u.s, "fro")) return bpcc_xerr(a, "norm of kind '%s' is not supported", pv->u.s);
+        if (pv && pv->k != XV_STR && pv->k != XV_NONE && !bpcc_xarg_float(a, 1, pname, 2, &p)) return BPCC_ERR_GRAPH;
+        if (p != 2 && p != 1 && !isinf(p)) return bpcc_xerr(a, "norm with order %g is not supported (2, 1, inf)", p);
+        const struct xval *dv = bpcc_xarg(a, 2, "dim");
+        bool matrix = dv && dv->k == XV_SEQ ? dv->u.seq.n == 2 : (!dv || dv->k == XV_NONE) && x->ndim == 2;
+        if (!strcmp(pname, "ord") && !strcmp(a->node->target, "torch.linalg.norm") && matrix && pv && pv->k != XV_NONE &&
+            pv->k != XV_STR)
+            return bpcc_xerr(a, "matrix norms other than Frobenius are not supported");
+    }
+    const struct xval *dv = bpcc_xarg(a, di, "dim");
+    bool keep, red[BPCC_MAX_DIMS] = {0};
+    if (!bpcc_xarg_bool(a, di + 1, "keepdim", false, &keep)) return BPCC_ERR_GRAPH;
+    if (!dv || dv->k == XV_NONE || (dv->k == XV_SEQ && !dv->u.seq.n)) {
+        for (uint32_t i = 0; i < x->ndim; i++) red[i] = true;
+    } else {
+        int64_t ds[BPCC_MAX_DIMS];
+        uint32_t n;
+        if (!bpcc_xarg_ints(a, di, "dim", 0, NULL, ds, &n)) return BPCC_ERR_GRAPH;
+        for (uint32_t i = 0; i < n; i++) {
+            if (!bpcc_xdim(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+            red[ds[i]] = true;
+        }
+    }
+    int64_t dims[BPCC_MAX_DIMS], ostride[BPCC_MAX_DIMS], st = 1;
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!red[i]) dims[nd++] = x->dims[i];
+        else if (keep) dims[nd++] = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        ostride[i] = red[i] ? 0 : st;
+        if (!red[i]) st *= x->dims[i];
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    double *acc = y ? bpcc_malloc((y->numel ? y->numel : 1) * sizeof *acc) : NULL;
+    if (!acc) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    double init = prod ? 1 : p == -INFINITY ? INFINITY : 0;
+    for (uint64_t i = 0; i < y->numel; i++) acc[i] = init;
+    int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        double v = x->data[i], m = fabs(v);
+        if (prod) acc[o] *= v;
+        else if (p == 2) acc[o] += v * v;
+        else if (p == 1) acc[o] += m;
+        else if (p > 0) acc[o] = m > acc[o] || m != m ? m : acc[o];
+        else acc[o] = m < acc[o] || m != m ? m : acc[o];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            o += ostride[k];
+            if (++idx[k] < x->dims[k]) break;
+            o -= ostride[k] * x->dims[k];
+            idx[k] = 0;
+        }
+    }
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = (float)(!prod && p == 2 ? sqrt(acc[i]) : acc[i]);
+    bpcc_xfree(acc);
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_prod(const struct xargs *a, struct xval *out) { return along(a, NULL, out); }
+static enum bpcc_status k_norm(const struct xargs *a, struct xval *out) { return along(a, "p", out); }
+static enum bpcc_status k_linalg_norm(const struct xargs *a, struct xval *out) { return along(a, "ord", out); }
+
+/* normalize(input, p=2.0, dim=1, eps=1e-12): input / max(norm over dim, eps) */
+static enum bpcc_status k_normalize(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    double p, eps;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_float(a, 1, "p", 2, &p) || !bpcc_xarg_int(a, 2, "dim", 1, &dim) ||
+        !bpcc_xarg_float(a, 3, "eps", 1e-12, &eps) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (p != 2 && p != 1) return bpcc_xerr(a, "normalize with p = %g is not supported (2, 1)", p);
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            const float *q = x->data + o * (uint64_t)n * inner + in;
+            double s = 0;
+            for (int64_t k = 0; k < n; k++) s += p == 2 ? (double)q[k * inner] * q[k * inner] : fabs(q[k * inner]);
+            float d = (float)(p == 2 ? sqrt(s) : s);
+            d = d < (float)eps ? (float)eps : d;
+            for (int64_t k = 0; k < n; k++) y->data[(o * (uint64_t)n + (uint64_t)k) * inner + in] = q[k * inner] / d;
+        }
+    return bpcc_xput(a, y, out);
+}
+
+/* glu(input, dim=-1): the first half times the sigmoid of the second */
+static enum bpcc_status k_glu(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim = -1;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, "dim");
+        if (v && v->kind == BPCC_VAL_INT) dim = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, "dim", -1, &dim)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (!x->ndim || x->dims[dim] % 2) return bpcc_xerr(a, "glu halves a dimension of even size");
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[dim] /= 2;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(y, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t i = 0; i < (uint64_t)n * inner; i++) {
+            float p = x->data[o * 2 * (uint64_t)n * inner + i], q = x->data[(o * 2 + 1) * (uint64_t)n * inner + i];
+            y->data[o * (uint64_t)n * inner + i] = p * (1.0f / (1.0f + expf(-q)));
+        }
+    return bpcc_xput(a, y, out);
+}
+
+/* softmin(input, dim) = softmax(-input, dim); Softmax2d: softmax over the channels (dim -3) */
+static enum bpcc_status k_softmin(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    struct xval neg = {.k = XV_TENSOR, .u.t = bpcc_xlike(x)};
+    if (!neg.u.t) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++) neg.u.t->data[i] = -x->data[i];
+    struct xval pos[2] = {neg, {0}};
+    struct xargs sub = *a;
+    pos[1] = a->n > 1 ? a->pos[1] : (struct xval){.k = XV_NONE};
+    sub.pos = pos;
+    sub.n = a->n > 1 ? 2 : 1;
+    sub.consume = false;
+    enum bpcc_status st = softmax(&sub, false, out);
+    bpcc_xval_release(&neg);
+    return st;
+}
+
+static enum bpcc_status k_softmax2d(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "Softmax2d takes a 3-d or 4-d input");
+    struct xval pos[2] = {a->pos[0], {.k = XV_INT, .u.i = -3}};
+    struct xargs sub = *a;
+    sub.module = NULL;
+    sub.pos = pos;
+    sub.n = 2;
+    sub.n_kw = 0;
+    return softmax(&sub, false, out);
+}
+
+const struct xop bpcc_reduce_ops[] = {
+    {'m', "torch.nn.Softmax", k_softmax}, {'f', "torch.nn.functional.softmax", k_softmax},
+    {'f', "torch.softmax", k_softmax}, {'f', "torch.mean", k_mean}, {'f', "torch.sum", k_sum},
+    {'t', "softmax", k_softmax}, {'t', "mean", k_mean}, {'t', "sum", k_sum}, {'f', "torch.amax", k_amax},
+    {'t', "amax", k_amax}, {'f', "torch.amin", k_amin}, {'t', "amin", k_amin}, {'f', "torch.var", k_var},
+    {'t', "var", k_var}, {'f', "torch.std", k_std}, {'t', "std", k_std}, {'m', "torch.nn.LogSoftmax", k_log_softmax},
+    {'f', "torch.nn.functional.log_softmax", k_log_softmax}, {'f', "torch.log_softmax", k_log_softmax},
+    {'t', "log_softmax", k_log_softmax}, {'m', "torch.nn.GLU", k_glu}, {'f', "torch.nn.functional.glu", k_glu},
+    {'m', "torch.nn.Softmin", k_softmin}, {'f', "torch.nn.functional.softmin", k_softmin},
+    {'m', "torch.nn.Softmax2d", k_softmax2d}, {'f', "torch.max", k_max}, {'t', "max", k_max}, {'f', "torch.min", k_min},
+    {'t', "min", k_min}, {'f', "torch.argmax", k_argmax}, {'t', "argmax", k_argmax}, {'f', "torch.argmin", k_argmin},
+    {'t', "argmin", k_argmin}, {'f', "torch.cumsum", k_cumsum}, {'t', "cumsum", k_cumsum}, {'f', "torch.prod", k_prod},
+    {'t', "prod", k_prod}, {'f', "torch.norm", k_norm}, {'t', "norm", k_norm},
+    {'f', "torch.linalg.norm", k_linalg_norm}, {'f', "torch.linalg.vector_norm", k_linalg_norm},
+    {'f', "torch.nn.functional.normalize", k_normalize}, {0}
+};

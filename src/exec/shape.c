@@ -1,0 +1,1012 @@
+/*
+** shape.c — the kernels that move elements without computing new ones: views and reshapes,
+** permutations, indexing (getitem, narrow, select), cat / stack and their inverses, padding, pixel
+** shuffles, repeats, flips and rolls, expand; and size / getattr on tensors.
+*/
+#include "exec.h"
+
+#include <math.h>
+
+static enum bpcc_status reshaped(const struct xargs *a, const struct xtensor *x, uint32_t nd, const int64_t *want,
+                                 struct xval *out)
+{
+    int64_t dims[BPCC_MAX_DIMS];
+    int infer = -1;
+    uint64_t known = 1;
+    for (uint32_t i = 0; i < nd; i++) {
+        dims[i] = want[i];
+        if (want[i] == -1) {
+            if (infer >= 0) return bpcc_xerr(a, "only one dimension can be inferred");
+            infer = (int)i;
+        } else if (want[i] < 0) {
+            return bpcc_xerr(a, "invalid shape dimension %lld", (long long)want[i]);
+        } else {
+            known *= (uint64_t)want[i];
+        }
+    }
+    if (infer >= 0) {
+        if (!known || x->numel % known) return bpcc_xerr(a, "shape is invalid for input of size %llu", (unsigned long long)x->numel);
+        dims[infer] = (int64_t)(x->numel / known);
+        known *= (uint64_t)dims[infer];
+    }
+    if (known != x->numel) return bpcc_xerr(a, "shape is invalid for input of size %llu", (unsigned long long)x->numel);
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    memcpy(y->data, x->data, x->numel * sizeof(float));
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* view / reshape: the shape as varargs or one list */
+static enum bpcc_status k_view(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    const struct xval *s1 = bpcc_xarg(a, 1, "shape");
+    if (s1 && s1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "shape", 0, NULL, want, &nd)) return BPCC_ERR_GRAPH;
+    } else {
+        if (a->n - 1 > BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+        for (uint32_t i = 1; i < a->n; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &want[nd++])) return BPCC_ERR_GRAPH;
+    }
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_flatten(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t s, e;
+    if (a->module) {
+        const struct bpcc_value *v1 = bpcc_module_attr(a->module, "start_dim"), *v2 = bpcc_module_attr(a->module, "end_dim");
+        s = v1 && v1->kind == BPCC_VAL_INT ? v1->u.i : 1;
+        e = v2 && v2->kind == BPCC_VAL_INT ? v2->u.i : -1;
+    } else if (!bpcc_xarg_int(a, 1, "start_dim", 0, &s) || !bpcc_xarg_int(a, 2, "end_dim", -1, &e)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (x->ndim == 0) return reshaped(a, x, 1, (int64_t[]){1}, out);
+    if (!bpcc_xdim(a, &s, x->ndim) || !bpcc_xdim(a, &e, x->ndim)) return BPCC_ERR_GRAPH;
+    if (s > e) return bpcc_xerr(a, "flatten: start_dim after end_dim");
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (int64_t i = 0; i < s; i++) want[nd++] = x->dims[i];
+    int64_t m = 1;
+    for (int64_t i = s; i <= e; i++) m *= x->dims[i];
+    want[nd++] = m;
+    for (int64_t i = e + 1; i < (int64_t)x->ndim; i++) want[nd++] = x->dims[i];
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status permuted(const struct xargs *a, const struct xtensor *x, const int64_t *perm, struct xval *out)
+{
+    /* perm is a permutation of [0, ndim) (the callers check it); gcc -O3 cannot see that */
+    int64_t dims[BPCC_MAX_DIMS], src_stride[BPCC_MAX_DIMS] = {0}, st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        src_stride[i] = st;
+        st *= x->dims[i];
+    }
+    int64_t ps[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) {
+        dims[i] = x->dims[perm[i]];
+        ps[i] = src_stride[perm[i]];
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            idx[k]++;
+            off += ps[k];
+            if (idx[k] < dims[k]) break;
+            off -= ps[k] * dims[k];
+            idx[k] = 0;
+        }
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+static enum bpcc_status k_permute(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t perm[BPCC_MAX_DIMS];
+    uint32_t n = 0;
+    const struct xval *d1 = bpcc_xarg(a, 1, "dims");
+    if (d1 && d1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "dims", 0, NULL, perm, &n)) return BPCC_ERR_GRAPH;
+    } else {
+        for (uint32_t i = 1; i < a->n && n < BPCC_MAX_DIMS; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &perm[n++])) return BPCC_ERR_GRAPH;
+    }
+    if (n != x->ndim) return bpcc_xerr(a, "permute needs %u dimensions, got %u", x->ndim, n);
+    bool seen[BPCC_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        if (!bpcc_xdim(a, &perm[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (seen[perm[i]]) return bpcc_xerr(a, "permute repeats dimension %lld", (long long)perm[i]);
+        seen[perm[i]] = true;
+    }
+    return permuted(a, x, perm, out);
+}
+
+static enum bpcc_status k_transpose(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t d0, d1;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim0", 0, &d0) ||
+        !bpcc_xarg_int(a, 2, "dim1", 1, &d1) || !bpcc_xdim(a, &d0, x->ndim) || !bpcc_xdim(a, &d1, x->ndim))
+        return BPCC_ERR_GRAPH;
+    int64_t perm[BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) perm[i] = i;
+    perm[d0] = d1;
+    perm[d1] = d0;
+    return permuted(a, x, perm, out);
+}
+
+static enum bpcc_status k_unsqueeze(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t d;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &d)) return BPCC_ERR_GRAPH;
+    if (x->ndim >= BPCC_MAX_DIMS) return bpcc_xerr(a, "too many dimensions");
+    if (!bpcc_xdim(a, &d, x->ndim + 1)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i <= x->ndim; i++) {
+        if ((int64_t)i == d) want[nd++] = 1;
+        if (i < x->ndim) want[nd++] = x->dims[i];
+    }
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_squeeze(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    int64_t d = -100;
+    if (dv && dv->k != XV_NONE) {
+        if (!bpcc_xarg_int(a, 1, "dim", 0, &d) || !bpcc_xdim(a, &d, x->ndim)) return BPCC_ERR_GRAPH;
+    }
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if (!(x->dims[i] == 1 && (d == -100 || (int64_t)i == d))) want[nd++] = x->dims[i];
+    return reshaped(a, x, nd, want, out);
+}
+
+static enum bpcc_status k_contiguous(const struct xargs *a, struct xval *out)
+{
+    const struct xval *x = bpcc_xarg(a, 0, "input");
+    if (!x) return bpcc_xerr(a, "needs an input");
+    return bpcc_xval_copy(x, out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+}
+
+static enum bpcc_status k_size(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    if (dv && dv->k != XV_NONE) {
+        int64_t d;
+        if (!bpcc_xarg_int(a, 1, "dim", 0, &d) || !bpcc_xdim(a, &d, x->ndim)) return BPCC_ERR_GRAPH;
+        *out = (struct xval){.k = XV_INT, .u.i = x->dims[d]};
+        return BPCC_OK;
+    }
+    struct xval *items = bpcc_malloc((x->ndim ? x->ndim : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    for (uint32_t i = 0; i < x->ndim; i++) items[i] = (struct xval){.k = XV_INT, .u.i = x->dims[i]};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {x->ndim, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
+{
+    const struct xval *obj = bpcc_xarg(a, 0, NULL), *name = bpcc_xarg(a, 1, NULL);
+    if (!obj || !name || name->k != XV_STR) return bpcc_xerr(a, "getattr needs an object and a name");
+    if (obj->k == XV_TENSOR && !strcmp(name->u.s, "shape")) {
+        struct xargs sub = *a;
+        sub.n = 1;
+        sub.n_kw = 0;
+        return k_size(&sub, out);
+    }
+    if (obj->k == XV_SEQ && obj->u.seq.n == 2 && (!strcmp(name->u.s, "values") || !strcmp(name->u.s, "indices")))
+        /* max / min along a dimension: torch.return_types (values, indices) */
+        return bpcc_xval_copy(&obj->u.seq.items[name->u.s[0] == 'i'], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    if (obj->k == XV_TENSOR && !strcmp(name->u.s, "ndim")) {
+        *out = (struct xval){.k = XV_INT, .u.i = obj->u.t->ndim};
+        return BPCC_OK;
+    }
+    return bpcc_xerr(a, "getattr %s is not supported", name->u.s);
+}
+
+/* the elements a slice (start, stop, step; Python's rules, positive steps) takes of `size`: the
+** first, the step and the count; false for a step below 1 */
+static bool slice_range(const struct xval *slice, int64_t size, int64_t *first, int64_t *step, int64_t *count)
+{
+    const struct xval *s = slice->u.seq.items;
+    int64_t st = s[2].k == XV_INT ? s[2].u.i : 1;
+    if (st <= 0) return false;
+    int64_t b = s[0].k == XV_INT ? s[0].u.i : 0, e = s[1].k == XV_INT ? s[1].u.i : size;
+    if (b < 0) b += size;
+    if (e < 0) e += size;
+    b = b < 0 ? 0 : b > size ? size : b;
+    e = e < 0 ? 0 : e > size ? size : e;
+    *first = b, *step = st, *count = e > b ? (e - b + st - 1) / st : 0;
+    return true;
+}
+
+/* a sequence (a shape, a module's tuple output) by an int or a slice */
+static enum bpcc_status seq_getitem(const struct xargs *a, const struct xval *obj, const struct xval *ix, struct xval *out)
+{
+    int64_t n = obj->u.seq.n;
+    if (ix->k == XV_INT) {
+        int64_t i = ix->u.i < 0 ? ix->u.i + n : ix->u.i;
+        if (i < 0 || i >= n) return bpcc_xerr(a, "index %lld out of range", (long long)ix->u.i);
+        return bpcc_xval_copy(&obj->u.seq.items[i], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    }
+    int64_t first, step, count;
+    if (ix->k != XV_SLICE) return bpcc_xerr(a, "a sequence takes an int or a slice index");
+    if (!slice_range(ix, n, &first, &step, &count)) return bpcc_xerr(a, "slice step must be positive");
+    struct xval *items = bpcc_malloc((size_t)(count ? count : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
+    for (int64_t i = 0; i < count; i++, out->u.seq.n++)
+        if (bpcc_xval_copy(&obj->u.seq.items[first + i * step], &items[i])) {
+            bpcc_xval_release(out);
+            return bpcc_diag_nomem(a->d);
+        }
+    return BPCC_OK;
+}
+
+/* the positions an index list (a list of ints, or a 1-d tensor of integral values) picks along a
+** dimension of `size`, negative ones from the end: *out (bpcc_malloc'd) and *n; false with an error */
+static bool index_list(const struct xargs *a, const struct xval *v, int64_t size, int64_t **out, int64_t *n)
+{
+    if (v->k == XV_TENSOR && (v->u.t->boolean || v->u.t->ndim != 1))
+        return bpcc_xerr(a, v->u.t->boolean ? "indexing by a bool mask is not supported (its shape depends on the data)"
+                                            : "an index tensor must have 1 dimension"),
+               false;
+    *n = v->k == XV_TENSOR ? (int64_t)v->u.t->numel : (int64_t)v->u.seq.n;
+    *out = bpcc_malloc((size_t)(*n ? *n : 1) * sizeof **out);
+    if (!*out) return bpcc_diag_nomem(a->d), false;
+    for (int64_t k = 0; k < *n; k++) {
+        double f = v->k == XV_TENSOR ? v->u.t->data[k] : v->u.seq.items[k].k == XV_INT ? (double)v->u.seq.items[k].u.i : NAN;
+        if (f != floor(f) || f < -(double)size || f >= (double)size) {
+            bpcc_xfree(*out);
+            *out = NULL;
+            return f != floor(f) ? bpcc_xerr(a, "an index list holds integers") : bpcc_xerr(a, "index %g is out of bounds for size %lld", f, (long long)size), false;
+        }
+        (*out)[k] = f < 0 ? (int64_t)f + size : (int64_t)f;
+    }
+    return true;
+}
+
+/* x[index]: sequences by int or slice, dicts by key; tensors by ints, slices, None, Ellipsis and
+** one index list (x[:, [0, 2]], x[idx] for a 1-d tensor idx): the list's dimension keeps its place,
+** which is PyTorch's rule when no int index is there too (refused: PyTorch may move the dimension) */
+static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
+{
+    const struct xval *obj = bpcc_xarg(a, 0, NULL), *ix = bpcc_xarg(a, 1, NULL);
+    if (!obj || !ix) return bpcc_xerr(a, "getitem needs an object and an index");
+    if (obj->k == XV_SEQ) return seq_getitem(a, obj, ix, out);
+    if (obj->k == XV_DICT) {
+        for (uint32_t i = 0; ix->k == XV_STR && i < obj->u.seq.n; i += 2)
+            if (!strcmp(obj->u.seq.items[i].u.s, ix->u.s))
+                return bpcc_xval_copy(&obj->u.seq.items[i + 1], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+        return ix->k == XV_STR ? bpcc_xerr(a, "no key '%s' in the dict", ix->u.s) : bpcc_xerr(a, "a dict takes a string key");
+    }
+    if (obj->k != XV_TENSOR) return bpcc_xerr(a, "getitem on this value is not supported");
+    const struct xtensor *x = obj->u.t;
+    const struct xval *idx = ix;
+    uint32_t n_idx = 1;
+    /* a tuple holds one index per dimension; a list is itself an index list (x[[0, 2]]) */
+    bool list = a->node->args.n > 1 && a->node->args.u.seq.items[1].kind == BPCC_VAL_LIST;
+    if (ix->k == XV_SEQ && !list) {
+        idx = ix->u.seq.items;
+        n_idx = ix->u.seq.n;
+    }
+    /* per source dim: start, step, count, or the positions an index list picks */
+    int64_t start[BPCC_MAX_DIMS], step[BPCC_MAX_DIMS], count[BPCC_MAX_DIMS], *pick = NULL;
+    int64_t out_dims[BPCC_MAX_DIMS];
+    uint32_t n_out = 0, d = 0, n_real = 0, pick_dim = 0;
+    bool any_int = false;
+    for (uint32_t k = 0; k < n_idx; k++)
+        if (idx[k].k != XV_NONE && idx[k].k != XV_ELLIPSIS) n_real++;
+    if (n_real > x->ndim) return bpcc_xerr(a, "too many indices for a %u-dimensional tensor", x->ndim);
+    for (uint32_t k = 0; k < n_idx; k++) {
+        const struct xval *v = &idx[k];
+        if (v->k == XV_NONE || v->k == XV_ELLIPSIS) {
+            uint32_t fill = v->k == XV_NONE ? 1 : x->ndim - n_real;
+            if (n_out + fill > BPCC_MAX_DIMS) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "too many dimensions");
+            }
+            for (uint32_t f = 0; f < fill; f++) {
+                if (v->k == XV_NONE) {
+                    out_dims[n_out++] = 1;
+                    continue;
+                }
+                start[d] = 0, step[d] = 1, count[d] = x->dims[d];
+                out_dims[n_out++] = x->dims[d++];
+            }
+            if (v->k == XV_ELLIPSIS) n_real = x->ndim; /* only one ellipsis counts */
+            continue;
+        }
+        if (d >= x->ndim) { /* n_real bounds d; kept for safety */
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, "too many indices");
+        }
+        int64_t size = x->dims[d];
+        if (v->k == XV_INT) {
+            int64_t i = v->u.i < 0 ? v->u.i + size : v->u.i;
+            if (i < 0 || i >= size) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "index %lld is out of bounds for size %lld", (long long)v->u.i, (long long)size);
+            }
+            start[d] = i, step[d] = 1, count[d] = 1;
+            any_int = true;
+        } else if (v->k == XV_SLICE) {
+            if (!slice_range(v, size, &start[d], &step[d], &count[d])) {
+                bpcc_xfree(pick);
+                return bpcc_xerr(a, "slice step must be positive");
+            }
+            out_dims[n_out++] = count[d];
+        } else if ((v->k == XV_SEQ || v->k == XV_TENSOR) && !pick) {
+            if (!index_list(a, v, size, &pick, &count[d])) return BPCC_ERR_GRAPH;
+            pick_dim = d;
+            start[d] = count[d] ? pick[0] : 0, step[d] = 1;
+            out_dims[n_out++] = count[d];
+        } else {
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, v->k == XV_SEQ || v->k == XV_TENSOR ? "more than one index list is not supported"
+                                                                    : "only ints, slices, None, ... and an index list index tensors here");
+        }
+        d++;
+    }
+    if (pick && any_int) {
+        bpcc_xfree(pick);
+        return bpcc_xerr(a, "an index list together with int indices is not supported");
+    }
+    for (; d < x->ndim; d++) {
+        start[d] = 0, step[d] = 1, count[d] = x->dims[d];
+        if (n_out >= BPCC_MAX_DIMS) {
+            bpcc_xfree(pick);
+            return bpcc_xerr(a, "too many dimensions");
+        }
+        out_dims[n_out++] = x->dims[d];
+    }
+    struct xtensor *y = bpcc_xtensor_new(n_out, out_dims);
+    if (!y) {
+        bpcc_xfree(pick);
+        return bpcc_diag_nomem(a->d);
+    }
+    int64_t stride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= x->dims[i];
+    }
+    int64_t cnt[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint32_t i = 0; i < x->ndim; i++) off += start[i] * stride[i];
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)x->ndim - 1; k >= 0; k--) {
+            bool picked = pick && (uint32_t)k == pick_dim;
+            if (cnt[k] + 1 < count[k]) {
+                off += (picked ? pick[cnt[k] + 1] - pick[cnt[k]] : step[k]) * stride[k];
+                cnt[k]++;
+                break;
+            }
+            off -= (picked ? pick[cnt[k]] - pick[0] : step[k] * cnt[k]) * stride[k];
+            cnt[k] = 0;
+        }
+    }
+    bpcc_xfree(pick);
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+static enum bpcc_status k_cat(const struct xargs *a, struct xval *out, bool stack)
+{
+    const struct xval *l = bpcc_xarg(a, 0, "tensors");
+    int64_t dim;
+    if (!l || l->k != XV_SEQ || !l->u.seq.n) return bpcc_xerr(a, "needs a non-empty list of tensors");
+    if (!bpcc_xarg_int(a, 1, "dim", 0, &dim)) return BPCC_ERR_GRAPH;
+    for (uint32_t i = 0; i < l->u.seq.n; i++)
+        if (l->u.seq.items[i].k != XV_TENSOR) return bpcc_xerr(a, "element %u is not a tensor", i);
+    const struct xtensor *t0 = l->u.seq.items[0].u.t;
+    uint32_t nd = stack ? t0->ndim + 1 : t0->ndim;
+    if (nd > BPCC_MAX_DIMS || nd == 0) return bpcc_xerr(a, "bad rank");
+    if (!bpcc_xdim(a, &dim, nd)) return BPCC_ERR_GRAPH;
+    int64_t dims[BPCC_MAX_DIMS];
+    for (uint32_t i = 0, j = 0; i < nd; i++) dims[i] = stack && (int64_t)i == dim ? 1 : t0->dims[j++];
+    int64_t total = 0;
+    for (uint32_t k = 0; k < l->u.seq.n; k++) {
+        const struct xtensor *t = l->u.seq.items[k].u.t;
+        if (t->ndim != t0->ndim) return bpcc_xerr(a, "tensors of different rank");
+        for (uint32_t i = 0, j = 0; i < nd; i++) {
+            if (stack && (int64_t)i == dim) continue;
+            if ((int64_t)i != dim && t->dims[j] != dims[i]) return bpcc_xerr(a, "sizes differ in dimension %u", i);
+            j++;
+        }
+        total += stack ? 1 : t->dims[dim];
+    }
+    dims[dim] = total;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < dim; i++) outer *= dims[i];
+    for (uint32_t i = (uint32_t)dim + 1; i < nd; i++) inner *= dims[i];
+    int64_t pos = 0;
+    y->boolean = true; /* bools when every piece is (PyTorch promotes a mix) */
+    for (uint32_t k = 0; k < l->u.seq.n; k++) {
+        const struct xtensor *t = l->u.seq.items[k].u.t;
+        int64_t dk = stack ? 1 : t->dims[dim];
+        y->boolean &= t->boolean;
+        for (int64_t o = 0; o < outer; o++)
+            memcpy(y->data + (o * total + pos) * inner, t->data + o * dk * inner, (size_t)(dk * inner) * sizeof(float));
+        pos += dk;
+    }
+    return bpcc_xput(a, y, out);
+}
+
+/* x's elements [start, start + len) along dimension dim, as a new tensor */
+struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len)
+{
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[dim] = len;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return NULL;
+    uint64_t inner = 1, outer = 1;
+    for (uint32_t i = dim + 1; i < x->ndim; i++) inner *= (uint64_t)x->dims[i];
+    for (uint32_t i = 0; i < dim; i++) outer *= (uint64_t)x->dims[i];
+    for (uint64_t o = 0; o < outer; o++)
+        memcpy(y->data + o * (uint64_t)len * inner, x->data + (o * (uint64_t)x->dims[dim] + (uint64_t)start) * inner,
+               (uint64_t)len * inner * sizeof(float));
+    y->boolean = x->boolean;
+    return y;
+}
+
+/* chunk(input, chunks, dim=0), split(tensor, split_size_or_sections, dim=0) and unbind(input,
+** dim=0): a tuple of pieces along dim. chunk: pieces of ceil(size / chunks), the last shorter,
+** possibly fewer than asked; split: pieces of the given size (the last shorter) or of the listed
+** sizes, which must sum to size; unbind: every index, dim removed */
+enum piecing { P_CHUNK, P_SPLIT, P_UNBIND };
+
+static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, how == P_SPLIT ? "tensor" : "input", &x) ||
+        !bpcc_xarg_int(a, how == P_UNBIND ? 1 : 2, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (how == P_UNBIND && !x->ndim) return bpcc_xerr(a, "unbind of a 0-d tensor");
+    int64_t size = x->ndim ? x->dims[dim] : 1;
+    const struct xval *v = NULL, *sections = NULL;
+    int64_t piece = 1, n;
+    if (how != P_UNBIND) {
+        v = bpcc_xarg(a, 1, how == P_CHUNK ? "chunks" : "split_size_or_sections");
+        if (!v) v = bpcc_xarg(a, 1, "split_size");
+    }
+    if (v && v->k == XV_SEQ && how == P_SPLIT) {
+        int64_t sum = 0;
+        for (uint32_t i = 0; i < v->u.seq.n; i++) {
+            if (v->u.seq.items[i].k != XV_INT || v->u.seq.items[i].u.i < 0) return bpcc_xerr(a, "split sections must be sizes");
+            sum += v->u.seq.items[i].u.i;
+        }
+        if (sum != size) return bpcc_xerr(a, "split sections sum to %lld, not to the size %lld", (long long)sum, (long long)size);
+        sections = v;
+        n = v->u.seq.n;
+    } else if (how == P_UNBIND) {
+        n = size;
+    } else {
+        if (!v || v->k != XV_INT || v->u.i < (how == P_CHUNK ? 1 : 0) || (how == P_SPLIT && !v->u.i && size))
+            return bpcc_xerr(a, how == P_CHUNK ? "chunks must be a positive int" : "split_size must be a positive int");
+        piece = how == P_CHUNK ? (size + v->u.i - 1) / v->u.i : v->u.i;
+        n = piece ? (size + piece - 1) / piece : 1; /* an empty dimension gives one empty piece */
+        if (!n) n = 1;
+    }
+    if (n > UINT32_MAX / 2) return bpcc_xerr(a, "%lld pieces are too many", (long long)n);
+    struct xval *items = bpcc_malloc((n ? (size_t)n : 1) * sizeof *items);
+    if (!items) return bpcc_diag_nomem(a->d);
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
+    for (int64_t at = 0; out->u.seq.n < n;) {
+        int64_t len = sections ? sections->u.seq.items[out->u.seq.n].u.i : size - at < piece ? size - at : piece;
+        struct xtensor *t = bpcc_xnarrow(x, (uint32_t)dim, at, len);
+        if (!t) {
+            bpcc_xval_release(out);
+            return bpcc_diag_nomem(a->d);
+        }
+        if (how == P_UNBIND) { /* the same elements without the dimension */
+            memmove(t->dims + dim, t->dims + dim + 1, (t->ndim - (uint32_t)dim - 1) * sizeof *t->dims);
+            t->ndim--;
+        }
+        items[out->u.seq.n++] = (struct xval){.k = XV_TENSOR, .u.t = t};
+        at += len;
+    }
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_chunk(const struct xargs *a, struct xval *out) { return pieces(a, P_CHUNK, out); }
+static enum bpcc_status k_split(const struct xargs *a, struct xval *out) { return pieces(a, P_SPLIT, out); }
+static enum bpcc_status k_unbind(const struct xargs *a, struct xval *out) { return pieces(a, P_UNBIND, out); }
+
+/* pixel_shuffle(input, upscale_factor): [*, C r^2, H, W] -> [*, C, H r, W r];
+** pixel_unshuffle(input, downscale_factor) the inverse */
+static enum bpcc_status shuffle(const struct xargs *a, bool up, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t r;
+    const char *key = up ? "upscale_factor" : "downscale_factor";
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) {
+        const struct bpcc_value *v = bpcc_module_attr(a->module, key);
+        if (!v || v->kind != BPCC_VAL_INT) return bpcc_xerr(a, "the module needs its %s", key);
+        r = v->u.i;
+    } else if (!bpcc_xarg_int(a, 1, key, 0, &r)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (r < 1 || r > 1 << 15) return bpcc_xerr(a, "%s must be positive and not huge", key);
+    if (x->ndim < 3) return bpcc_xerr(a, "pixel (un)shuffle needs at least 3 dimensions");
+    uint32_t nd = x->ndim;
+    int64_t C = x->dims[nd - 3], H = x->dims[nd - 2], W = x->dims[nd - 1];
+    if (up ? C % (r * r) : H % r || W % r)
+        return bpcc_xerr(a, up ? "the channels are not divisible by the square of upscale_factor"
+                               : "the height and width are not divisible by downscale_factor");
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, nd * sizeof *dims);
+    int64_t oc = up ? C / (r * r) : C * r * r; /* the shuffled side: [oc, r, r, h, w] against [oc, h, r, w, r] */
+    int64_t h = up ? H : H / r, w = up ? W : W / r;
+    dims[nd - 3] = oc;
+    dims[nd - 2] = up ? H * r : H / r;
+    dims[nd - 1] = up ? W * r : W / r;
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t planes = x->numel / bpcc_nz((uint64_t)(C * H * W));
+    int64_t c0 = up ? oc : C; /* channels of the spread-out image */
+    for (uint64_t p = 0; p < planes; p++)
+        for (int64_t c = 0; c < c0; c++)
+            for (int64_t i = 0; i < r; i++)
+                for (int64_t j = 0; j < r; j++)
+                    for (int64_t yy = 0; yy < h; yy++)
+                        for (int64_t xx = 0; xx < w; xx++) {
+                            /* packed: channel (c r + i) r + j at (yy, xx); spread: channel c at (yy r + i, xx r + j) */
+                            uint64_t packed = (((p * (uint64_t)c0 + (uint64_t)c) * (uint64_t)(r * r) + (uint64_t)(i * r + j)) * (uint64_t)h +
+                                               (uint64_t)yy) * (uint64_t)w + (uint64_t)xx;
+                            uint64_t spread = ((p * (uint64_t)c0 + (uint64_t)c) * (uint64_t)(h * r) + (uint64_t)(yy * r + i)) *
+                                                  (uint64_t)(w * r) + (uint64_t)(xx * r + j);
+                            if (up) y->data[spread] = x->data[packed];
+                            else y->data[packed] = x->data[spread];
+                        }
+    return bpcc_xput(a, y, out);
+}
+
+/* pad(input, pad, mode="constant", value=None): pad lists (before, after) pairs from the last
+** dimension back. constant pads any dimensions, negative amounts crop; reflect, replicate and
+** circular pad the last 1 to 3 dimensions of a 2-d to 5-d input by amounts PyTorch allows (reflect:
+** below the size, circular: up to it). The padding modules give their padding and value. */
+static enum bpcc_status pad_with(const struct xargs *a, const int64_t *pad, uint32_t n_pad, const char *mode, double value,
+                                 struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int m = !strcmp(mode, "constant") ? 0 : !strcmp(mode, "reflect") ? 1 : !strcmp(mode, "replicate") ? 2
+          : !strcmp(mode, "circular") ? 3 : -1;
+    if (m < 0) return bpcc_xerr(a, "padding mode '%s' is not one of constant, reflect, replicate, circular", mode);
+    if (n_pad % 2 || n_pad / 2 > x->ndim) return bpcc_xerr(a, "pad has %u entries for a %u-d input", n_pad, x->ndim);
+    if (m && (n_pad / 2 > 3 || x->ndim < n_pad / 2 + 1 || x->ndim > n_pad / 2 + 2))
+        return bpcc_xerr(a, "%s padding of %u dimensions needs a %u-d or %u-d input, not %u-d", mode, n_pad / 2,
+                         n_pad / 2 + 1, n_pad / 2 + 2, x->ndim);
+    int64_t before[BPCC_MAX_DIMS] = {0}, dims[BPCC_MAX_DIMS];
+    for (uint32_t d = 0; d < x->ndim; d++) {
+        uint32_t k = x->ndim - 1 - d; /* pad pair k is dimension ndim - 1 - k */
+        int64_t b = k < n_pad / 2 ? pad[2 * k] : 0, e = k < n_pad / 2 ? pad[2 * k + 1] : 0, n = x->dims[d];
+        if (m && (b < 0 || e < 0)) return bpcc_xerr(a, "%s padding must not be negative", mode);
+        if (b < -((int64_t)1 << 40) || b > (int64_t)1 << 40 || e < -((int64_t)1 << 40) || e > (int64_t)1 << 40)
+            return bpcc_xerr(a, "padding (%lld, %lld) is out of range", (long long)b, (long long)e);
+        if ((m == 1 && (b >= n || e >= n)) || (m == 3 && (b > n || e > n)) || (m == 2 && (b || e) && !n))
+            return bpcc_xerr(a, "%s padding (%lld, %lld) is too large for a dimension of %lld", mode, (long long)b, (long long)e,
+                             (long long)n);
+        before[d] = b;
+        dims[d] = n + b + e;
+        if (dims[d] < 0) return bpcc_xerr(a, "the padded size of dimension %u would be negative", d);
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int d = (int)x->ndim - 1; d >= 0; d--) {
+        stride[d] = st;
+        st *= x->dims[d];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        bool fill = false;
+        for (uint32_t d = 0; d < x->ndim; d++) {
+            int64_t n = x->dims[d], s = idx[d] - before[d];
+            if (s < 0 || s >= n) {
+                if (m == 0) fill = true;
+                else if (m == 1) s = s < 0 ? -s : 2 * (n - 1) - s;
+                else if (m == 2) s = s < 0 ? 0 : n - 1;
+                else s = s < 0 ? s + n : s - n;
+            }
+            off += s * stride[d];
+        }
+        y->data[i] = fill ? (float)value : x->data[off];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_pad(const struct xargs *a, struct xval *out)
+{
+    int64_t pad[2 * BPCC_MAX_DIMS];
+    uint32_t n;
+    double value;
+    const struct xval *mv = bpcc_xarg(a, 2, "mode");
+    if (!bpcc_xarg_ints(a, 1, "pad", 0, NULL, pad, &n) || !bpcc_xarg_float(a, 3, "value", 0, &value)) return BPCC_ERR_GRAPH;
+    if (mv && mv->k != XV_NONE && mv->k != XV_STR) return bpcc_xerr(a, "mode must be a string");
+    return pad_with(a, pad, n, mv && mv->k == XV_STR ? mv->u.s : "constant", value, out);
+}
+
+/* ZeroPad2d, ConstantPadNd, ReflectionPadNd, ReplicationPadNd: padding (a tuple of 2 N) and value */
+static enum bpcc_status k_pad_module(const struct xargs *a, struct xval *out)
+{
+    const char *t = a->module->type + strlen("torch.nn.");
+    const char *mode = !strncmp(t, "Reflection", 10) ? "reflect" : !strncmp(t, "Replication", 11) ? "replicate" : "constant";
+    int r = t[strlen(t) - 2] - '0';
+    int64_t pad[6];
+    if (r < 1 || r > 3 || !bpcc_mattr_ints(a, "padding", (uint32_t)(2 * r), NULL, pad)) return BPCC_ERR_GRAPH;
+    return pad_with(a, pad, (uint32_t)(2 * r), mode, bpcc_mattr_float(a->module, "value", 0), out);
+}
+
+static enum bpcc_status k_pixel_shuffle(const struct xargs *a, struct xval *out) { return shuffle(a, true, out); }
+static enum bpcc_status k_pixel_unshuffle(const struct xargs *a, struct xval *out) { return shuffle(a, false, out); }
+
+static enum bpcc_status repeated(const struct xargs *a, const struct xtensor *x, const int64_t *reps, uint32_t n,
+                                 struct xval *out);
+
+/* x.repeat(*sizes): the tensor tiled sizes[i] times along dimension i; more sizes than dimensions
+** tile a tensor with leading dimensions of 1 */
+static enum bpcc_status k_repeat(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t reps[BPCC_MAX_DIMS];
+    uint32_t n = 0;
+    if (!bpcc_xarg_tensor(a, 0, "self", &x) || !bpcc_xarg_sizes(a, 1, "sizes", reps, &n)) return BPCC_ERR_GRAPH;
+    if (n < x->ndim) return bpcc_xerr(a, "repeat needs at least as many sizes (%u) as the tensor has dimensions (%u)", n, x->ndim);
+    return repeated(a, x, reps, n, out);
+}
+
+/* tile(input, dims): repeat with dims padded by leading 1s to the tensor's rank */
+static enum bpcc_status k_tile(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t reps[BPCC_MAX_DIMS];
+    uint32_t n;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!bpcc_xarg_sizes(a, 1, "dims", reps, &n)) return BPCC_ERR_GRAPH;
+    if (n < x->ndim) {
+        uint32_t pad = x->ndim - n;
+        memmove(reps + pad, reps, n * sizeof *reps);
+        for (uint32_t i = 0; i < pad; i++) reps[i] = 1;
+        n = x->ndim;
+    }
+    return repeated(a, x, reps, n, out);
+}
+
+/* x tiled reps[i] times along dimension i (n >= x's rank; leading dimensions of 1 added) */
+static enum bpcc_status repeated(const struct xargs *a, const struct xtensor *x, const int64_t *reps, uint32_t n,
+                                 struct xval *out)
+{
+    int64_t in[BPCC_MAX_DIMS], dims[BPCC_MAX_DIMS] = {0}; /* initialised for gcc, which cannot see n >= 1 here */
+    for (uint32_t i = 0; i < n; i++) {
+        in[i] = i < n - x->ndim ? 1 : x->dims[i - (n - x->ndim)];
+        if (reps[i] < 0 || reps[i] > (int64_t)1 << 31) return bpcc_xerr(a, "repeat size %lld is out of range", (long long)reps[i]);
+        dims[i] = in[i] * reps[i];
+    }
+    struct xtensor *y = bpcc_xtensor_new(n, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int i = (int)n - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= in[i];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        for (uint32_t d = 0; d < n; d++) off += idx[d] % in[d] * stride[d];
+        y->data[i] = x->data[off];
+        for (int d = (int)n - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
+static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { return k_cat(a, out, true); }
+
+static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x, uint32_t nd, int64_t *want,
+                                  struct xval *out);
+
+/* x.expand(*sizes): -1 keeps a size; new leading dims allowed */
+static enum bpcc_status k_expand(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    const struct xval *s1 = bpcc_xarg(a, 1, "size");
+    if (s1 && s1->k == XV_SEQ) {
+        if (!bpcc_xarg_ints(a, 1, "size", 0, NULL, want, &nd)) return BPCC_ERR_GRAPH;
+    } else {
+        for (uint32_t i = 1; i < a->n && nd < BPCC_MAX_DIMS; i++)
+            if (!bpcc_xarg_int(a, i, NULL, 0, &want[nd++])) return BPCC_ERR_GRAPH;
+    }
+    return expand_to(a, x, nd, want, out);
+}
+
+/* x broadcast to the nd sizes of want (-1 keeps a size) */
+static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x, uint32_t nd, int64_t *want, struct xval *out)
+{
+    if (nd < x->ndim) return bpcc_xerr(a, "expand needs at least %u sizes", x->ndim);
+    int64_t stride[BPCC_MAX_DIMS], st = 1;
+    for (int i = (int)nd - 1; i >= 0; i--) {
+        int xi = i - (int)(nd - x->ndim);
+        int64_t xd = xi >= 0 ? x->dims[xi] : 1;
+        if (want[i] == -1) {
+            if (xi < 0) return bpcc_xerr(a, "-1 is not allowed for a new dimension");
+            want[i] = xd;
+        }
+        if (xd != want[i] && xd != 1) return bpcc_xerr(a, "cannot expand size %lld to %lld", (long long)xd, (long long)want[i]);
+        stride[i] = xd == 1 ? 0 : st;
+        st *= xd;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, want);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, off = 0;
+    for (uint64_t i = 0; i < y->numel; i++) {
+        y->data[i] = x->data[off];
+        for (int k = (int)nd - 1; k >= 0; k--) {
+            idx[k]++;
+            off += stride[k];
+            if (idx[k] < want[k]) break;
+            off -= stride[k] * want[k];
+            idx[k] = 0;
+        }
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+
+/* narrow(input, dim, start, length) and select(input, dim, index) */
+static enum bpcc_status k_narrow(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, start, len;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+        !bpcc_xarg_int(a, 2, "start", 0, &start) || !bpcc_xarg_int(a, 3, "length", 0, &len) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (!x->ndim) return bpcc_xerr(a, "narrow of a 0-d tensor");
+    if (start < 0) start += x->dims[dim];
+    if (start < 0 || len < 0 || start > x->dims[dim] - len)
+        return bpcc_xerr(a, "narrow [%lld, +%lld) is out of range for size %lld", (long long)start, (long long)len,
+                         (long long)x->dims[dim]);
+    return bpcc_xput(a, bpcc_xnarrow(x, (uint32_t)dim, start, len), out);
+}
+
+static enum bpcc_status k_select(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, i;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+        !bpcc_xarg_int(a, 2, "index", 0, &i) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (!x->ndim) return bpcc_xerr(a, "select of a 0-d tensor");
+    if (i < -x->dims[dim] || i >= x->dims[dim])
+        return bpcc_xerr(a, "index %lld is out of range for size %lld", (long long)i, (long long)x->dims[dim]);
+    struct xtensor *t = bpcc_xnarrow(x, (uint32_t)dim, i < 0 ? i + x->dims[dim] : i, 1);
+    if (!t) return bpcc_diag_nomem(a->d);
+    memmove(t->dims + dim, t->dims + dim + 1, (t->ndim - (uint32_t)dim - 1) * sizeof *t->dims);
+    t->ndim--;
+    return bpcc_xput(a, t, out);
+}
+
+/* view_as / reshape_as / expand_as (input, other): the input in other's shape */
+static enum bpcc_status k_view_as(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *o;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+    return reshaped(a, x, o->ndim, o->dims, out);
+}
+
+static enum bpcc_status k_expand_as(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *o;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &o)) return BPCC_ERR_GRAPH;
+    int64_t want[BPCC_MAX_DIMS];
+    memcpy(want, o->dims, o->ndim * sizeof *want);
+    return expand_to(a, x, o->ndim, want, out);
+}
+
+/* unflatten(input, dim, sizes) */
+static enum bpcc_status k_unflatten(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, sizes[BPCC_MAX_DIMS], want[BPCC_MAX_DIMS];
+    uint32_t n, nd = 0;
+    if (a->module) {
+        const struct bpcc_value *d = bpcc_module_attr(a->module, "dim"), *s = bpcc_module_attr(a->module, "unflattened_size");
+        if (!d || d->kind != BPCC_VAL_INT || !s || (s->kind != BPCC_VAL_TUPLE && s->kind != BPCC_VAL_LIST) ||
+            s->n > BPCC_MAX_DIMS || !bpcc_mattr_ints(a, "unflattened_size", s->n, NULL, sizes))
+            return bpcc_xerr(a, "Unflatten needs its dim and unflattened_size");
+        dim = d->u.i;
+        n = s->n;
+        if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    } else if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+               !bpcc_xarg_ints(a, 2, "sizes", 0, NULL, sizes, &n)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (!x->ndim || x->ndim - 1 + n > BPCC_MAX_DIMS) return bpcc_xerr(a, "unflatten needs a dimension and at most %d in all", BPCC_MAX_DIMS);
+    for (uint32_t i = 0; i < x->ndim; i++)
+        if ((int64_t)i != dim) want[nd++] = x->dims[i];
+        else
+            for (uint32_t k = 0; k < n; k++) want[nd++] = sizes[k];
+    /* -1 in sizes is inferred from the unflattened dimension, not from the whole tensor */
+    int64_t known = 1, infer = -1;
+    for (uint32_t k = 0; k < n; k++) {
+        if (sizes[k] < -1 || (sizes[k] == -1 && infer >= 0) || (sizes[k] > 0 && known > INT64_MAX / sizes[k]))
+            return bpcc_xerr(a, "unflatten's sizes are invalid");
+        if (sizes[k] == -1) infer = dim + k;
+        else known *= sizes[k];
+    }
+    if (infer >= 0 ? !known || x->dims[dim] % known : known != x->dims[dim])
+        return bpcc_xerr(a, "sizes multiply to %lld, %s the size %lld", (long long)known, infer >= 0 ? "which does not divide" : "not to",
+                         (long long)x->dims[dim]);
+    if (infer >= 0) want[infer] = x->dims[dim] / known;
+    return reshaped(a, x, nd, want, out);
+}
+
+/* movedim(input, source, destination): ints or lists */
+static enum bpcc_status k_movedim(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t src[BPCC_MAX_DIMS], dst[BPCC_MAX_DIMS], perm[BPCC_MAX_DIMS];
+    uint32_t ns, ndst;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_ints(a, 1, "source", 0, NULL, src, &ns) ||
+        !bpcc_xarg_ints(a, 2, "destination", 0, NULL, dst, &ndst))
+        return BPCC_ERR_GRAPH;
+    if (ns != ndst) return bpcc_xerr(a, "movedim: %u sources but %u destinations", ns, ndst);
+    bool used_src[BPCC_MAX_DIMS] = {0}, used_dst[BPCC_MAX_DIMS] = {0};
+    for (uint32_t i = 0; i < x->ndim; i++) perm[i] = -1;
+    for (uint32_t i = 0; i < ns; i++) {
+        if (!bpcc_xdim(a, &src[i], x->ndim) || !bpcc_xdim(a, &dst[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (used_src[src[i]] || used_dst[dst[i]]) return bpcc_xerr(a, "movedim repeats a dimension");
+        used_src[src[i]] = used_dst[dst[i]] = true;
+        perm[dst[i]] = src[i];
+    }
+    for (uint32_t i = 0, s = 0; i < x->ndim; i++) { /* the rest keep their order */
+        if (perm[i] >= 0) continue;
+        while (used_src[s]) s++;
+        perm[i] = s++;
+    }
+    return permuted(a, x, perm, out);
+}
+
+/* flip(input, dims) and roll(input, shifts, dims=None): element i of y takes the element of x at
+** the flipped / shifted index in each listed dimension */
+static enum bpcc_status moved(const struct xargs *a, bool roll, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t ds[BPCC_MAX_DIMS], sh[BPCC_MAX_DIMS], shift[BPCC_MAX_DIMS] = {0};
+    uint32_t nd = 0, nsh = 0;
+    bool flip[BPCC_MAX_DIMS] = {0}, flat = false;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, roll ? 2 : 1, "dims");
+    if (roll && !bpcc_xarg_ints(a, 1, "shifts", 0, NULL, sh, &nsh)) return BPCC_ERR_GRAPH;
+    if (roll && (!dv || dv->k == XV_NONE)) {
+        if (nsh != 1) return bpcc_xerr(a, "roll without dims takes one shift");
+        flat = true; /* over the flattened tensor */
+    } else if (roll ? !bpcc_xarg_ints(a, 2, "dims", 0, NULL, ds, &nd) : !bpcc_xarg_sizes(a, 1, "dims", ds, &nd)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (roll && !flat && nsh != nd) return bpcc_xerr(a, "roll: %u shifts but %u dims", nsh, nd);
+    for (uint32_t i = 0; i < nd; i++) {
+        if (!bpcc_xdim(a, &ds[i], x->ndim)) return BPCC_ERR_GRAPH;
+        if (!roll && flip[ds[i]]) return bpcc_xerr(a, "flip repeats dimension %lld", (long long)ds[i]);
+        flip[ds[i]] = !roll;
+        if (roll && x->dims[ds[i]]) shift[ds[i]] = (shift[ds[i]] + sh[i] % x->dims[ds[i]]) % x->dims[ds[i]];
+    }
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    if (flat) {
+        uint64_t n = x->numel, s = n ? (uint64_t)((sh[0] % (int64_t)n + (int64_t)n) % (int64_t)n) : 0;
+        for (uint64_t i = 0; i < n; i++) y->data[(i + s) % n] = x->data[i];
+        return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+    }
+    int64_t stride[BPCC_MAX_DIMS], st = 1, idx[BPCC_MAX_DIMS] = {0};
+    for (int i = (int)x->ndim - 1; i >= 0; i--) {
+        stride[i] = st;
+        st *= x->dims[i];
+        if (x->dims[i]) shift[i] = (shift[i] % x->dims[i] + x->dims[i]) % x->dims[i];
+    }
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t off = 0;
+        for (uint32_t d = 0; d < x->ndim; d++) {
+            int64_t j = flip[d] ? x->dims[d] - 1 - idx[d] : idx[d] - shift[d];
+            off += (j < 0 ? j + x->dims[d] : j) * stride[d];
+        }
+        y->data[i] = x->data[off];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == x->dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+static enum bpcc_status k_flip(const struct xargs *a, struct xval *out) { return moved(a, false, out); }
+static enum bpcc_status k_roll(const struct xargs *a, struct xval *out) { return moved(a, true, out); }
+
+/* repeat_interleave(input, repeats, dim=None): each element (a flattened input without dim) or
+** each slice along dim repeated `repeats` times in place; repeats an int */
+static enum bpcc_status k_repeat_interleave(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t r, dim = 0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *rv = bpcc_xarg(a, 1, "repeats"), *dv = bpcc_xarg(a, 2, "dim");
+    if (!rv || rv->k != XV_INT) return bpcc_xerr(a, "repeat_interleave is supported with an int number of repeats");
+    r = rv->u.i;
+    if (r < 0 || r > (int64_t)1 << 31) return bpcc_xerr(a, "repeats %lld is out of range", (long long)r);
+    bool flat = !dv || dv->k == XV_NONE;
+    if (!flat && (!bpcc_xarg_int(a, 2, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))) return BPCC_ERR_GRAPH;
+    int64_t dims[BPCC_MAX_DIMS], n;
+    uint64_t outer, inner;
+    uint32_t nd = flat ? 1 : x->ndim;
+    if (flat) {
+        outer = inner = 1;
+        n = (int64_t)x->numel;
+        dims[0] = n * r;
+    } else {
+        bpcc_xaround(x, dim, &outer, &n, &inner);
+        memcpy(dims, x->dims, x->ndim * sizeof *dims);
+        dims[dim] = n * r;
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    float *q = y->data;
+    for (uint64_t o = 0; o < outer; o++)
+        for (int64_t k = 0; k < n; k++)
+            for (int64_t j = 0; j < r; j++, q += inner)
+                memcpy(q, x->data + (o * (uint64_t)n + (uint64_t)k) * inner, inner * sizeof(float));
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+const struct xop bpcc_shape_ops[] = {
+    {'m', "torch.nn.Flatten", k_flatten}, {'f', "torch.flatten", k_flatten}, {'f', "torch.reshape", k_view},
+    {'f', "torch.permute", k_permute}, {'f', "torch.transpose", k_transpose}, {'f', "torch.unsqueeze", k_unsqueeze},
+    {'f', "torch.squeeze", k_squeeze}, {'f', "torch.cat", k_cat_}, {'f', "torch.concat", k_cat_},
+    {'f', "torch.stack", k_stack}, {'f', "operator.getitem", k_getitem}, {'f', "getattr", k_getattr},
+    {'t', "expand", k_expand}, {'t', "view", k_view}, {'t', "reshape", k_view}, {'t', "flatten", k_flatten},
+    {'t', "permute", k_permute}, {'t', "transpose", k_transpose}, {'t', "contiguous", k_contiguous},
+    {'t', "unsqueeze", k_unsqueeze}, {'t', "squeeze", k_squeeze}, {'t', "size", k_size},
+    {'f', "torch.chunk", k_chunk}, {'t', "chunk", k_chunk}, {'f', "torch.split", k_split}, {'t', "split", k_split},
+    {'f', "torch.unbind", k_unbind}, {'t', "unbind", k_unbind}, {'m', "torch.nn.PixelShuffle", k_pixel_shuffle},
+    {'f', "torch.nn.functional.pixel_shuffle", k_pixel_shuffle}, {'f', "torch.pixel_shuffle", k_pixel_shuffle},
+    {'m', "torch.nn.PixelUnshuffle", k_pixel_unshuffle},
+    {'f', "torch.nn.functional.pixel_unshuffle", k_pixel_unshuffle}, {'f', "torch.pixel_unshuffle", k_pixel_unshuffle},
+    {'f', "torch.nn.functional.pad", k_pad}, {'m', "torch.nn.ZeroPad2d", k_pad_module},
+    {'m', "torch.nn.ConstantPad1d", k_pad_module}, {'m', "torch.nn.ConstantPad2d", k_pad_module},
+    {'m', "torch.nn.ConstantPad3d", k_pad_module}, {'m', "torch.nn.ReflectionPad1d", k_pad_module},
+    {'m', "torch.nn.ReflectionPad2d", k_pad_module}, {'m', "torch.nn.ReflectionPad3d", k_pad_module},
+    {'m', "torch.nn.ReplicationPad1d", k_pad_module}, {'m', "torch.nn.ReplicationPad2d", k_pad_module},
+    {'m', "torch.nn.ReplicationPad3d", k_pad_module}, {'t', "repeat", k_repeat}, {'f', "torch.narrow", k_narrow},
+    {'t', "narrow", k_narrow}, {'f', "torch.select", k_select}, {'t', "select", k_select}, {'t', "view_as", k_view_as},
+    {'t', "reshape_as", k_view_as}, {'t', "expand_as", k_expand_as}, {'f', "torch.unflatten", k_unflatten},
+    {'t', "unflatten", k_unflatten}, {'m', "torch.nn.Unflatten", k_unflatten}, {'f', "torch.swapaxes", k_transpose},
+    {'t', "swapaxes", k_transpose}, {'f', "torch.swapdims", k_transpose}, {'t', "swapdims", k_transpose},
+    {'f', "torch.movedim", k_movedim}, {'t', "movedim", k_movedim}, {'f', "torch.moveaxis", k_movedim},
+    {'t', "moveaxis", k_movedim}, {'f', "torch.flip", k_flip}, {'t', "flip", k_flip}, {'f', "torch.roll", k_roll},
+    {'t', "roll", k_roll}, {'f', "torch.tile", k_tile}, {'t', "tile", k_tile},
+    {'f', "torch.repeat_interleave", k_repeat_interleave}, {'t', "repeat_interleave", k_repeat_interleave},
+    {'t', "clone", k_contiguous}, {'f', "torch.clone", k_contiguous}, {'t', "detach", k_contiguous},
+    {'f', "torch.detach", k_contiguous}, {0}
+};
