@@ -830,7 +830,8 @@ START_TEST(interpolation_refuses_what_it_cannot_do)
     static const struct {
         const char *call, *msg;
     } cases[] = {
-        {"(%x, 4) {mode: \"bicubic\"}", "mode 'bicubic' on a 4-d input is not supported"},
+        {"(%x, 4) {mode: \"bicubic\", antialias: True}", "antialias=True is not supported"},
+        {"(%x, 4) {mode: \"trilinear\"}", "(nearest, nearest-exact, area, bilinear, bicubic)"},
         {"(%x, 4) {mode: \"linear\"}", "mode 'linear' on a 4-d input is not supported"},
         {"(%x, 4) {mode: \"bilinear\", antialias: True}", "antialias=True is not supported"},
         {"(%x, 4) {align_corners: True}", "align_corners can only be set with the interpolating modes"},
@@ -848,6 +849,11 @@ START_TEST(interpolation_refuses_what_it_cannot_do)
                  cases[i].call);
         refused_with(text, "y", 4, (int64_t[]){1, 2, 4, 4}, cases[i].msg, i);
     }
+    /* bicubic is 2-d only, as in PyTorch */
+    refused_with("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                 "  %y = call_function torch.nn.functional.interpolate (%x, 4) {mode: \"bicubic\"}\n  %output = output output (%y,)\n",
+                 "y", 3, (int64_t[]){1, 2, 4}, "mode 'bicubic' on a 3-d input is not supported (nearest, nearest-exact, area, linear)",
+                 99);
 }
 END_TEST
 

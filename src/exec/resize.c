@@ -1,17 +1,18 @@
 /*
 ** resize.c — torch.nn.functional.interpolate and the Upsample modules over 1, 2 or 3 spatial
-** dimensions: nearest, nearest-exact, linear / bilinear / trilinear and area, with PyTorch
-** 1.13's rules (ATen's UpSample.h): the output size from `size`, or floor(input * scale_factor);
-** the kernel's scale 1 / scale_factor where a scale factor was given and not recomputed, else
-** input / output; linear modes' source positions in double from that float scale, their weights
-** in float, each pair of taps as a fused multiply-add: bit-equal to PyTorch's AVX2 kernels.
+** dimensions: nearest, nearest-exact, linear / bilinear / trilinear, bicubic (2-d) and area, with
+** PyTorch 1.13's rules (ATen's UpSample.h): the output size from `size`, or floor(input *
+** scale_factor); the kernel's scale 1 / scale_factor where a scale factor was given and not
+** recomputed, else input / output; linear and cubic modes' source positions in double from that
+** float scale, their weights in float, their sums with the fused multiply-adds of PyTorch's AVX2
+** kernels: bit-equal to them.
 */
 #include "exec.h"
 
 #include <math.h>
 #include <string.h>
 
-enum rmode { R_NEAREST, R_NEAREST_EXACT, R_LINEAR, R_AREA };
+enum rmode { R_NEAREST, R_NEAREST_EXACT, R_LINEAR, R_CUBIC, R_AREA };
 
 #define MAX_EXTENT ((int64_t)1 << 24) /* an output dimension, even of an empty tensor (its index tables) */
 
@@ -129,6 +130,97 @@ static void lerp_plane(const float *p, const int64_t in[3], const int64_t on[3],
         }
 }
 
+/* Bicubic interpolation (2-d only, as in PyTorch), Keys' kernel with A = -0.75 over the 4 source
+** indices around each output position (clamped to the edge). PyTorch 1.13's kernel (ATen's
+** generic one with HelperInterpCubic) computes the position in double from the float scale, takes
+** floorf of it as a float and the fraction t in double, rounded to float; its coefficients and sums
+** come out of its AVX2 build with some multiply-adds fused and others not, and bpcc repeats the
+** very operations (found against PyTorch on many shapes; every other choice differed in the last
+** bit somewhere):
+**   coefficient for |d| in [1, 2): fma(fma(A, x, -5A), x, 8A) * x - 4A,
+**   coefficient for |d| < 1:       fma(A + 2, x, -(A + 3)) * x * x + 1,
+**   a sum of 4 taps:               fma(v3, w3, fma(v2, w2, fma(v0, w0, v1 * w1))),
+** the 4 taps of the width for each of 4 source rows, then the rows by the height's 4 taps. */
+struct cubic_taps {
+    int64_t *i[4];
+    float *w[4];
+};
+
+static float cubic_far(float x) { return fmaf(fmaf(-0.75f, x, 3.75f), x, -6.0f) * x + 3.0f; }
+static float cubic_near(float x) { return fmaf(1.25f, x, -2.25f) * x * x + 1.0f; }
+
+static void cubic_taps(int64_t in, int64_t out, bool align_corners, bool has_scale, double sf, const struct cubic_taps *t)
+{
+    float scale = align_corners ? (out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f) : scale_of(has_scale, sf, in, out);
+    for (int64_t o = 0; o < out; o++) {
+        double real = align_corners ? (double)scale * (double)o : (double)scale * ((double)o + 0.5) - 0.5;
+        int64_t i0 = (int64_t)floorf((float)real);
+        float f = (float)(real - (double)i0), g = 1.0f - f;
+        float w[4] = {cubic_far(f + 1.0f), cubic_near(f), cubic_near(g), cubic_far(g + 1.0f)};
+        for (int k = 0; k < 4; k++) {
+            int64_t s = i0 - 1 + k;
+            t->i[k][o] = s < 0 ? 0 : s > in - 1 ? in - 1 : s;
+            t->w[k][o] = w[k];
+        }
+    }
+}
+
+/* h[o] = the 4 taps of row at output column o; out[o] = the 4 rows r[] weighed by w[] */
+static void cubic_row(const float *row, const struct cubic_taps *t, int64_t n, float *h)
+{
+    for (int64_t o = 0; o < n; o++) {
+        float v = fmaf(row[t->i[0][o]], t->w[0][o], row[t->i[1][o]] * t->w[1][o]);
+        v = fmaf(row[t->i[2][o]], t->w[2][o], v);
+        h[o] = fmaf(row[t->i[3][o]], t->w[3][o], v);
+    }
+}
+
+static void cubic_mix(float *const r[4], const float w[4], int64_t n, float *out)
+{
+    for (int64_t o = 0; o < n; o++) out[o] = fmaf(r[3][o], w[3], fmaf(r[2][o], w[2], fmaf(r[0][o], w[0], r[1][o] * w[1])));
+}
+
+#ifdef BPCC_AVX2_CLONES
+BPCC_HOT __attribute__((target("avx2,fma"))) static void cubic_row_fma(const float *row, const struct cubic_taps *t, int64_t n,
+                                                                     float *h)
+{
+    for (int64_t o = 0; o < n; o++) {
+        float v = __builtin_fmaf(row[t->i[0][o]], t->w[0][o], row[t->i[1][o]] * t->w[1][o]);
+        v = __builtin_fmaf(row[t->i[2][o]], t->w[2][o], v);
+        h[o] = __builtin_fmaf(row[t->i[3][o]], t->w[3][o], v);
+    }
+}
+
+BPCC_HOT __attribute__((target("avx2,fma"))) static void cubic_mix_fma(float *const r[4], const float w[4], int64_t n, float *out)
+{
+    for (int64_t o = 0; o < n; o++)
+        out[o] = __builtin_fmaf(r[3][o], w[3], __builtin_fmaf(r[2][o], w[2], __builtin_fmaf(r[0][o], w[0], r[1][o] * w[1])));
+}
+#endif
+
+/* one [ih, iw] plane p into q [oh, ow]; buf holds 4 rows of ow floats */
+static void cubic_plane(const float *p, int64_t iw, int64_t oh, int64_t ow, const struct cubic_taps *th,
+                        const struct cubic_taps *tw, float *buf, float *q)
+{
+    void (*h)(const float *, const struct cubic_taps *, int64_t, float *) = cubic_row;
+    void (*mx)(float *const[4], const float[4], int64_t, float *) = cubic_mix;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) {
+        h = cubic_row_fma;
+        mx = cubic_mix_fma;
+    }
+#endif
+    float *r[4] = {buf, buf + ow, buf + 2 * ow, buf + 3 * ow};
+    for (int64_t oy = 0; oy < oh; oy++, q += ow) {
+        float w[4];
+        for (int k = 0; k < 4; k++) {
+            h(p + th->i[k][oy] * iw, tw, ow, r[k]);
+            w[k] = th->w[k][oy];
+        }
+        mx(r, w, ow, q);
+    }
+}
+
 /* size (1) or scale_factor (2) into out[] and sf[] for the r spatial dimensions */
 static bool output_size(const struct xargs *a, const struct xtensor *x, int r, bool *has_scale, double sf[3],
                         int64_t out[3])
@@ -169,7 +261,40 @@ static bool output_size(const struct xargs *a, const struct xtensor *x, int r, b
     return true;
 }
 
-static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
+/* x [N, C, ih, iw] to [N, C, os[0], os[1]] */
+static enum bpcc_status bicubic(const struct xargs *a, const struct xtensor *x, const int64_t os[2], bool align_corners,
+                                bool has_scale, const double sf[2], struct xval *out)
+{
+    int64_t dims[4] = {x->dims[0], x->dims[1], os[0], os[1]};
+    struct xtensor *y = bpcc_xtensor_new(4, dims);
+    int64_t *idx = bpcc_malloc((size_t)(os[0] + os[1]) * 4 * sizeof *idx);
+    float *wts = bpcc_malloc((size_t)(os[0] + os[1]) * 4 * sizeof *wts);
+    float *rows = bpcc_malloc((size_t)os[1] * 4 * sizeof *rows);
+    if (!y || !idx || !wts || !rows) {
+        bpcc_xtensor_free(y);
+        bpcc_xfree(idx);
+        bpcc_xfree(wts);
+        bpcc_xfree(rows);
+        return bpcc_diag_nomem(a->d);
+    }
+    struct cubic_taps t[2];
+    for (int64_t d = 0, at = 0; d < 2; at += os[d] * 4, d++) {
+        for (int k = 0; k < 4; k++) {
+            t[d].i[k] = idx + at + k * os[d];
+            t[d].w[k] = wts + at + k * os[d];
+        }
+        cubic_taps(x->dims[2 + d], os[d], align_corners, has_scale, sf[d], &t[d]);
+    }
+    uint64_t planes = (uint64_t)(x->dims[0] * x->dims[1]), is = (uint64_t)(x->dims[2] * x->dims[3]);
+    for (uint64_t c = 0; c < planes; c++)
+        cubic_plane(x->data + c * is, x->dims[3], os[0], os[1], &t[0], &t[1], rows, y->data + c * (uint64_t)(os[0] * os[1]));
+    bpcc_xfree(idx);
+    bpcc_xfree(wts);
+    bpcc_xfree(rows);
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_interpolate(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -185,13 +310,15 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     else if (!strcmp(mode, "nearest-exact")) m = R_NEAREST_EXACT;
     else if (!strcmp(mode, "area")) m = R_AREA;
     else if (!strcmp(mode, linear[r - 1])) m = R_LINEAR;
+    else if (!strcmp(mode, "bicubic") && r == 2) m = R_CUBIC;
     else
-        return bpcc_xerr(a, "mode '%s' on a %u-d input is not supported (nearest, nearest-exact, area, %s)", mode,
-                         x->ndim, linear[r - 1]);
+        return bpcc_xerr(a, "mode '%s' on a %u-d input is not supported (nearest, nearest-exact, area, %s%s)", mode,
+                         x->ndim, linear[r - 1], r == 2 ? ", bicubic" : "");
     const struct xval *av = bpcc_xarg(a, 4, "align_corners");
     bool align_corners = false, recompute = false, antialias = false;
-    if (av && av->k != XV_NONE && m != R_LINEAR)
-        return bpcc_xerr(a, "align_corners can only be set with the interpolating modes (linear, bilinear, trilinear)");
+    if (av && av->k != XV_NONE && m != R_LINEAR && m != R_CUBIC)
+        return bpcc_xerr(a, "align_corners can only be set with the interpolating modes (linear, bilinear, bicubic, "
+                            "trilinear)");
     if (!bpcc_xarg_bool(a, 4, "align_corners", false, &align_corners) ||
         !bpcc_xarg_bool(a, 5, "recompute_scale_factor", false, &recompute) ||
         !bpcc_xarg_bool(a, 6, "antialias", false, &antialias))
@@ -219,6 +346,8 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
         pa.consume = false;
         return (r == 1 ? bpcc_k_adaptive_avg_pool1d : r == 2 ? bpcc_k_adaptive_avg_pool2d : bpcc_k_adaptive_avg_pool3d)(&pa, out);
     }
+
+    if (m == R_CUBIC) return bicubic(a, x, os, align_corners, has_scale, sf, out);
 
     /* dimensions 3-r .. 2 are the spatial ones; a unit extent before them */
     int64_t in[3], on[3], dims[5];
@@ -271,8 +400,6 @@ static enum bpcc_status interpolate(const struct xargs *a, struct xval *out)
     return BPCC_OK;
 }
 
-static enum bpcc_status k_interpolate(const struct xargs *a, struct xval *out) { return interpolate(a, out); }
-
 /* nn.Upsample, UpsamplingNearest2d, UpsamplingBilinear2d: interpolate with the module's size,
 ** scale_factor, mode, align_corners and recompute_scale_factor */
 static enum bpcc_status k_upsample(const struct xargs *a, struct xval *out)
@@ -310,7 +437,7 @@ static enum bpcc_status k_upsample(const struct xargs *a, struct xval *out)
     fa.pos = pos;
     fa.n = 6;
     fa.n_kw = 0;
-    return interpolate(&fa, out);
+    return k_interpolate(&fa, out);
 }
 
 const struct xop bpcc_resize_ops[] = {

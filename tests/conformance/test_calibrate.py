@@ -334,8 +334,8 @@ class Calibrate(unittest.TestCase):
         self.check_run_multi(M().eval(), torch.randn(2, 3, 5, 6, 7), "pooling")
 
     def test_run_interpolation(self):
-        """F.interpolate in every mode it takes, over 1, 2 and 3 spatial dimensions, by size and by
-        scale factor (recomputed or not, with and without align_corners); the Upsample modules; a
+        """F.interpolate in every mode it takes, over 1, 2 and 3 spatial dimensions (bicubic: 2), by
+        size and by scale factor (recomputed or not, with and without align_corners); the Upsample modules; a
         size sliced from another tensor's shape; a segmentation head's 8x upsampling. Bit for bit:
         an interpolation feeding a quantize point moves a value a step when its last ulp differs
         (lraspp's head did)"""
@@ -348,20 +348,24 @@ class Calibrate(unittest.TestCase):
                 self.bil = nn.UpsamplingBilinear2d(size=(9, 7))
                 self.near = nn.UpsamplingNearest2d(scale_factor=(1.5, 2))
                 self.tri = nn.Upsample(scale_factor=(2, 1, 3), mode="trilinear", align_corners=False)
+                self.cub = nn.Upsample(scale_factor=(2.5, 1.5), mode="bicubic", align_corners=True)
 
             def forward(self, x):                         # [2, 3, 4, 6]
                 v, w = x.flatten(2), x.unsqueeze(2).expand(-1, -1, 3, -1, -1)
-                outs = [self.up(x), self.bil(x), self.near(x), self.tri(w),
+                outs = [self.up(x), self.bil(x), self.near(x), self.tri(w), self.cub(x),
                         F.interpolate(x[:, :, ::2, ::3], size=x.shape[-2:], mode="bilinear", align_corners=False),
-                        F.interpolate(x, scale_factor=8, mode="bilinear", align_corners=False)]
+                        F.interpolate(x, scale_factor=8, mode="bilinear", align_corners=False),
+                        F.interpolate(x, scale_factor=8, mode="bicubic", align_corners=False),
+                        F.interpolate(x, size=x.shape[-2:], mode="bicubic"),
+                        F.interpolate(x * 1e4, size=(13, 2), mode="bicubic")]
                 for t, r, lin in ((v, 1, "linear"), (x, 2, "bilinear"), (w, 3, "trilinear")):
-                    for mode in ("nearest", "nearest-exact", "area", lin):
+                    for mode in ("nearest", "nearest-exact", "area", lin) + (("bicubic",) if r == 2 else ()):
                         for kw in (dict(scale_factor=1.7), dict(scale_factor=0.5), dict(size=tuple([3, 8, 5][:r])),
                                    dict(scale_factor=tuple([1.5, 2.25, 0.7][:r])),
                                    dict(scale_factor=2.6, recompute_scale_factor=True)):
                             if mode == "area" and "recompute_scale_factor" in kw:
                                 continue
-                            for ac in ((False, True) if mode == lin else (None,)):
+                            for ac in ((False, True) if mode in (lin, "bicubic") else (None,)):
                                 outs.append(F.interpolate(t, mode=mode, align_corners=ac, **kw))
                 return tuple(outs)
 
