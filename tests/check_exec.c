@@ -974,6 +974,14 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_function torch.matmul (%m, %w)", "matmul: 5 vs 2"},
         {"call_function torch.nn.functional.embedding (%x, %x) {max_norm: 1.0}", "embedding with max_norm changes its weight"},
         {"call_function torch.nn.functional.embedding (%x, %m)", "index -1.375 is out of range for an embedding of 4 rows"},
+        {"call_function torch.gather (%x, 2, %x)", "index -1.375 is not an integer (dimension of size 5)"},
+        {"call_method gather (%x, 1, %m)", "the index has 2 dimensions, the input 3"},
+        {"call_function torch.gather (%e, 1, %x)", "the index's size 5 exceeds the input's 0 in dimension 2"},
+        {"call_function torch.index_select (%x, 1, %m)", "index_select takes a 1-d index, not 2-d"},
+        {"call_function torch.index_select (%x, 1, %w)", "index -1.375 is not an integer (dimension of size 4)"},
+        {"call_method topk (%x, 6)", "k (6) is out of range for a dimension of 5"},
+        {"call_method triu (%w,)", "triu needs a tensor of 2 or more dimensions"},
+        {"call_function torch.pow (%x,) {exponent: %x}", "pow with a tensor exponent takes both operands by position"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -1953,6 +1961,15 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
               "  %v = call_method std (%g, [1, 3])\n  %r = call_method repeat (%v, 2, 1, 2)\n"
               "  %output = output output ({out: %d, hw: %hw, ch: %ch, r: %r},)\n");
     ck_assert_int_gt(tu_oom_loop("exec resize", run_small, g), 10);
+    bpcc_graph_free(g);
+    /* sorting, gathering, topk, bicubic resizing, triangles, any, a power of tensors */
+    g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %i = call_method argsort (%x, -1)\n"
+              "  %g = call_function torch.gather (%x, 3, %i)\n  %t = call_method topk (%g, 2)\n"
+              "  %v = call_function getattr (%t, \"values\")\n  %so = call_function torch.sort (%x, 1)\n"
+              "  %b = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 1.5, mode: \"bicubic\"}\n"
+              "  %tr = call_method triu (%b, 1)\n  %a = call_method any (%tr, 1)\n  %p = call_function operator.pow (%x, %x)\n"
+              "  %output = output output ((%v, %so, %a, %p),)\n");
+    ck_assert_int_gt(tu_oom_loop("exec order", run_small, g), 10);
     bpcc_graph_free(g);
 }
 END_TEST

@@ -268,23 +268,6 @@ static enum bpcc_status k_softplus(const struct xargs *a, struct xval *out)
 }
 
 /* pow(input, exponent) for a number exponent, with ATen's exact forms of the common ones */
-static enum bpcc_status k_pow(const struct xargs *a, struct xval *out)
-{
-    const struct xval *b = bpcc_xarg(a, 0, "input"), *e = bpcc_xarg(a, 1, "exponent");
-    if (!b || b->k != XV_TENSOR || !e || (e->k != XV_INT && e->k != XV_FLOAT))
-        return bpcc_xerr(a, "pow is supported for a tensor to the power of a number");
-    double p = e->k == XV_INT ? (double)e->u.i : e->u.f;
-    const struct xtensor *x = b->u.t;
-    struct xtensor *y = bpcc_xlike(x);
-    if (!y) return bpcc_diag_nomem(a->d);
-    const float *v = x->data;
-    float *q = y->data, fp = (float)p;
-    for (uint64_t i = 0; i < x->numel; i++)
-        q[i] = p == 2 ? v[i] * v[i] : p == 3 ? v[i] * v[i] * v[i] : p == 0.5 ? sqrtf(v[i]) : p == -0.5 ? 1.0f / sqrtf(v[i])
-             : p == -1 ? 1.0f / v[i] : p == -2 ? 1.0f / (v[i] * v[i]) : p == 1 ? v[i] : p == 0 ? 1.0f : powf(v[i], fp);
-    return bpcc_xput(a, y, out);
-}
-
 static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
 {
     double lo, hi;
@@ -355,7 +338,7 @@ static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
 
 /* B_MAX / B_MIN: torch.maximum / minimum (NaN from either side); the comparisons and logical ops
 ** give 0 or 1 (a bool tensor) */
-enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
 
 static bool bin_is_bool(enum binop op) { return op >= B_GT; }
 
@@ -368,6 +351,7 @@ static float bin(enum binop op, float x, float y)
     case B_DIV: return x / y;
     case B_MAX: return x != x || x > y ? x : y;
     case B_MIN: return x != x || x < y ? x : y;
+    case B_POW: return powf(x, y);
     case B_GT: return x > y;
     case B_LT: return x < y;
     case B_GE: return x >= y;
@@ -479,7 +463,7 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
             return BPCC_OK;
         }
         double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : op == B_DIV ? p / q
-                 : op == B_MAX ? (p != p || p > q ? p : q) : (p != p || p < q ? p : q);
+                 : op == B_MAX ? (p != p || p > q ? p : q) : op == B_POW ? pow(p, q) : (p != p || p < q ? p : q);
         *out = (struct xval){.k = XV_FLOAT, .u.f = r};
         return BPCC_OK;
     }
@@ -568,6 +552,29 @@ static enum bpcc_status k_sub(const struct xargs *a, struct xval *out) { return 
 static enum bpcc_status k_mul(const struct xargs *a, struct xval *out) { return binary(a, B_MUL, false, out); }
 static enum bpcc_status k_div(const struct xargs *a, struct xval *out) { return binary(a, B_DIV, false, out); }
 static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
+
+/* pow(input, exponent): a tensor to the power of a number as ATen's pow_tensor_scalar computes it
+** (squares, cubes, square roots and reciprocals exactly); a number to the power of a tensor (2 ** x)
+** and tensor to tensor, broadcast, by powf (PyTorch's vectorized pow may differ in the last ulp) */
+static enum bpcc_status k_pow(const struct xargs *a, struct xval *out)
+{
+    const struct xval *b = bpcc_xarg(a, 0, "input"), *e = bpcc_xarg(a, 1, "exponent");
+    if (!b || !e) return bpcc_xerr(a, "pow needs a base and an exponent");
+    if (b->k != XV_TENSOR || (e->k != XV_INT && e->k != XV_FLOAT)) {
+        if (a->n < 2) return bpcc_xerr(a, "pow with a tensor exponent takes both operands by position");
+        return binary(a, B_POW, false, out);
+    }
+    double p = e->k == XV_INT ? (double)e->u.i : e->u.f;
+    const struct xtensor *x = b->u.t;
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    const float *v = x->data;
+    float *q = y->data, fp = (float)p;
+    for (uint64_t i = 0; i < x->numel; i++)
+        q[i] = p == 2 ? v[i] * v[i] : p == 3 ? v[i] * v[i] * v[i] : p == 0.5 ? sqrtf(v[i]) : p == -0.5 ? 1.0f / sqrtf(v[i])
+             : p == -1 ? 1.0f / v[i] : p == -2 ? 1.0f / (v[i] * v[i]) : p == 1 ? v[i] : p == 0 ? 1.0f : powf(v[i], fp);
+    return bpcc_xput(a, y, out);
+}
 static enum bpcc_status k_floordiv(const struct xargs *a, struct xval *out)
 {
     const struct xval *x = bpcc_xarg(a, 0, NULL), *y = bpcc_xarg(a, 1, NULL);
@@ -725,6 +732,29 @@ static enum bpcc_status k_logical_not(const struct xargs *a, struct xval *out)
     if (st == BPCC_OK) out->u.t->boolean = true;
     return st;
 }
+
+/* triu / tril (input, diagonal=0): each matrix of the last two dimensions with the elements below
+** (triu) or above (tril) diagonal `diagonal` zeroed */
+static enum bpcc_status triangle(const struct xargs *a, bool upper, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t k;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "diagonal", 0, &k)) return BPCC_ERR_GRAPH;
+    if (x->ndim < 2) return bpcc_xerr(a, "%s needs a tensor of 2 or more dimensions", upper ? "triu" : "tril");
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t R = x->dims[x->ndim - 2], C = x->dims[x->ndim - 1];
+    for (uint64_t m = 0, mats = x->numel / bpcc_nz((uint64_t)(R * C)); m < mats; m++)
+        for (int64_t r = 0; r < R; r++)
+            for (int64_t c = 0; c < C; c++) {
+                uint64_t i = (m * (uint64_t)R + (uint64_t)r) * (uint64_t)C + (uint64_t)c;
+                y->data[i] = (upper ? c - r >= k : c - r <= k) ? x->data[i] : 0.0f;
+            }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+static enum bpcc_status k_triu(const struct xargs *a, struct xval *out) { return triangle(a, true, out); }
+static enum bpcc_status k_tril(const struct xargs *a, struct xval *out) { return triangle(a, false, out); }
 
 static enum bpcc_status k_maximum(const struct xargs *a, struct xval *out) { return binary(a, B_MAX, false, out); }
 static enum bpcc_status k_minimum(const struct xargs *a, struct xval *out) { return binary(a, B_MIN, false, out); }
@@ -903,5 +933,6 @@ const struct xop bpcc_elementwise_ops[] = {
     {'t', "masked_fill_", k_masked_fill}, {'f', "torch.zeros_like", k_zeros_like},
     {'f', "torch.ones_like", k_ones_like}, {'f', "torch.full_like", k_full_like}, {'t', "new_zeros", k_new_zeros},
     {'t', "new_ones", k_new_ones}, {'t', "new_full", k_new_full}, {'t', "float", k_float}, {'t', "bool", k_bool},
-    {'t', "long", k_long}, {'t', "int", k_long}, {'t', "to", k_to}, {'t', "type_as", k_type_as}, {0}
+    {'t', "long", k_long}, {'t', "int", k_long}, {'t', "to", k_to}, {'t', "type_as", k_type_as},
+    {'f', "torch.triu", k_triu}, {'t', "triu", k_triu}, {'f', "torch.tril", k_tril}, {'t', "tril", k_tril}, {0}
 };

@@ -259,9 +259,9 @@ static enum bpcc_status k_min(const struct xargs *a, struct xval *out) { return 
 static enum bpcc_status k_argmax(const struct xargs *a, struct xval *out) { return extreme(a, true, true, out); }
 static enum bpcc_status k_argmin(const struct xargs *a, struct xval *out) { return extreme(a, false, true, out); }
 
-/* cumsum(input, dim): running sums along dim, accumulated in double and rounded at each element,
-** as PyTorch's CPU kernel does (bit-equal) */
-static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out)
+/* cumsum / cumprod (input, dim): running sums / products along dim, accumulated in double and
+** rounded at each element, as PyTorch's CPU kernel does (bit-equal) */
+static enum bpcc_status cumulate(const struct xargs *a, bool prod, struct xval *out)
 {
     const struct xtensor *x;
     int64_t dim;
@@ -274,15 +274,143 @@ static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out)
     bpcc_xaround(x, dim, &outer, &n, &inner);
     for (uint64_t o = 0; o < outer; o++)
         for (uint64_t in = 0; in < inner; in++) {
-            double s = 0;
+            double s = prod ? 1 : 0;
             for (int64_t k = 0; k < n; k++) {
                 uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in;
-                s += x->data[i];
+                s = prod ? s * x->data[i] : s + x->data[i];
                 y->data[i] = (float)s;
             }
         }
     return bpcc_xput(a, y, out);
 }
+
+static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out) { return cumulate(a, false, out); }
+static enum bpcc_status k_cumprod(const struct xargs *a, struct xval *out) { return cumulate(a, true, out); }
+
+/* any / all (input) -> a 0-d bool, (input, dim, keepdim=False): whether any / every element is
+** nonzero (NaN is) */
+static enum bpcc_status truth(const struct xargs *a, bool every, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 1, "dim");
+    bool keep, whole = !dv || dv->k == XV_NONE;
+    int64_t dim = 0, dims[BPCC_MAX_DIMS];
+    if (!bpcc_xarg_bool(a, 2, "keepdim", false, &keep) || (!whole && !bpcc_xarg_int(a, 1, "dim", 0, &dim)) ||
+        (!whole && !bpcc_xdim(a, &dim, x->ndim)))
+        return BPCC_ERR_GRAPH;
+    uint64_t outer = 1, inner = 1;
+    int64_t n = (int64_t)x->numel;
+    uint32_t nd = 0;
+    if (!whole) {
+        bpcc_xaround(x, dim, &outer, &n, &inner);
+        nd = dims_without(x, dim, keep, dims);
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            bool r = every;
+            for (int64_t k = 0; k < n && r == every; k++) r = x->data[(o * (uint64_t)n + (uint64_t)k) * inner + in] != 0.0f;
+            y->data[o * inner + in] = r;
+        }
+    return bpcc_xput(a, bpcc_xmark(y, true), out);
+}
+
+static enum bpcc_status k_any(const struct xargs *a, struct xval *out) { return truth(a, false, out); }
+static enum bpcc_status k_all(const struct xargs *a, struct xval *out) { return truth(a, true, out); }
+
+/* {==================== ordering ==================== */
+
+/* one element of a line being sorted: its value and its position along the dimension */
+struct keyed {
+    float v;
+    int64_t at;
+};
+
+/* ascending with NaN above everything (PyTorch's KeyValueCompAsc), ties by position: a stable sort */
+static int cmp_up(const void *p, const void *q)
+{
+    const struct keyed *a = p, *b = q;
+    bool na = a->v != a->v, nb = b->v != b->v;
+    if (na != nb) return na ? 1 : -1;
+    if (!na && a->v != b->v) return a->v < b->v ? -1 : 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* descending with NaN first (KeyValueCompDesc), ties by position */
+static int cmp_down(const void *p, const void *q)
+{
+    const struct keyed *a = p, *b = q;
+    bool na = a->v != a->v, nb = b->v != b->v;
+    if (na != nb) return na ? -1 : 1;
+    if (!na && a->v != b->v) return a->v > b->v ? -1 : 1;
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* sort (input, dim=-1, descending=False, stable=False) -> (values, indices), argsort (input,
+** dim=-1, descending=False) -> indices, topk (input, k, dim=-1, largest=True, sorted=True) ->
+** (values, indices): each line along dim ordered stably (PyTorch's CPU sort is stable either way;
+** topk's order among equal values is unspecified in PyTorch, here by position; its k come out
+** sorted, which sorted=False allows); indices held as floats (exact below 2^24) */
+enum order { O_SORT, O_ARGSORT, O_TOPK };
+
+static enum bpcc_status order(const struct xargs *a, enum order how, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim, k = 0;
+    bool down;
+    uint32_t di = how == O_TOPK ? 2 : 1; /* the position of dim; stable and sorted change nothing here */
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || (how == O_TOPK && !bpcc_xarg_int(a, 1, "k", 0, &k)) ||
+        !bpcc_xarg_int(a, di, "dim", -1, &dim) || !bpcc_xdim(a, &dim, x->ndim) ||
+        !bpcc_xarg_bool(a, di + 1, how == O_TOPK ? "largest" : "descending", how == O_TOPK, &down))
+        return BPCC_ERR_GRAPH;
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    if (how != O_TOPK) k = n;
+    else if (k < 0 || k > n) return bpcc_xerr(a, "k (%lld) is out of range for a dimension of %lld", (long long)k, (long long)n);
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    if (x->ndim) dims[dim] = k;
+    struct xtensor *v = how == O_ARGSORT ? NULL : bpcc_xtensor_new(x->ndim, dims), *ix = bpcc_xtensor_new(x->ndim, dims);
+    struct keyed *line = bpcc_malloc((size_t)bpcc_nz((uint64_t)n) * sizeof *line);
+    if ((how != O_ARGSORT && !v) || !ix || !line) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        bpcc_xfree(line);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            for (int64_t j = 0; j < n; j++) line[j] = (struct keyed){x->data[(o * (uint64_t)n + (uint64_t)j) * inner + in], j};
+            qsort(line, (size_t)n, sizeof *line, down ? cmp_down : cmp_up);
+            for (int64_t j = 0; j < k; j++) {
+                uint64_t i = (o * (uint64_t)k + (uint64_t)j) * inner + in;
+                if (v) v->data[i] = line[j].v;
+                ix->data[i] = (float)line[j].at;
+            }
+        }
+    bpcc_xfree(line);
+    if (how == O_ARGSORT) return bpcc_xput(a, ix, out);
+    v->boolean = x->boolean;
+    struct xval *items = bpcc_malloc(2 * sizeof *items);
+    if (!items) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
+    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_sort(const struct xargs *a, struct xval *out) { return order(a, O_SORT, out); }
+static enum bpcc_status k_argsort(const struct xargs *a, struct xval *out) { return order(a, O_ARGSORT, out); }
+static enum bpcc_status k_topk(const struct xargs *a, struct xval *out) { return order(a, O_TOPK, out); }
+
+/* }================================================ */
 
 /* prod (input, dim=None, keepdim=False) and the vector norms norm (input, p='fro', dim=None,
 ** keepdim=False), linalg.vector_norm (x, ord=2, ...) and linalg.norm (x, ord=None, ...) for 2 /
@@ -465,5 +593,8 @@ const struct xop bpcc_reduce_ops[] = {
     {'t', "argmin", k_argmin}, {'f', "torch.cumsum", k_cumsum}, {'t', "cumsum", k_cumsum}, {'f', "torch.prod", k_prod},
     {'t', "prod", k_prod}, {'f', "torch.norm", k_norm}, {'t', "norm", k_norm},
     {'f', "torch.linalg.norm", k_linalg_norm}, {'f', "torch.linalg.vector_norm", k_linalg_norm},
-    {'f', "torch.nn.functional.normalize", k_normalize}, {0}
+    {'f', "torch.nn.functional.normalize", k_normalize},
+    {'f', "torch.cumprod", k_cumprod}, {'t', "cumprod", k_cumprod}, {'f', "torch.any", k_any}, {'t', "any", k_any},
+    {'f', "torch.all", k_all}, {'t', "all", k_all}, {'f', "torch.sort", k_sort}, {'t', "sort", k_sort},
+    {'f', "torch.argsort", k_argsort}, {'t', "argsort", k_argsort}, {'f', "torch.topk", k_topk}, {'t', "topk", k_topk}, {0}
 };

@@ -778,6 +778,89 @@ static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x
 }
 
 
+/* an index tensor's element as a position along a dimension of `size`: integral, in [0, size) */
+static bool position(const struct xargs *a, float f, int64_t size, int64_t *at)
+{
+    if (!(f >= 0 && f < (float)size) || f != floorf(f)) {
+        bpcc_xerr(a, f == floorf(f) ? "index %g is out of bounds for a dimension of size %lld"
+                                    : "index %g is not an integer (dimension of size %lld)", f, (long long)size);
+        return false;
+    }
+    *at = (int64_t)f;
+    return true;
+}
+
+static bool index_tensor(const struct xargs *a, uint32_t i, const struct xtensor **t)
+{
+    if (!bpcc_xarg_tensor(a, i, "index", t)) return false;
+    if ((*t)->boolean) {
+        bpcc_xerr(a, "the index must hold integers, not bools");
+        return false;
+    }
+    return true;
+}
+
+/* gather(input, dim, index): out[..i..] = input[..index[..i..]..] along dim; out has index's shape,
+** which may be smaller than input's on the other dimensions */
+static enum bpcc_status k_gather(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *ix;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !index_tensor(a, 2, &ix) ||
+        !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (ix->ndim != x->ndim) return bpcc_xerr(a, "the index has %u dimensions, the input %u", ix->ndim, x->ndim);
+    for (uint32_t d = 0; d < x->ndim; d++)
+        if ((int64_t)d != dim && ix->dims[d] > x->dims[d])
+            return bpcc_xerr(a, "the index's size %lld exceeds the input's %lld in dimension %u", (long long)ix->dims[d],
+                             (long long)x->dims[d], d);
+    struct xtensor *y = bpcc_xlike(ix);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t st[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0}; /* x's strides; the position in index */
+    for (int d = (int)x->ndim - 1; d >= 0; d--) st[d] = d == (int)x->ndim - 1 ? 1 : st[d + 1] * x->dims[d + 1];
+    for (uint64_t e = 0; e < ix->numel; e++) {
+        int64_t at, off = 0;
+        if (!position(a, ix->data[e], x->ndim ? x->dims[dim] : 1, &at)) {
+            bpcc_xtensor_free(y);
+            return BPCC_ERR_GRAPH;
+        }
+        for (uint32_t d = 0; d < x->ndim; d++) off += ((int64_t)d == dim ? at : idx[d]) * st[d];
+        y->data[e] = x->data[off];
+        for (int d = (int)ix->ndim - 1; d >= 0 && ++idx[d] == ix->dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* index_select(input, dim, index): the slices at the positions a 1-d (or 0-d) index lists */
+static enum bpcc_status k_index_select(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *ix;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !index_tensor(a, 2, &ix) ||
+        !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (ix->ndim > 1) return bpcc_xerr(a, "index_select takes a 1-d index, not %u-d", ix->ndim);
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    if (x->ndim) dims[dim] = (int64_t)ix->numel;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim ? x->ndim : ix->ndim, x->ndim ? dims : ix->dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    for (uint64_t j = 0; j < ix->numel; j++) {
+        int64_t at;
+        if (!position(a, ix->data[j], n, &at)) {
+            bpcc_xtensor_free(y);
+            return BPCC_ERR_GRAPH;
+        }
+        for (uint64_t o = 0; o < outer; o++)
+            memcpy(y->data + (o * ix->numel + j) * inner, x->data + (o * (uint64_t)n + (uint64_t)at) * inner,
+                   inner * sizeof(float));
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
 /* narrow(input, dim, start, length) and select(input, dim, index) */
 static enum bpcc_status k_narrow(const struct xargs *a, struct xval *out)
 {
@@ -998,7 +1081,8 @@ const struct xop bpcc_shape_ops[] = {
     {'m', "torch.nn.ConstantPad3d", k_pad_module}, {'m', "torch.nn.ReflectionPad1d", k_pad_module},
     {'m', "torch.nn.ReflectionPad2d", k_pad_module}, {'m', "torch.nn.ReflectionPad3d", k_pad_module},
     {'m', "torch.nn.ReplicationPad1d", k_pad_module}, {'m', "torch.nn.ReplicationPad2d", k_pad_module},
-    {'m', "torch.nn.ReplicationPad3d", k_pad_module}, {'t', "repeat", k_repeat}, {'f', "torch.narrow", k_narrow},
+    {'m', "torch.nn.ReplicationPad3d", k_pad_module}, {'t', "repeat", k_repeat}, {'f', "torch.gather", k_gather}, {'t', "gather", k_gather},
+    {'f', "torch.index_select", k_index_select}, {'t', "index_select", k_index_select}, {'f', "torch.narrow", k_narrow},
     {'t', "narrow", k_narrow}, {'f', "torch.select", k_select}, {'t', "select", k_select}, {'t', "view_as", k_view_as},
     {'t', "reshape_as", k_view_as}, {'t', "expand_as", k_expand_as}, {'f', "torch.unflatten", k_unflatten},
     {'t', "unflatten", k_unflatten}, {'m', "torch.nn.Unflatten", k_unflatten}, {'f', "torch.swapaxes", k_transpose},

@@ -536,8 +536,10 @@ class Calibrate(unittest.TestCase):
 
     def test_run_tensor_ops_of_user_models(self):
         """the tensor ops models outside torchvision use (attention masks, selection, casts,
-        rearrangements, element-wise math, norms) against eager on one input. Those that only move,
-        select or compare elements, or round once, give PyTorch's bits on any machine; the others
+        rearrangements, element-wise math, norms, sorting, gathering, triangles) against eager on one
+        input. Those that only move, select, sort or compare elements, or round once, give PyTorch's
+        bits on any machine (topk's indices among equal values aside: PyTorch leaves their order
+        unspecified, so the test takes only their values); the others
         (libm against SLEEF, sums in another order) agree to 1e-5 relative. matmul with vectors and
         broadcast batch dimensions. Bool tensors (comparisons)
         feed ~, &, |, where, masked_fill and arithmetic as PyTorch promotes them"""
@@ -572,7 +574,18 @@ class Calibrate(unittest.TestCase):
                         x.type_as(x), x.clone(), x.detach(), x.bool().float(), m.to(torch.float32),
                         x[[1, 0, 1]], x[:, :, [-1, 0, 3, 3]], x[..., [2, 0]], x[:, self.idx], x[None, :, [1, 2], 1:5:2],
                         x.masked_fill(self.mask, 2.0), torch.where(self.mask & m, x, 0.0),
-                        torch.einsum("bchw->hwcb", x))
+                        torch.einsum("bchw->hwcb", x),
+                        x.triu(1), torch.triu(x, -1), x.tril(), torch.tril(m, 2).float(),
+                        x.masked_fill(x.new_ones(6, 6).triu(1) > 0, float("-inf")),
+                        torch.gather(x, 3, x.argsort(-1)), x.gather(2, x[:, :, :3, :2].argmax(2, keepdim=True)),
+                        torch.index_select(x, 1, self.idx.abs()), x.index_select(-1, self.idx[:2]),
+                        torch.sort(x, -1)[0], x.sort(2, descending=True).indices.float(), (x * 2).round().sort(-1)[1].float(),
+                        torch.sort((x * 2).round(), 1, descending=True).indices.float(), x.argsort(-1).float(),
+                        torch.argsort(torch.where(x > 1, x * float("nan"), x), 1, descending=True).float(),
+                        x.topk(3, -1).values, x.topk(3, -1)[1].float(), torch.topk(x, 2, 1, largest=False).indices.float(),
+                        torch.topk((x * 2).round(), 4, -1)[0], torch.cumprod(x, 1), (x * 0.5 + 1).cumprod(-1),
+                        (x > 0).any(-1, keepdim=True).float(), (x > 2).any().float(), torch.all(x > -1, 1).float(),
+                        (x > -3).all().float())
 
         class Close(nn.Module):
             def __init__(self):
@@ -601,7 +614,8 @@ class Calibrate(unittest.TestCase):
                         x @ x[0, 0, 0], x[0, 0, 0] @ x, x[0, 0, 0] @ x[0, 0, 1], x[:, :1] @ x[:1, :],
                         torch.matmul(x, x[0, 0]), torch.matmul(x[0], x),
                         self.lpp(x), F.lp_pool1d(f.abs(), 3, 4), F.lp_pool2d(x.abs(), 1.5, kernel_size=3, stride=2, ceil_mode=True),
-                        self.lrn(x), F.local_response_norm(f, 2), F.local_response_norm(x.unsqueeze(2), 4))
+                        self.lrn(x), F.local_response_norm(f, 2), F.local_response_norm(x.unsqueeze(2), 4),
+                        2 ** x, torch.pow(x.abs() + 0.5, x), x.abs() ** x[:, :1], torch.pow(3.0, x))
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
