@@ -939,7 +939,9 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_function torch.round (%x,) {decimals: 2}", "round with decimals=2 is not supported"},
         {"call_method masked_fill (%w, %x, 0.0)", "the mask has more dimensions than the input"},
         {"call_method masked_fill (%x, %x, %x)", "masked_fill's value must be a number or a 0-dimensional tensor"},
-        {"call_function torch.where (%x,)", "where(condition) (the indices of nonzero elements) is not supported"},
+        {"call_function torch.where (%x, %x)", "where takes a condition, or a condition, an input and an other"},
+        {"call_method masked_select (%w, %x)", "the mask has more dimensions than the input"},
+        {"call_function torch.masked_select (%x, %w)", "the mask's size 2 cannot be broadcast to the input's 5 in dimension 2"},
         {"call_method narrow (%x, 2, 3, 3)", "narrow [3, +3) is out of range for size 5"},
         {"call_method select (%x, 1, 4)", "index 4 is out of range for size 4"},
         {"call_function torch.movedim (%x, [0, 1], [2, 2])", "movedim repeats a dimension"},
@@ -1962,13 +1964,16 @@ START_TEST(the_interpreter_survives_every_allocation_failure)
               "  %output = output output ({out: %d, hw: %hw, ch: %ch, r: %r},)\n");
     ck_assert_int_gt(tu_oom_loop("exec resize", run_small, g), 10);
     bpcc_graph_free(g);
-    /* sorting, gathering, topk, bicubic resizing, triangles, any, a power of tensors */
+    /* sorting, gathering, topk, bicubic resizing, triangles, any, a power of tensors, bool-mask
+    ** selections */
     g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %i = call_method argsort (%x, -1)\n"
               "  %g = call_function torch.gather (%x, 3, %i)\n  %t = call_method topk (%g, 2)\n"
               "  %v = call_function getattr (%t, \"values\")\n  %so = call_function torch.sort (%x, 1)\n"
               "  %b = call_function torch.nn.functional.interpolate (%x,) {scale_factor: 1.5, mode: \"bicubic\"}\n"
               "  %tr = call_method triu (%b, 1)\n  %a = call_method any (%tr, 1)\n  %p = call_function operator.pow (%x, %x)\n"
-              "  %output = output output ((%v, %so, %a, %p),)\n");
+              "  %gt = call_function operator.gt (%x, 0.5)\n  %mi = call_function operator.getitem (%x, %gt)\n"
+              "  %nz = call_function torch.where (%gt,)\n  %ms = call_method masked_select (%x, %gt)\n"
+              "  %output = output output ((%v, %so, %a, %p, %mi, %nz, %ms),)\n");
     ck_assert_int_gt(tu_oom_loop("exec order", run_small, g), 10);
     bpcc_graph_free(g);
 }

@@ -691,7 +691,11 @@ static enum bpcc_status select3(const struct xargs *a, struct operand *c, struct
 static enum bpcc_status k_where(const struct xargs *a, struct xval *out)
 {
     struct operand c, x, y;
-    if (a->n + a->n_kw < 3) return bpcc_xerr(a, "where(condition) (the indices of nonzero elements) is not supported");
+    if (a->n + a->n_kw == 1) { /* where(condition): nonzero(condition, as_tuple=True) */
+        const struct xtensor *t;
+        return bpcc_xarg_tensor(a, 0, "condition", &t) ? bpcc_xnonzero(a, t, true, out) : BPCC_ERR_GRAPH;
+    }
+    if (a->n + a->n_kw < 3) return bpcc_xerr(a, "where takes a condition, or a condition, an input and an other");
     if (!operand_of(a, 0, "condition", &c) || !operand_of(a, 1, "input", &x) || !operand_of(a, 2, "other", &y))
         return BPCC_ERR_GRAPH;
     return select3(a, &c, &x, &y, out);

@@ -86,11 +86,13 @@ BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op)
 BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
 
 /* kernels one file calls in another: nn.c's adaptive average pooling (resize.c's area mode),
-** shape.c's narrow (x's elements [start, start + len) along dim, as a new tensor; NULL on OOM) */
+** shape.c's narrow (x's elements [start, start + len) along dim, as a new tensor; NULL on OOM) and
+** nonzero */
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len);
+BPCC_INTERNAL enum bpcc_status bpcc_xnonzero(const struct xargs *a, const struct xtensor *x, bool as_tuple, struct xval *out);
 
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);

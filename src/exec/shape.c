@@ -266,7 +266,7 @@ static enum bpcc_status seq_getitem(const struct xargs *a, const struct xval *ob
 static bool index_list(const struct xargs *a, const struct xval *v, int64_t size, int64_t **out, int64_t *n)
 {
     if (v->k == XV_TENSOR && (v->u.t->boolean || v->u.t->ndim != 1))
-        return bpcc_xerr(a, v->u.t->boolean ? "indexing by a bool mask is not supported (its shape depends on the data)"
+        return bpcc_xerr(a, v->u.t->boolean ? "a bool mask together with other indices is not supported"
                                             : "an index tensor must have 1 dimension"),
                false;
     *n = v->k == XV_TENSOR ? (int64_t)v->u.t->numel : (int64_t)v->u.seq.n;
@@ -284,6 +284,118 @@ static bool index_list(const struct xargs *a, const struct xval *v, int64_t size
     return true;
 }
 
+/* {==================== selections whose shape depends on the data ==================== */
+
+/* nonzero(input, *, as_tuple=False): the positions of the nonzero elements (NaN is) in row-major
+** order, as an [n, ndim] tensor, or, as_tuple (and torch.where(condition)), ndim tensors of n (a
+** 0-d input: one); positions held as floats (exact below 2^24) */
+enum bpcc_status bpcc_xnonzero(const struct xargs *a, const struct xtensor *x, bool as_tuple, struct xval *out)
+{
+    int64_t n = 0, idx[BPCC_MAX_DIMS] = {0};
+    for (uint64_t i = 0; i < x->numel; i++) n += x->data[i] != 0.0f;
+    uint32_t nd = x->ndim, parts = as_tuple ? (nd ? nd : 1) : 1;
+    struct xval *items = as_tuple ? bpcc_malloc(parts * sizeof *items) : NULL;
+    if (as_tuple && !items) return bpcc_diag_nomem(a->d);
+    struct xtensor *t[BPCC_MAX_DIMS] = {NULL};
+    for (uint32_t p = 0; p < parts; p++) {
+        t[p] = as_tuple ? bpcc_xtensor_new(1, &n) : bpcc_xtensor_new(2, (int64_t[]){n, nd});
+        if (!t[p]) {
+            for (uint32_t q = 0; q < p; q++) bpcc_xtensor_free(t[q]);
+            bpcc_xfree(items);
+            return bpcc_diag_nomem(a->d);
+        }
+    }
+    uint64_t r = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        if (x->data[i] != 0.0f) {
+            for (uint32_t d = 0; d < nd; d++)
+                if (as_tuple) t[d]->data[r] = (float)idx[d];
+                else t[0]->data[r * nd + d] = (float)idx[d];
+            if (as_tuple && !nd) t[0]->data[r] = 0.0f;
+            r++;
+        }
+        for (int d = (int)nd - 1; d >= 0 && ++idx[d] == x->dims[d]; d--) idx[d] = 0;
+    }
+    if (!as_tuple) return bpcc_xput(a, t[0], out);
+    for (uint32_t p = 0; p < parts; p++) items[p] = (struct xval){.k = XV_TENSOR, .u.t = t[p]};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {parts, items}};
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_nonzero(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    bool as_tuple;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_bool(a, UINT32_MAX, "as_tuple", false, &as_tuple))
+        return BPCC_ERR_GRAPH;
+    return bpcc_xnonzero(a, x, as_tuple, out);
+}
+
+/* x[mask] for a bool mask over x's leading dimensions: the selected slices stacked,
+** [count, the other dimensions...] */
+static enum bpcc_status mask_getitem(const struct xargs *a, const struct xtensor *x, const struct xtensor *m, struct xval *out)
+{
+    if (m->ndim > x->ndim) return bpcc_xerr(a, "a mask of %u dimensions indexes a %u-dimensional tensor", m->ndim, x->ndim);
+    for (uint32_t d = 0; d < m->ndim; d++)
+        if (m->dims[d] != x->dims[d])
+            return bpcc_xerr(a, "the mask's size %lld does not match the tensor's %lld in dimension %u", (long long)m->dims[d],
+                             (long long)x->dims[d], d);
+    int64_t n = 0, dims[BPCC_MAX_DIMS];
+    for (uint64_t i = 0; i < m->numel; i++) n += m->data[i] != 0.0f;
+    uint64_t inner = 1;
+    dims[0] = n;
+    for (uint32_t d = m->ndim; d < x->ndim; d++) inner *= (uint64_t)(dims[1 + d - m->ndim] = x->dims[d]);
+    struct xtensor *y = bpcc_xtensor_new(1 + x->ndim - m->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0, r = 0; i < m->numel; i++)
+        if (m->data[i] != 0.0f) memcpy(y->data + r++ * inner, x->data + i * inner, inner * sizeof(float));
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* masked_select(input, mask): the input's elements where the mask (broadcast to the input's
+** shape) is true, in row-major order, as a 1-d tensor */
+static enum bpcc_status k_masked_select(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *m;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "mask", &m)) return BPCC_ERR_GRAPH;
+    if (m->ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
+    int64_t ms[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0}; /* the mask's strides over the input's dims (0: broadcast) */
+    int64_t st = 1;
+    for (int d = (int)x->ndim - 1; d >= 0; d--) {
+        int j = d - (int)(x->ndim - m->ndim);
+        int64_t md = j >= 0 ? m->dims[j] : 1;
+        if (md != 1 && md != x->dims[d])
+            return bpcc_xerr(a, "the mask's size %lld cannot be broadcast to the input's %lld in dimension %d", (long long)md,
+                             (long long)x->dims[d], d);
+        ms[d] = md == 1 ? 0 : st;
+        st *= md;
+    }
+    int64_t n = 0;
+    for (uint64_t i = 0, o = 0; i < x->numel; i++) {
+        n += m->data[o] != 0.0f;
+        for (int d = (int)x->ndim - 1; d >= 0; d--) {
+            o += (uint64_t)ms[d];
+            if (++idx[d] < x->dims[d]) break;
+            o -= (uint64_t)(ms[d] * x->dims[d]);
+            idx[d] = 0;
+        }
+    }
+    struct xtensor *y = bpcc_xtensor_new(1, &n);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0, o = 0, r = 0; i < x->numel; i++) {
+        if (m->data[o] != 0.0f) y->data[r++] = x->data[i];
+        for (int d = (int)x->ndim - 1; d >= 0; d--) {
+            o += (uint64_t)ms[d];
+            if (++idx[d] < x->dims[d]) break;
+            o -= (uint64_t)(ms[d] * x->dims[d]);
+            idx[d] = 0;
+        }
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* }================================================ */
+
 /* x[index]: sequences by int or slice, dicts by key; tensors by ints, slices, None, Ellipsis and
 ** one index list (x[:, [0, 2]], x[idx] for a 1-d tensor idx): the list's dimension keeps its place,
 ** which is PyTorch's rule when no int index is there too (refused: PyTorch may move the dimension) */
@@ -300,6 +412,8 @@ static enum bpcc_status k_getitem(const struct xargs *a, struct xval *out)
     }
     if (obj->k != XV_TENSOR) return bpcc_xerr(a, "getitem on this value is not supported");
     const struct xtensor *x = obj->u.t;
+    const struct xval *lone = ix->k == XV_SEQ && ix->u.seq.n == 1 ? &ix->u.seq.items[0] : ix;
+    if (lone->k == XV_TENSOR && lone->u.t->boolean) return mask_getitem(a, x, lone->u.t, out);
     const struct xval *idx = ix;
     uint32_t n_idx = 1;
     /* a tuple holds one index per dimension; a list is itself an index list (x[[0, 2]]) */
@@ -1081,7 +1195,8 @@ const struct xop bpcc_shape_ops[] = {
     {'m', "torch.nn.ConstantPad3d", k_pad_module}, {'m', "torch.nn.ReflectionPad1d", k_pad_module},
     {'m', "torch.nn.ReflectionPad2d", k_pad_module}, {'m', "torch.nn.ReflectionPad3d", k_pad_module},
     {'m', "torch.nn.ReplicationPad1d", k_pad_module}, {'m', "torch.nn.ReplicationPad2d", k_pad_module},
-    {'m', "torch.nn.ReplicationPad3d", k_pad_module}, {'t', "repeat", k_repeat}, {'f', "torch.gather", k_gather}, {'t', "gather", k_gather},
+    {'m', "torch.nn.ReplicationPad3d", k_pad_module}, {'t', "repeat", k_repeat}, {'f', "torch.gather", k_gather}, {'f', "torch.nonzero", k_nonzero}, {'t', "nonzero", k_nonzero},
+    {'f', "torch.masked_select", k_masked_select}, {'t', "masked_select", k_masked_select}, {'t', "gather", k_gather},
     {'f', "torch.index_select", k_index_select}, {'t', "index_select", k_index_select}, {'f', "torch.narrow", k_narrow},
     {'t', "narrow", k_narrow}, {'f', "torch.select", k_select}, {'t', "select", k_select}, {'t', "view_as", k_view_as},
     {'t', "reshape_as", k_view_as}, {'t', "expand_as", k_expand_as}, {'f', "torch.unflatten", k_unflatten},

@@ -536,8 +536,8 @@ class Calibrate(unittest.TestCase):
 
     def test_run_tensor_ops_of_user_models(self):
         """the tensor ops models outside torchvision use (attention masks, selection, casts,
-        rearrangements, element-wise math, norms, sorting, gathering, triangles) against eager on one
-        input. Those that only move, select, sort or compare elements, or round once, give PyTorch's
+        rearrangements, element-wise math, norms, sorting, gathering, triangles, bool-mask
+        selections) against eager on one input. Those that only move, select, sort or compare elements, or round once, give PyTorch's
         bits on any machine (topk's indices among equal values aside: PyTorch leaves their order
         unspecified, so the test takes only their values); the others
         (libm against SLEEF, sums in another order) agree to 1e-5 relative. matmul with vectors and
@@ -585,7 +585,10 @@ class Calibrate(unittest.TestCase):
                         x.topk(3, -1).values, x.topk(3, -1)[1].float(), torch.topk(x, 2, 1, largest=False).indices.float(),
                         torch.topk((x * 2).round(), 4, -1)[0], torch.cumprod(x, 1), (x * 0.5 + 1).cumprod(-1),
                         (x > 0).any(-1, keepdim=True).float(), (x > 2).any().float(), torch.all(x > -1, 1).float(),
-                        (x > -3).all().float())
+                        (x > -3).all().float(),
+                        x[m], x[x[:, :, 0, 0] > 0], x[:, 0][self.mask.expand(2, 6, 6)], torch.masked_select(x, x > 0.5),
+                        x.masked_select(self.mask), torch.nonzero(m).float(), m.nonzero(as_tuple=True)[2].float(),
+                        torch.where(x > 1)[3].float(), x[..., torch.where(x[0, 0, 0] > 0)[0]])
 
         class Close(nn.Module):
             def __init__(self):
