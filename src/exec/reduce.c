@@ -191,6 +191,21 @@ static uint32_t dims_without(const struct xtensor *x, int64_t dim, bool keep, in
     return nd;
 }
 
+/* the pair torch.return_types gives (values, indices), which getattr reads by name; owns v and ix */
+static enum bpcc_status values_indices(const struct xargs *a, struct xtensor *v, struct xtensor *ix, struct xval *out)
+{
+    struct xval *items = bpcc_malloc(2 * sizeof *items);
+    if (!items) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
+    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
+    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+    return BPCC_OK;
+}
+
 /* max / min (input), (input, dim, keepdim=False) -> (values, indices), (input, other) = maximum /
 ** minimum; argmax / argmin (input, dim=None, keepdim=False). NaN wins, ties keep the first; indices
 ** are held as floats (exact below 2^24) */
@@ -242,16 +257,7 @@ static enum bpcc_status extreme(const struct xargs *a, bool want_max, bool arg, 
         bpcc_xtensor_free(arg ? v : ix);
         return bpcc_xput(a, arg ? ix : v, out);
     }
-    struct xval *items = bpcc_malloc(2 * sizeof *items);
-    if (!items) {
-        bpcc_xtensor_free(v);
-        bpcc_xtensor_free(ix);
-        return bpcc_diag_nomem(a->d);
-    }
-    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
-    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
-    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
-    return BPCC_OK;
+    return values_indices(a, v, ix, out);
 }
 
 static enum bpcc_status k_max(const struct xargs *a, struct xval *out) { return extreme(a, true, false, out); }
@@ -394,16 +400,7 @@ static enum bpcc_status order(const struct xargs *a, enum order how, struct xval
     bpcc_xfree(line);
     if (how == O_ARGSORT) return bpcc_xput(a, ix, out);
     v->boolean = x->boolean;
-    struct xval *items = bpcc_malloc(2 * sizeof *items);
-    if (!items) {
-        bpcc_xtensor_free(v);
-        bpcc_xtensor_free(ix);
-        return bpcc_diag_nomem(a->d);
-    }
-    items[0] = (struct xval){.k = XV_TENSOR, .u.t = v};
-    items[1] = (struct xval){.k = XV_TENSOR, .u.t = ix};
-    *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
-    return BPCC_OK;
+    return values_indices(a, v, ix, out);
 }
 
 static enum bpcc_status k_sort(const struct xargs *a, struct xval *out) { return order(a, O_SORT, out); }
