@@ -5,8 +5,11 @@
 ** softmax over the keys, the weighted sum of the values, and the output projection; the attention
 ** weights averaged over the heads (or per head) when asked for.
 **
-** quantize_fx leaves the module whole and in float (no backend config has a pattern for it), so
-** the interpreter runs it as one op. bias_k / bias_v, add_zero_attn and dropout in training mode
+** Over it, the transformer modules: TransformerEncoderLayer / TransformerEncoder,
+** TransformerDecoderLayer / TransformerDecoder and Transformer (encoder, then decoder).
+**
+** quantize_fx leaves these modules whole and in float (no backend config has a pattern for them), so
+** the interpreter runs each as one op. bias_k / bias_v, add_zero_attn and dropout in training mode
 ** are refused. Matrix products through BLAS, as PyTorch's; the values agree with it to ~1e-6.
 */
 #include "exec.h"
@@ -381,10 +384,174 @@ static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval
     return BPCC_OK;
 }
 
+/* {==================== transformer decoder ==================== */
+
+/* attention module m over (q, kv, kv) with its masks (NULL: none), without weights: out */
+static enum bpcc_status attend(const struct xargs *a, const struct bpcc_module *m, const struct xval *q, const struct xval *kv,
+                               const struct xval *mask, const struct xval *kpm, struct xval *out)
+{
+    struct xval pos[3] = {*q, *kv, *kv}, kw[3] = {{.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_BOOL, .u.b = false}};
+    static const char *const names[3] = {"attn_mask", "key_padding_mask", "need_weights"};
+    if (mask) kw[0] = *mask;
+    if (kpm) kw[1] = *kpm;
+    for (int i = 0; i < 3; i++) pos[i].borrowed = true, kw[i].borrowed = true;
+    struct xval u;
+    enum bpcc_status st = call(a, m, pos, 3, names, kw, 3, &u);
+    if (st) return st;
+    *out = u.u.seq.items[0];
+    u.u.seq.items[0] = (struct xval){.k = XV_NONE};
+    bpcc_xval_release(&u);
+    return BPCC_OK;
+}
+
+/* the masks a decoder layer takes: tgt_mask, memory_mask, tgt_key_padding_mask,
+** memory_key_padding_mask (NULL: none) */
+struct dmasks {
+    const struct xval *tgt, *mem, *tgt_kpm, *mem_kpm;
+};
+
+/* TransformerDecoderLayer (tgt, memory, masks), eval: post-norm x = norm1(x + sa(x)); x = norm2(x +
+** mha(x, memory)); x = norm3(x + ff(x)), or pre-norm with each block's input normed first (x = x +
+** sa(norm1(x)) ...); sa / mha without weights, ff linear2(activation(linear1)); dropouts are
+** identities */
+static enum bpcc_status decoder_layer(const struct xargs *a, const struct xval *tgt, const struct xval *memory,
+                                      const struct dmasks *dm, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    if (bpcc_mattr_bool(m, "training", false))
+        return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
+    bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
+    const struct bpcc_module *sa = child(m, "self_attn"), *ca = child(m, "multihead_attn"), *l1 = child(m, "linear1"),
+                             *l2 = child(m, "linear2"), *norms[3] = {child(m, "norm1"), child(m, "norm2"), child(m, "norm3")};
+    struct xval x, t = {0};
+    enum bpcc_status st = bpcc_xval_copy(tgt, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    for (int block = 0; block < 3 && st == BPCC_OK; block++) {
+        const struct xval *in = &x;
+        if (norm_first) {
+            if ((st = call1(a, norms[block], &x, &t))) break;
+            in = &t;
+        }
+        struct xval r;
+        if (block == 0) st = attend(a, sa, in, in, dm->tgt, dm->tgt_kpm, &r);
+        else if (block == 1) st = attend(a, ca, in, memory, dm->mem, dm->mem_kpm, &r);
+        else { /* feed-forward */
+            struct xval h, g;
+            if ((st = call1(a, l1, in, &h))) break;
+            st = activate(a, &h, &g);
+            bpcc_xval_release(&h);
+            if (st) break;
+            st = call1(a, l2, &g, &r);
+            bpcc_xval_release(&g);
+        }
+        if (st) break;
+        bpcc_xval_release(&t);
+        if ((st = add_into(a, &x, &r))) break;
+        if (!norm_first) {
+            st = call1(a, norms[block], &x, &t);
+            bpcc_xval_release(&x);
+            x = t;
+            t = (struct xval){0};
+        }
+    }
+    bpcc_xval_release(&t);
+    if (st) {
+        bpcc_xval_release(&x);
+        return st;
+    }
+    *out = x;
+    return BPCC_OK;
+}
+
+static enum bpcc_status k_transformer_decoder_layer(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *mem;
+    if (!a->module || !bpcc_xarg_tensor(a, 0, "tgt", &x) || !bpcc_xarg_tensor(a, 1, "memory", &mem)) return BPCC_ERR_GRAPH;
+    struct dmasks dm = {optional(a, 2, "tgt_mask"), optional(a, 3, "memory_mask"), optional(a, 4, "tgt_key_padding_mask"),
+                        optional(a, 5, "memory_key_padding_mask")};
+    return decoder_layer(a, bpcc_xarg(a, 0, "tgt"), bpcc_xarg(a, 1, "memory"), &dm, out);
+}
+
+/* the layers of `layers` (of type `type`) in turn over *cur, then `norm` if there is one */
+static enum bpcc_status stack(const struct xargs *a, const struct bpcc_module *layers, const struct bpcc_module *norm,
+                              const char *type, const struct xval *memory, const struct dmasks *dm, struct xval *cur)
+{
+    if (!layers || !layers->first_child) return bpcc_xerr(a, "%s has no layers", a->module->type);
+    for (const struct bpcc_module *l = layers->first_child; l; l = l->next_sibling) {
+        if (strcmp(l->type, type)) return bpcc_xerr(a, "%s's layer %s is a %s, not a %s", a->module->type, l->name, l->type, type);
+        struct xval next;
+        struct xargs sub = *a;
+        sub.module = l;
+        enum bpcc_status st = decoder_layer(&sub, cur, memory, dm, &next);
+        if (st) return st;
+        bpcc_xval_release(cur);
+        *cur = next;
+    }
+    if (!norm) return BPCC_OK;
+    struct xval y;
+    enum bpcc_status st = call1(a, norm, cur, &y);
+    if (st) return st;
+    bpcc_xval_release(cur);
+    *cur = y;
+    return BPCC_OK;
+}
+
+/* TransformerDecoder (tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+** memory_key_padding_mask): its layers in turn, then its norm */
+static enum bpcc_status k_transformer_decoder(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *mem;
+    if (!a->module || !bpcc_xarg_tensor(a, 0, "tgt", &x) || !bpcc_xarg_tensor(a, 1, "memory", &mem)) return BPCC_ERR_GRAPH;
+    struct dmasks dm = {optional(a, 2, "tgt_mask"), optional(a, 3, "memory_mask"), optional(a, 4, "tgt_key_padding_mask"),
+                        optional(a, 5, "memory_key_padding_mask")};
+    struct xval cur;
+    if (bpcc_xval_copy(bpcc_xarg(a, 0, "tgt"), &cur)) return bpcc_diag_nomem(a->d);
+    enum bpcc_status st = stack(a, child(a->module, "layers"), child(a->module, "norm"), "torch.nn.TransformerDecoderLayer",
+                                bpcc_xarg(a, 1, "memory"), &dm, &cur);
+    if (st) {
+        bpcc_xval_release(&cur);
+        return st;
+    }
+    *out = cur;
+    return BPCC_OK;
+}
+
+/* Transformer (src, tgt, src_mask, tgt_mask, memory_mask, src_key_padding_mask,
+** tgt_key_padding_mask, memory_key_padding_mask): memory = encoder(src, src_mask,
+** src_key_padding_mask), then decoder(tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
+** memory_key_padding_mask) */
+static enum bpcc_status k_transformer(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *s, *t;
+    if (!a->module || !bpcc_xarg_tensor(a, 0, "src", &s) || !bpcc_xarg_tensor(a, 1, "tgt", &t)) return BPCC_ERR_GRAPH;
+    const struct bpcc_module *enc = child(a->module, "encoder"), *dec = child(a->module, "decoder");
+    const struct xval *sm = optional(a, 2, "src_mask"), *skpm = optional(a, 5, "src_key_padding_mask");
+    struct xval pos[3] = {*bpcc_xarg(a, 0, "src"), {.k = XV_NONE}, {.k = XV_NONE}}, memory;
+    if (sm) pos[1] = *sm;
+    if (skpm) pos[2] = *skpm;
+    for (int i = 0; i < 3; i++) pos[i].borrowed = true;
+    enum bpcc_status st = call(a, enc, pos, 3, NULL, NULL, 0, &memory);
+    if (st) return st;
+    struct xval dpos[6] = {*bpcc_xarg(a, 1, "tgt"), memory, {.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_NONE}};
+    static const struct {
+        uint32_t i;
+        const char *name;
+    } masks[4] = {{3, "tgt_mask"}, {4, "memory_mask"}, {6, "tgt_key_padding_mask"}, {7, "memory_key_padding_mask"}};
+    for (int k = 0; k < 4; k++) {
+        const struct xval *v = optional(a, masks[k].i, masks[k].name);
+        if (v) dpos[2 + k] = *v;
+    }
+    for (int i = 0; i < 6; i++) dpos[i].borrowed = true;
+    st = call(a, dec, dpos, 6, NULL, NULL, 0, out);
+    bpcc_xval_release(&memory);
+    return st;
+}
+
 /* }================================================ */
 
 const struct xop bpcc_attention_ops[] = {
     {'m', "torch.nn.MultiheadAttention", k_multihead_attention},
     {'m', "torch.nn.TransformerEncoderLayer", k_transformer_encoder_layer},
-    {'m', "torch.nn.TransformerEncoder", k_transformer_encoder}, {0}
+    {'m', "torch.nn.TransformerEncoder", k_transformer_encoder},
+    {'m', "torch.nn.TransformerDecoderLayer", k_transformer_decoder_layer},
+    {'m', "torch.nn.TransformerDecoder", k_transformer_decoder}, {'m', "torch.nn.Transformer", k_transformer}, {0}
 };

@@ -710,6 +710,45 @@ class Calibrate(unittest.TestCase):
             with torch.no_grad():
                 self.check_run_multi(M(enc, mode).eval(), x, "transformer_" + name, tol=1e-6)
 
+    def test_run_transformer_decoder(self):
+        """nn.TransformerDecoderLayer, nn.TransformerDecoder and nn.Transformer (leaf modules for
+        quantize_fx) as ops: post- and pre-norm, relu and gelu, batch first or not, a causal target
+        mask, a memory mask, target and memory key padding masks, a final norm; the whole
+        Transformer with source masks too (its encoder takes the nested-tensor path under no_grad, as
+        test_run_transformer_encoder checks); to 1e-6"""
+        torch.manual_seed(0)
+
+        class M(nn.Module):
+            def __init__(self, dec, mode=""):
+                super().__init__()
+                self.dec, self.mode = dec, mode
+                self.register_buffer("causal", torch.triu(torch.full((12, 12), float("-inf")), 1))
+                self.register_buffer("mmask", torch.rand(12, 16) > 0.8)
+                self.register_buffer("tkpm", torch.tensor([[False] * 10 + [True] * 2, [False] * 12]))
+                self.register_buffer("mkpm", torch.tensor([[False] * 13 + [True] * 3, [False] * 16]))
+
+            def forward(self, x):                     # [2, 16, 8]
+                tgt, mem = x[:, :12] * 0.5, x
+                if self.mode == "whole":
+                    return (self.dec(x, tgt, src_key_padding_mask=self.mkpm, tgt_mask=self.causal,
+                                     tgt_key_padding_mask=self.tkpm, memory_key_padding_mask=self.mkpm),)
+                if self.mode == "seq_first":
+                    return (self.dec(tgt.transpose(0, 1), mem.transpose(0, 1), self.causal),)
+                if self.mode == "masks":
+                    return (self.dec(tgt, mem, tgt_mask=self.causal, memory_mask=self.mmask, tgt_key_padding_mask=self.tkpm,
+                                     memory_key_padding_mask=self.mkpm),)
+                return (self.dec(tgt, mem),)
+
+        layer = lambda **kw: nn.TransformerDecoderLayer(8, 2, 32, **kw)
+        x = torch.randn(2, 16, 8)
+        for name, dec, mode in (("layer", layer(batch_first=True), ""),
+                                ("layer_gelu_prenorm", layer(activation="gelu", norm_first=True, batch_first=True), "masks"),
+                                ("layer_seq_first", layer(), "seq_first"), ("layer_masks", layer(batch_first=True), "masks"),
+                                ("decoder_norm", nn.TransformerDecoder(layer(batch_first=True), 3, norm=nn.LayerNorm(8)), "masks"),
+                                ("transformer", nn.Transformer(8, 2, 2, 2, 32, batch_first=True), "whole")):
+            with torch.no_grad():
+                self.check_run_multi(M(dec, mode).eval(), x, "transformer_" + name, tol=1e-6)
+
     def test_run_recurrent_layers(self):
         """nn.LSTM and nn.GRU (leaf modules quantize_fx leaves in float) as ops: batch first or not,
         stacked, bidirectional, without bias, from a given initial state; the output sequence and

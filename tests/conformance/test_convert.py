@@ -159,6 +159,21 @@ class Encoder(nn.Module):
         return self.head(self.mha(y, y, y, need_weights=False)[0].mean(1))
 
 
+class Seq2Seq(nn.Module):
+    """nn.Transformer (encoder and decoder, a causal target mask) between quantized linears, left
+    whole and in float by quantize_fx"""
+    def __init__(self):
+        super().__init__()
+        self.inp = nn.Linear(8, 16)
+        self.tr = nn.Transformer(16, 4, 2, 2, 32, batch_first=True)
+        self.register_buffer("causal", torch.triu(torch.full((6, 6), float("-inf")), 1))
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        h = self.inp(x)
+        return self.head(self.tr(h, h[:, :6], tgt_mask=self.causal))
+
+
 class Recurrent(nn.Module):
     """LSTM and GRU, which quantize_fx leaves whole and in float, between quantized linears"""
     def __init__(self):
@@ -400,6 +415,13 @@ class Convert(unittest.TestCase):
         model = Encoder().eval()
         self.check(model, (2, 16, 8), "encoder", "minmax", minmax_mapping(), "fbgemm")
         self.check(model, (2, 16, 8), "encoder", "fbgemm", "fbgemm", "fbgemm")
+
+    def test_transformer_decoder(self):
+        torch.manual_seed(0)
+        model = Seq2Seq().eval()
+        with torch.no_grad():
+            self.check(model, (2, 10, 8), "seq2seq", "minmax", minmax_mapping(), "fbgemm")
+            self.check(model, (2, 10, 8), "seq2seq", "fbgemm", "fbgemm", "fbgemm")
 
     def test_recurrent_modules(self):
         torch.manual_seed(0)
