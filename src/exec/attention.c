@@ -198,7 +198,7 @@ done:
     return st;
 }
 
-/* {==================== transformer encoder ==================== */
+/* {==================== transformer layers ==================== */
 
 /* module m run on positional inputs and keywords (no consuming: the caller keeps its values) */
 static enum bpcc_status call(const struct xargs *a, const struct bpcc_module *m, const struct xval *pos, uint32_t n,
@@ -255,38 +255,57 @@ static enum bpcc_status activate(const struct xargs *a, const struct xval *in, s
     return k(&sub, out);
 }
 
-/* TransformerEncoderLayer (src, src_mask=None, src_key_padding_mask=None), eval: post-norm
-** x = norm1(x + sa(x)); x = norm2(x + ff(x)), or pre-norm x = x + sa(norm1(x)); x = x + ff(norm2(x)),
-** sa the self-attention without weights, ff linear2(activation(linear1)); dropouts are identities */
-static enum bpcc_status encoder_layer(const struct xargs *a, const struct xval *src, const struct xval *mask,
-                                      const struct xval *kpm, struct xval *out)
+/* attention module m over (q, kv, kv) with its masks (NULL: none), without weights: out */
+static enum bpcc_status attend(const struct xargs *a, const struct bpcc_module *m, const struct xval *q, const struct xval *kv,
+                               const struct xval *mask, const struct xval *kpm, struct xval *out)
+{
+    struct xval pos[3] = {*q, *kv, *kv}, kw[3] = {{.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_BOOL, .u.b = false}};
+    static const char *const names[3] = {"attn_mask", "key_padding_mask", "need_weights"};
+    if (mask) kw[0] = *mask;
+    if (kpm) kw[1] = *kpm;
+    for (int i = 0; i < 3; i++) pos[i].borrowed = true, kw[i].borrowed = true;
+    struct xval u;
+    enum bpcc_status st = call(a, m, pos, 3, names, kw, 3, &u);
+    if (st) return st;
+    *out = u.u.seq.items[0];
+    u.u.seq.items[0] = (struct xval){.k = XV_NONE};
+    bpcc_xval_release(&u);
+    return BPCC_OK;
+}
+
+/* the masks a layer's attentions take (NULL: none): the self-attention's (src_mask /
+** tgt_mask and the key padding mask of its input), the cross-attention's over the memory */
+struct lmasks {
+    const struct xval *self, *self_kpm, *mem, *mem_kpm;
+};
+
+/* TransformerEncoderLayer (src, masks) and, with a memory, TransformerDecoderLayer (tgt, memory,
+** masks), eval: the blocks self-attention, cross-attention over the memory (decoder only) and
+** feed-forward (linear2(activation(linear1))), block i with norm<i+1>: post-norm x = norm(x +
+** block(x)), or pre-norm x = x + block(norm(x)); the attentions without weights; dropouts are
+** identities */
+static enum bpcc_status layer(const struct xargs *a, const struct xval *src, const struct xval *memory,
+                              const struct lmasks *lm, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
-    if (bpcc_mattr_bool(m, "training", false)) return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
+    if (bpcc_mattr_bool(m, "training", false))
+        return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
     bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
-    const struct bpcc_module *sa = child(m, "self_attn"), *l1 = child(m, "linear1"), *l2 = child(m, "linear2");
-    const struct bpcc_module *n1 = child(m, "norm1"), *n2 = child(m, "norm2");
-    struct xval x, t = {0}, u = {0};
+    const struct bpcc_module *sa = child(m, "self_attn"), *ca = child(m, "multihead_attn"), *l1 = child(m, "linear1"),
+                             *l2 = child(m, "linear2"), *norms[3] = {child(m, "norm1"), child(m, "norm2"), child(m, "norm3")};
+    int n_blocks = memory ? 3 : 2; /* the last is the feed-forward */
+    struct xval x, t = {0};
     enum bpcc_status st = bpcc_xval_copy(src, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
-    for (int block = 0; block < 2 && st == BPCC_OK; block++) {
-        const struct bpcc_module *norm = block ? n2 : n1;
+    for (int b = 0; b < n_blocks && st == BPCC_OK; b++) {
         const struct xval *in = &x;
         if (norm_first) {
-            if ((st = call1(a, norm, &x, &t))) break;
+            if ((st = call1(a, norms[b], &x, &t))) break;
             in = &t;
         }
         struct xval r;
-        if (!block) { /* self-attention: (in, in, in, attn_mask=, key_padding_mask=, need_weights=False)[0] */
-            struct xval pos[3] = {*in, *in, *in}, kw[3] = {{.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_BOOL, .u.b = false}};
-            static const char *const names[3] = {"attn_mask", "key_padding_mask", "need_weights"};
-            if (mask) kw[0] = *mask;
-            if (kpm) kw[1] = *kpm;
-            for (int i = 0; i < 3; i++) pos[i].borrowed = true, kw[i].borrowed = true;
-            if ((st = call(a, sa, pos, 3, names, kw, 3, &u))) break;
-            r = u.u.seq.items[0];
-            u.u.seq.items[0] = (struct xval){.k = XV_NONE};
-            bpcc_xval_release(&u);
-        } else { /* feed-forward */
+        if (b == 0) st = attend(a, sa, in, in, lm->self, lm->self_kpm, &r);
+        else if (b < n_blocks - 1) st = attend(a, ca, in, memory, lm->mem, lm->mem_kpm, &r);
+        else {
             struct xval h, g;
             if ((st = call1(a, l1, in, &h))) break;
             st = activate(a, &h, &g);
@@ -294,12 +313,12 @@ static enum bpcc_status encoder_layer(const struct xargs *a, const struct xval *
             if (st) break;
             st = call1(a, l2, &g, &r);
             bpcc_xval_release(&g);
-            if (st) break;
         }
+        if (st) break;
         bpcc_xval_release(&t);
         if ((st = add_into(a, &x, &r))) break;
         if (!norm_first) {
-            st = call1(a, norm, &x, &t);
+            st = call1(a, norms[b], &x, &t);
             bpcc_xval_release(&x);
             x = t;
             t = (struct xval){0};
@@ -314,6 +333,45 @@ static enum bpcc_status encoder_layer(const struct xargs *a, const struct xval *
     return BPCC_OK;
 }
 
+/* the last part of a dotted type name */
+static const char *short_type(const char *type)
+{
+    const char *dot = strrchr(type, '.');
+    return dot ? dot + 1 : type;
+}
+
+/* the layers of `layers` (all of type `type`) in turn over *cur, with memory for decoder layers */
+static enum bpcc_status stack(const struct xargs *a, const struct bpcc_module *layers, const char *type,
+                              const struct xval *memory, const struct lmasks *lm, struct xval *cur)
+{
+    if (!layers || !layers->first_child) return bpcc_xerr(a, "%s has no layers", short_type(a->module->type));
+    for (const struct bpcc_module *l = layers->first_child; l; l = l->next_sibling) {
+        if (strcmp(l->type, type))
+            return bpcc_xerr(a, "%s's layer %s is a %s, not a %s", short_type(a->module->type), l->name, l->type,
+                             short_type(type));
+        struct xval next;
+        struct xargs sub = *a;
+        sub.module = l;
+        enum bpcc_status st = layer(&sub, cur, memory, lm, &next);
+        if (st) return st;
+        bpcc_xval_release(cur);
+        *cur = next;
+    }
+    return BPCC_OK;
+}
+
+/* *cur through module norm, when there is one */
+static enum bpcc_status normed(const struct xargs *a, const struct bpcc_module *norm, struct xval *cur)
+{
+    if (!norm) return BPCC_OK;
+    struct xval y;
+    enum bpcc_status st = call1(a, norm, cur, &y);
+    if (st) return st;
+    bpcc_xval_release(cur);
+    *cur = y;
+    return BPCC_OK;
+}
+
 /* an optional tensor argument (None or absent: NULL) */
 static const struct xval *optional(const struct xargs *a, uint32_t i, const char *name)
 {
@@ -325,7 +383,8 @@ static enum bpcc_status k_transformer_encoder_layer(const struct xargs *a, struc
 {
     const struct xtensor *x;
     if (!a->module || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
-    return encoder_layer(a, &a->pos[0], optional(a, 1, "src_mask"), optional(a, 2, "src_key_padding_mask"), out);
+    struct lmasks lm = {optional(a, 1, "src_mask"), optional(a, 2, "src_key_padding_mask"), NULL, NULL};
+    return layer(a, &a->pos[0], NULL, &lm, out);
 }
 
 /* TransformerEncoder (src, mask=None, src_key_padding_mask=None): its layers in turn, then its norm.
@@ -353,18 +412,11 @@ static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval
         return bpcc_xerr(a, "src_key_padding_mask must be [%lld, %lld]", (long long)x->dims[0], (long long)x->dims[1]);
     struct xval cur;
     if (bpcc_xval_copy(&a->pos[0], &cur)) return bpcc_diag_nomem(a->d);
-    for (const struct bpcc_module *l = first; l; l = l->next_sibling) {
-        struct xval next;
-        struct xargs sub = *a;
-        sub.module = l;
-        if (strcmp(l->type, "torch.nn.TransformerEncoderLayer")) {
-            bpcc_xval_release(&cur);
-            return bpcc_xerr(a, "TransformerEncoder's layer %s is a %s, not a TransformerEncoderLayer", l->name, l->type);
-        }
-        enum bpcc_status st = encoder_layer(&sub, &cur, mask, kpm, &next);
+    struct lmasks lm = {mask, kpm, NULL, NULL};
+    enum bpcc_status st = stack(a, layers, "torch.nn.TransformerEncoderLayer", NULL, &lm, &cur);
+    if (st) {
         bpcc_xval_release(&cur);
-        if (st) return st;
-        cur = next;
+        return st;
     }
     if (nested) { /* padded positions: zeros */
         struct xtensor *t = cur.u.t;
@@ -373,12 +425,9 @@ static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval
             for (int64_t l = 0; l < L; l++)
                 if (kpm->u.t->data[n * L + l] != 0.0f) memset(t->data + (n * L + l) * E, 0, (size_t)E * sizeof(float));
     }
-    if (norm) {
-        struct xval y;
-        enum bpcc_status st = call1(a, norm, &cur, &y);
+    if ((st = normed(a, norm, &cur))) {
         bpcc_xval_release(&cur);
-        if (st) return st;
-        cur = y;
+        return st;
     }
     *out = cur;
     return BPCC_OK;
@@ -386,127 +435,35 @@ static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval
 
 /* {==================== transformer decoder ==================== */
 
-/* attention module m over (q, kv, kv) with its masks (NULL: none), without weights: out */
-static enum bpcc_status attend(const struct xargs *a, const struct bpcc_module *m, const struct xval *q, const struct xval *kv,
-                               const struct xval *mask, const struct xval *kpm, struct xval *out)
+/* a decoder's (and decoder layer's) arguments: tgt, memory, tgt_mask, memory_mask,
+** tgt_key_padding_mask, memory_key_padding_mask; false with an error when tgt or memory is no tensor */
+static bool decoder_args(const struct xargs *a, struct lmasks *lm)
 {
-    struct xval pos[3] = {*q, *kv, *kv}, kw[3] = {{.k = XV_NONE}, {.k = XV_NONE}, {.k = XV_BOOL, .u.b = false}};
-    static const char *const names[3] = {"attn_mask", "key_padding_mask", "need_weights"};
-    if (mask) kw[0] = *mask;
-    if (kpm) kw[1] = *kpm;
-    for (int i = 0; i < 3; i++) pos[i].borrowed = true, kw[i].borrowed = true;
-    struct xval u;
-    enum bpcc_status st = call(a, m, pos, 3, names, kw, 3, &u);
-    if (st) return st;
-    *out = u.u.seq.items[0];
-    u.u.seq.items[0] = (struct xval){.k = XV_NONE};
-    bpcc_xval_release(&u);
-    return BPCC_OK;
-}
-
-/* the masks a decoder layer takes: tgt_mask, memory_mask, tgt_key_padding_mask,
-** memory_key_padding_mask (NULL: none) */
-struct dmasks {
-    const struct xval *tgt, *mem, *tgt_kpm, *mem_kpm;
-};
-
-/* TransformerDecoderLayer (tgt, memory, masks), eval: post-norm x = norm1(x + sa(x)); x = norm2(x +
-** mha(x, memory)); x = norm3(x + ff(x)), or pre-norm with each block's input normed first (x = x +
-** sa(norm1(x)) ...); sa / mha without weights, ff linear2(activation(linear1)); dropouts are
-** identities */
-static enum bpcc_status decoder_layer(const struct xargs *a, const struct xval *tgt, const struct xval *memory,
-                                      const struct dmasks *dm, struct xval *out)
-{
-    const struct bpcc_module *m = a->module;
-    if (bpcc_mattr_bool(m, "training", false))
-        return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
-    bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
-    const struct bpcc_module *sa = child(m, "self_attn"), *ca = child(m, "multihead_attn"), *l1 = child(m, "linear1"),
-                             *l2 = child(m, "linear2"), *norms[3] = {child(m, "norm1"), child(m, "norm2"), child(m, "norm3")};
-    struct xval x, t = {0};
-    enum bpcc_status st = bpcc_xval_copy(tgt, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
-    for (int block = 0; block < 3 && st == BPCC_OK; block++) {
-        const struct xval *in = &x;
-        if (norm_first) {
-            if ((st = call1(a, norms[block], &x, &t))) break;
-            in = &t;
-        }
-        struct xval r;
-        if (block == 0) st = attend(a, sa, in, in, dm->tgt, dm->tgt_kpm, &r);
-        else if (block == 1) st = attend(a, ca, in, memory, dm->mem, dm->mem_kpm, &r);
-        else { /* feed-forward */
-            struct xval h, g;
-            if ((st = call1(a, l1, in, &h))) break;
-            st = activate(a, &h, &g);
-            bpcc_xval_release(&h);
-            if (st) break;
-            st = call1(a, l2, &g, &r);
-            bpcc_xval_release(&g);
-        }
-        if (st) break;
-        bpcc_xval_release(&t);
-        if ((st = add_into(a, &x, &r))) break;
-        if (!norm_first) {
-            st = call1(a, norms[block], &x, &t);
-            bpcc_xval_release(&x);
-            x = t;
-            t = (struct xval){0};
-        }
-    }
-    bpcc_xval_release(&t);
-    if (st) {
-        bpcc_xval_release(&x);
-        return st;
-    }
-    *out = x;
-    return BPCC_OK;
+    const struct xtensor *x, *mem;
+    if (!a->module || !bpcc_xarg_tensor(a, 0, "tgt", &x) || !bpcc_xarg_tensor(a, 1, "memory", &mem)) return false;
+    *lm = (struct lmasks){optional(a, 2, "tgt_mask"), optional(a, 4, "tgt_key_padding_mask"), optional(a, 3, "memory_mask"),
+                          optional(a, 5, "memory_key_padding_mask")};
+    return true;
 }
 
 static enum bpcc_status k_transformer_decoder_layer(const struct xargs *a, struct xval *out)
 {
-    const struct xtensor *x, *mem;
-    if (!a->module || !bpcc_xarg_tensor(a, 0, "tgt", &x) || !bpcc_xarg_tensor(a, 1, "memory", &mem)) return BPCC_ERR_GRAPH;
-    struct dmasks dm = {optional(a, 2, "tgt_mask"), optional(a, 3, "memory_mask"), optional(a, 4, "tgt_key_padding_mask"),
-                        optional(a, 5, "memory_key_padding_mask")};
-    return decoder_layer(a, bpcc_xarg(a, 0, "tgt"), bpcc_xarg(a, 1, "memory"), &dm, out);
-}
-
-/* the layers of `layers` (of type `type`) in turn over *cur, then `norm` if there is one */
-static enum bpcc_status stack(const struct xargs *a, const struct bpcc_module *layers, const struct bpcc_module *norm,
-                              const char *type, const struct xval *memory, const struct dmasks *dm, struct xval *cur)
-{
-    if (!layers || !layers->first_child) return bpcc_xerr(a, "%s has no layers", a->module->type);
-    for (const struct bpcc_module *l = layers->first_child; l; l = l->next_sibling) {
-        if (strcmp(l->type, type)) return bpcc_xerr(a, "%s's layer %s is a %s, not a %s", a->module->type, l->name, l->type, type);
-        struct xval next;
-        struct xargs sub = *a;
-        sub.module = l;
-        enum bpcc_status st = decoder_layer(&sub, cur, memory, dm, &next);
-        if (st) return st;
-        bpcc_xval_release(cur);
-        *cur = next;
-    }
-    if (!norm) return BPCC_OK;
-    struct xval y;
-    enum bpcc_status st = call1(a, norm, cur, &y);
-    if (st) return st;
-    bpcc_xval_release(cur);
-    *cur = y;
-    return BPCC_OK;
+    struct lmasks lm;
+    if (!decoder_args(a, &lm)) return BPCC_ERR_GRAPH;
+    return layer(a, bpcc_xarg(a, 0, "tgt"), bpcc_xarg(a, 1, "memory"), &lm, out);
 }
 
 /* TransformerDecoder (tgt, memory, tgt_mask, memory_mask, tgt_key_padding_mask,
 ** memory_key_padding_mask): its layers in turn, then its norm */
 static enum bpcc_status k_transformer_decoder(const struct xargs *a, struct xval *out)
 {
-    const struct xtensor *x, *mem;
-    if (!a->module || !bpcc_xarg_tensor(a, 0, "tgt", &x) || !bpcc_xarg_tensor(a, 1, "memory", &mem)) return BPCC_ERR_GRAPH;
-    struct dmasks dm = {optional(a, 2, "tgt_mask"), optional(a, 3, "memory_mask"), optional(a, 4, "tgt_key_padding_mask"),
-                        optional(a, 5, "memory_key_padding_mask")};
+    struct lmasks lm;
+    if (!decoder_args(a, &lm)) return BPCC_ERR_GRAPH;
     struct xval cur;
     if (bpcc_xval_copy(bpcc_xarg(a, 0, "tgt"), &cur)) return bpcc_diag_nomem(a->d);
-    enum bpcc_status st = stack(a, child(a->module, "layers"), child(a->module, "norm"), "torch.nn.TransformerDecoderLayer",
-                                bpcc_xarg(a, 1, "memory"), &dm, &cur);
+    enum bpcc_status st = stack(a, child(a->module, "layers"), "torch.nn.TransformerDecoderLayer", bpcc_xarg(a, 1, "memory"),
+                                &lm, &cur);
+    if (!st) st = normed(a, child(a->module, "norm"), &cur);
     if (st) {
         bpcc_xval_release(&cur);
         return st;
