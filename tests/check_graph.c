@@ -128,6 +128,33 @@ START_TEST(erase_refuses_nodes_with_users)
 }
 END_TEST
 
+/* An erased node's name stays reserved and unfindable through a snapshot and its restore, for
+** nodes erased before the snapshot and after it. */
+START_TEST(erased_names_stay_reserved_through_a_restore)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+    placeholder("z");
+    ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_OK);
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_erase(y, &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "y"));
+    ck_assert_str_eq(bpcc_node_name(placeholder("y")), "y_1");
+    bpcc_graph_restore(g, snap);
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "x"));
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "y_1"));
+    struct bpcc_node *ry = bpcc_graph_find_node(g, "y");
+    ck_assert_ptr_nonnull(ry);
+    ck_assert_str_eq(bpcc_node_name(ry), "y");
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 2);
+    ck_assert_str_eq(bpcc_node_name(placeholder("x")), "x_1");
+    /* y_1 was given after the snapshot: free again */
+    ck_assert_str_eq(bpcc_node_name(placeholder("y_1")), "y_1");
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, ry));
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
 START_TEST(set_args_updates_use_def)
 {
     struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
@@ -608,6 +635,7 @@ int main(void)
     tcase_add_test(tc, users_are_distinct_and_in_first_use_order);
     tcase_add_test(tc, replace_all_uses_moves_every_use);
     tcase_add_test(tc, erase_refuses_nodes_with_users);
+    tcase_add_test(tc, erased_names_stay_reserved_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

@@ -6,11 +6,20 @@
 #include "ir.h"
 
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
-** ERASED once the node is erased: the name stays reserved. g->bases: FX-style numbering state,
+** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
+** does not touch the table, whose probe is a cache miss on a big graph; a snapshot's copy of the
+** slots (and so a restored graph) has ERASED for the names of erased nodes. g->bases: FX-style numbering state,
 ** base name -> the last number handed out (an int64_t in the arena), keyed by the interned base.
 ** g->names: a snapshot's copy of the named slots (bpcc_graph_copy_names), empty otherwise. */
 static char erased_mark;
 #define ERASED ((void *)&erased_mark)
+
+/* the live node a name's slot value holds, or NULL (none, ERASED, or an erased node) */
+static struct bpcc_node *live(void *v)
+{
+    struct bpcc_node *n = v != ERASED ? v : NULL;
+    return n && !n->dead ? n : NULL;
+}
 
 static const char *const node_kind_names[BPCC_NODE_KIND_COUNT] = {
     [BPCC_NODE_PLACEHOLDER] = "placeholder",     [BPCC_NODE_GET_ATTR] = "get_attr",
@@ -212,7 +221,7 @@ enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc
     if (bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
     /* the named slots only (most interned strings name no node), under their stored hashes */
     BPCC_STRMAP_FOREACH(&src->intern.table, e) if (e->value) {
-        void *v = e->value == ERASED ? ERASED : map[((const struct bpcc_node *)e->value)->id];
+        void *v = !live(e->value) ? ERASED : map[((const struct bpcc_node *)e->value)->id];
         if (bpcc_strmap_put(&dst->names, e->key, e->len, e->hash, v)) return BPCC_ERR_NOMEM;
     }
     BPCC_STRMAP_FOREACH(&dst->bases, e) {
@@ -443,7 +452,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     return node_make(g, kind, name, NULL, t, args, kwargs, adopt, out, d);
 }
 
-struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return *slot && *slot != ERASED ? *slot : NULL; }
+struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return live(*slot); }
 
 enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, void **slot,
                                            const char *target, const struct bpcc_value *args,
@@ -468,7 +477,7 @@ struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *n
 struct bpcc_node *bpcc_graph_find_node_n(const struct bpcc_graph *g, const char *name, size_t len)
 {
     void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
-    return v && *v != ERASED ? *v : NULL;
+    return v ? live(*v) : NULL;
 }
 
 struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g)
@@ -689,9 +698,7 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
     unlink_node(g, n);
-    struct name nm = name_of(n->name);
-    *bpcc_intern_value(&g->intern, nm.s, nm.len, nm.hash) = ERASED;
-    n->dead = true;
+    n->dead = true; /* its name's slot keeps it (see the top of this file) */
     g->n_nodes--;
     return BPCC_OK;
 }
