@@ -126,8 +126,8 @@ static enum bpcc_status dequantize_before(struct conv *cv, struct bpcc_node *q, 
     struct bpcc_value a1;
     if (bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
     a1.u.seq.items[0] = bpcc_value_node(q);
-    enum bpcc_status s = bpcc_graph_create_node(cv->g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, out,
-                                                cv->d);
+    enum bpcc_status s = bpcc_graph_node_new(cv->g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, true,
+                                             out, cv->d);
     if (!s) bpcc_node_move_before(*out, before);
     return s;
 }
@@ -201,9 +201,9 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         args.u.seq.items[2] = bpcc_value_node(nz);
         if (per_channel) args.u.seq.items[3] = bpcc_value_int(spec.ch_axis);
         args.u.seq.items[na - 1] = bpcc_value_dtype(spec.dtype);
-        s = bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, per_channel ? "quantize_per_channel" : "quantize_per_tensor",
-                                   per_channel ? "torch.quantize_per_channel" : "torch.quantize_per_tensor", &args, NULL, &q,
-                                   cv->d);
+        s = bpcc_graph_node_new(g, BPCC_NODE_CALL_FUNCTION, per_channel ? "quantize_per_channel" : "quantize_per_tensor",
+                                per_channel ? "torch.quantize_per_channel" : "torch.quantize_per_tensor", &args, NULL, true, &q,
+                                cv->d);
         if (s) return s;
         bpcc_node_move_before(q, obs);
         s = dequantize_before(cv, q, obs, &last);
@@ -217,13 +217,13 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
             args.u.seq.items[0] = bpcc_value_node(in);
             args.u.seq.items[1] = bpcc_value_dtype(spec.compute_dtype);
             args.u.seq.items[2] = bpcc_value_bool(true);
-            s = bpcc_graph_create_node(g, BPCC_NODE_CALL_FUNCTION, "quantize_per_tensor_dynamic",
-                                       "torch.quantize_per_tensor_dynamic", &args, NULL, &q, cv->d);
+            s = bpcc_graph_node_new(g, BPCC_NODE_CALL_FUNCTION, "quantize_per_tensor_dynamic",
+                                    "torch.quantize_per_tensor_dynamic", &args, NULL, true, &q, cv->d);
         } else {
             if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 2, &args)) return bpcc_diag_nomem(cv->d);
             args.u.seq.items[0] = bpcc_value_node(in);
             args.u.seq.items[1] = bpcc_value_dtype(BPCC_DTYPE_F16);
-            s = bpcc_graph_create_node(g, BPCC_NODE_CALL_METHOD, "to", "to", &args, NULL, &q, cv->d);
+            s = bpcc_graph_node_new(g, BPCC_NODE_CALL_METHOD, "to", "to", &args, NULL, true, &q, cv->d);
         }
         if (s) return s;
         bpcc_node_move_before(q, obs);

@@ -534,7 +534,7 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
     if (!s && bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args)) s = bpcc_diag_nomem(p->d);
     if (s) return s;
     args.u.seq.items[0] = bpcc_value_node(arg);
-    s = bpcc_graph_create_node(g, BPCC_NODE_CALL_MODULE, name, name, &args, NULL, out, p->d);
+    s = bpcc_graph_node_new(g, BPCC_NODE_CALL_MODULE, name, name, &args, NULL, true, out, p->d);
     if (s) return s;
     bpcc_node_move_after(*out, arg);
     struct bpcc_prepare_report *r = p->r;
