@@ -305,6 +305,47 @@ START_TEST(verify_resolves_modules_tensors_and_attributes)
 }
 END_TEST
 
+/* A removed module is gone for every lookup (by name, as a get_attr's owner, its submodules too)
+** and its name is free again, through a snapshot and its restore as well, for modules removed before
+** the snapshot and after it. */
+START_TEST(removed_modules_are_gone_through_a_restore)
+{
+    struct bpcc_module *a, *sub, *b;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.Sequential", &a, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.0", "torch.nn.ReLU", &sub, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "b", "torch.nn.Tanh", &b, &d), BPCC_OK);
+    const char *leaf;
+    ck_assert_ptr_eq(bpcc_graph_attr_owner(g, "a.0.weight", &leaf), sub);
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "a", &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "a"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "a.0"));
+    ck_assert_ptr_null(bpcc_graph_attr_owner(g, "a.0.weight", &leaf));
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 1);
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "a", &d), BPCC_ERR_INVALID);
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "b", &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "b"));
+    bpcc_graph_restore(g, snap);
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "a"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "a.0"));
+    struct bpcc_module *rb = bpcc_graph_find_module(g, "b");
+    ck_assert_ptr_nonnull(rb);
+    ck_assert_str_eq(bpcc_module_type(rb), "torch.nn.Tanh");
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 1);
+    /* the names are free: added again, found, and not twice */
+    struct bpcc_module *a2, *sub2;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.Sequential", &a2, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.0", "torch.nn.GELU", &sub2, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "a.0"), sub2);
+    ck_assert_ptr_eq(bpcc_graph_attr_owner(g, "a.0.weight", &leaf), sub2);
+    ck_assert_ptr_eq(sub2->parent, a2);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.0", "torch.nn.ReLU", NULL, &d), BPCC_ERR_INVALID);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "b", "torch.nn.ReLU", NULL, &d), BPCC_ERR_INVALID);
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 3);
+}
+END_TEST
+
 /* The module a call_module node remembers is only used while it is the table's under the target. */
 START_TEST(a_node_finds_the_module_its_target_names_now)
 {
@@ -636,6 +677,7 @@ int main(void)
     tcase_add_test(tc, replace_all_uses_moves_every_use);
     tcase_add_test(tc, erase_refuses_nodes_with_users);
     tcase_add_test(tc, erased_names_stay_reserved_through_a_restore);
+    tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

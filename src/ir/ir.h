@@ -97,7 +97,7 @@ struct bpcc_graph {
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
     uint32_t module_epoch; /* moves on when a module more than one node remembered goes */
-    struct bpcc_strmap module_index; /* module name -> module (unlinked ones taken out) */
+    struct bpcc_strmap module_index; /* module name -> module (unlinked ones stay, dead: module.c) */
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
@@ -199,8 +199,9 @@ BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,
                                                         const char **leaf_out);
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
-/* Take m and its submodules out of the index (O(subtree)); `modules` keeps them, marked dead,
-** until bpcc_graph_compact_modules. The module objects stay valid (graph arena). */
+/* Unlink m and its submodules (O(subtree)): marked dead, lookups no longer find them (their index
+** entries stay, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
+** objects stay valid (graph arena). */
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
 /* a zeroed header for a tensor of rank ndim (<= BPCC_MAX_DIMS) in g's arena, ndim set; NULL when out of memory */
 BPCC_INTERNAL struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim);
