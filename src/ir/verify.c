@@ -75,10 +75,9 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
     for (struct bpcc_node *n = g->first; n; n = n->next, pos++) {
         counted++;
         n->mark = pos;
-        if (bpcc_graph_find_node(g, n->name) != n) {
-            bpcc_diag_error(d, BPCC_ERR_GRAPH, file, n->src_line, n->src_col,
-                            "node name '%s' is not unique", n->name);
-        }
+        /* names are not looked up: they are unique by construction (a node is only ever named by
+        ** its creation, with a name no node had; the parser refuses duplicates), and the lookup
+        ** was a cache miss per node on a big graph */
         struct ref_ctx c = {g, n, refs, pos, d, false};
         bpcc_value_visit_nodes(&n->args, count_ref, &c);
         bpcc_value_visit_nodes(&n->kwargs, count_ref, &c);
