@@ -69,24 +69,38 @@ static struct next_free *next_free(struct conv *cv, const char *stem, size_t len
     return next && !bpcc_strmap_put(&cv->prefixes, key, len, h, next) ? next : NULL;
 }
 
-/* create_getattr_from_value: a root buffer <prefix><n> (the first free n from *next on) and a
-** get_attr node for it, before `before` */
-static enum bpcc_status getattr_node(struct conv *cv, const char *prefix, uint32_t *next, struct bpcc_tensor *t,
-                                     struct bpcc_node *before, struct bpcc_node **out)
+/* the name `name` (any string) is free for a root buffer: no tensor, attribute or module has it.
+** Tensor names, attribute keys and module names are all interned in the graph: a name that is not
+** is free, and most are (one lookup instead of three). */
+static bool free_name(struct conv *cv, struct bpcc_module *root, const char *name, size_t len)
+{
+    return !bpcc_intern_find(&cv->g->intern, name, len, bpcc_str_hash(name, len)) ||
+           (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name));
+}
+
+/* create_getattr_from_value: a root buffer <stem><suffix><n> for the first free n (PyTorch's
+** get_new_attr_name_with_prefix) and a get_attr node for it, before `before`. Most stems are used
+** once: n = 0 is tried first, and only when it is taken is the stem's counter looked up (a table
+** that on a big graph is a cache miss a lookup). */
+static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t stem_len, bool zero_point,
+                                     struct bpcc_tensor *t, struct bpcc_node *before, struct bpcc_node **out)
 {
     struct bpcc_module *root = root_module(cv);
     if (!root) return BPCC_ERR_NOMEM;
     char name[300];
-    /* get_new_attr_name_with_prefix: the first free <prefix><i> (names are only added meanwhile).
-    ** Tensor names, attribute keys and module names are all interned in the graph: a candidate
-    ** that is not is free, and most are (one lookup instead of three). */
-    size_t lb = bpcc_str_cat(name, sizeof name, 0, prefix);
-    for (uint32_t i = *next;; i++) {
-        size_t len = bpcc_str_cat_i64(name, sizeof name, lb, i);
-        if (!bpcc_intern_find(&cv->g->intern, name, len, bpcc_str_hash(name, len)) ||
-            (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name))) {
-            *next = i + 1;
-            break;
+    size_t lb = bpcc_str_cat(name, sizeof name, 0, stem);
+    lb = bpcc_str_cat(name, sizeof name, lb, zero_point ? "_zero_point_" : "_scale_");
+    size_t len = bpcc_str_cat_i64(name, sizeof name, lb, 0);
+    if (!free_name(cv, root, name, len)) {
+        struct next_free *nf = next_free(cv, stem, stem_len);
+        if (!nf) return bpcc_diag_nomem(cv->d);
+        uint32_t *next = zero_point ? &nf->zero_point : &nf->scale;
+        for (uint32_t i = *next;; i++) { /* names are only added meanwhile: below *next all are taken */
+            len = bpcc_str_cat_i64(name, sizeof name, lb, i);
+            if (free_name(cv, root, name, len)) {
+                *next = i + 1;
+                break;
+            }
         }
     }
     enum bpcc_status s = bpcc_module_set_tensor(root, name, BPCC_TENSOR_BUFFER, t, cv->d);
@@ -159,15 +173,10 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
                            spec.qscheme == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
         const char *prefix;
         const char *path = module_path(cv, obs, &prefix);
-        char p1[300], p2[300]; /* <stem>_scale_, <stem>_zero_point_; the stem's dots as underscores */
-        size_t lp = bpcc_str_cat(p1, 256, bpcc_str_cat(p1, 256, 0, path), prefix);
-        for (char *c = p1; *c; c++)
+        char stem[256]; /* the buffers are <stem>_scale_<n>, <stem>_zero_point_<n>; the path's dots as underscores */
+        size_t lp = bpcc_str_cat(stem, sizeof stem, bpcc_str_cat(stem, sizeof stem, 0, path), prefix);
+        for (char *c = stem; *c; c++)
             if (*c == '.') *c = '_';
-        struct next_free *next = next_free(cv, p1, lp);
-        if (!next) return bpcc_diag_nomem(cv->d);
-        memcpy(p2, p1, lp);
-        bpcc_str_cat(p1, sizeof p1, lp, "_scale_");
-        bpcc_str_cat(p2, sizeof p2, lp, "_zero_point_");
         struct bpcc_tensor *ts, *tz;
         int64_t C = sc->ndim ? sc->dims[0] : 1;
         if (per_channel) {
@@ -190,8 +199,8 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
             *(int64_t *)tz->data = zp->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)zp->data : (int64_t) * (const float *)zp->data;
         }
         struct bpcc_node *ns, *nz, *q;
-        s = getattr_node(cv, p1, &next->scale, ts, obs, &ns);
-        if (!s) s = getattr_node(cv, p2, &next->zero_point, tz, obs, &nz);
+        s = getattr_node(cv, stem, lp, false, ts, obs, &ns);
+        if (!s) s = getattr_node(cv, stem, lp, true, tz, obs, &nz);
         if (s) return s;
         struct bpcc_value args;
         uint32_t na = per_channel ? 5 : 4;
