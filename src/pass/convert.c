@@ -20,6 +20,7 @@ struct conv {
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
     struct bpcc_module *root;  /* the root module, once asked for */
+    uint32_t n_observers_left; /* observers not converted yet: each adds at most two root buffers */
     /* the next numbers to try for the scale and zero point buffers per name stem (struct next_free
     ** in `scratch`, keyed by a copy there), so naming n buffers is not n^2 tries; one entry for both
     ** names, so one lookup in a table that on a big graph is a cache miss a time */
@@ -51,6 +52,9 @@ static struct bpcc_module *root_module(struct conv *cv)
     if (cv->root) return cv->root;
     struct bpcc_module *r = bpcc_graph_find_module(cv->g, "");
     if (!r && bpcc_graph_add_module(cv->g, "", "torch.fx.GraphModule", &r, cv->d)) return NULL;
+    /* room for the buffers at once: growing by doubling would copy the array and rebuild its
+    ** index some twenty times on a big graph (without the room, they grow as they come) */
+    if (cv->n_observers_left < UINT32_MAX / 4) (void)bpcc_module_reserve_tensors(r, 2 * cv->n_observers_left);
     return cv->root = r;
 }
 
@@ -376,7 +380,11 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         }
         /* weighted modules first (observed: an observer on an input or the output) */
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
-            if (n->kind != BPCC_NODE_CALL_MODULE || is_obs_node(n)) continue;
+            if (n->kind != BPCC_NODE_CALL_MODULE) continue;
+            if (is_obs_node(n)) {
+                cv.n_observers_left++;
+                continue;
+            }
             bool observed = false;
             for (uint32_t i = 0; i < n->args.n && !observed; i++)
                 observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(n->args.u.seq.items[i].u.node);
@@ -385,7 +393,10 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         }
         for (struct bpcc_node *n = g->first; n && !s;) {
             struct bpcc_node *next = n->next;
-            if (is_obs_node(n)) s = convert_observer(&cv, n);
+            if (is_obs_node(n)) {
+                s = convert_observer(&cv, n);
+                cv.n_observers_left--;
+            }
             n = next;
         }
         /* the observer modules go (unlinked one by one, the table compacted once) */
