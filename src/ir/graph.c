@@ -8,8 +8,9 @@
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
 ** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
 ** does not touch the table, whose probe is a cache miss on a big graph; a snapshot's copy of the
-** slots (and so a restored graph) has ERASED for the names of erased nodes. g->bases: FX-style numbering state,
-** base name -> the last number handed out (an int64_t in the arena), keyed by the interned base.
+** slots (and so a restored graph) has ERASED for the names of erased nodes. g->bases: FX-style
+** numbering state, base name -> the last number handed out (an int64_t in the arena), keyed by
+** the interned base.
 ** g->names: a snapshot's copy of the named slots (bpcc_graph_copy_names), empty otherwise. */
 static char erased_mark;
 #define ERASED ((void *)&erased_mark)

@@ -23,7 +23,7 @@ struct conv {
     uint32_t n_observers_left; /* observers not converted yet: each adds at most two root buffers */
     /* the next numbers to try for the scale and zero point buffers per name stem (struct next_free
     ** in `scratch`, keyed by a copy there), so naming n buffers is not n^2 tries; one entry for both
-    ** names, so one lookup in a table that on a big graph is a cache miss a time */
+    ** names, asked only when number 0 is taken (getattr_node) */
     struct bpcc_strmap prefixes;
     struct bpcc_arena scratch;
     struct obs_spec_memo specs; /* the observers' specs, read once per distinct attribute array */
