@@ -135,6 +135,25 @@ START_TEST(a_value_used_twice_gets_one_observer)
 }
 END_TEST
 
+/* get_new_observer_name: the first activation_post_process_<n> no module has, a module already so
+** named kept as it is */
+START_TEST(observer_names_skip_a_module_that_has_one)
+{
+    struct prepared p;
+    PREPARE(&p, "bpcc-model 1\n\n" CONV("conv", 3, 4) "module activation_post_process_1 : torch.nn.ReLU\n\ngraph\n"
+                "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+                "  %relu = call_module activation_post_process_1 (%conv,)\n  %output = output output (%relu,)\n",
+            "fbgemm", "global: " QC_A "\n");
+    ck_assert_str_eq(bpcc_node_target(obs_between(p.g, "x", "conv")), "activation_post_process_0");
+    ck_assert_str_eq(bpcc_node_target(obs_between(p.g, "relu", "output")), "activation_post_process_2");
+    const struct bpcc_module *relu = bpcc_graph_find_module(p.g, "activation_post_process_1");
+    ck_assert_ptr_nonnull(relu);
+    ck_assert_str_eq(bpcc_module_type(relu), "torch.nn.ReLU");
+    ck_assert_uint_eq(n_observers(p.g), 2);
+    prepared_free(&p);
+}
+END_TEST
+
 START_TEST(output_share_observer_with_input_ops_share_one_module)
 {
     struct prepared p;
@@ -568,6 +587,40 @@ START_TEST(convert_names_each_qparam_buffer_with_the_first_free_number_of_its_pr
 }
 END_TEST
 
+/* A buffer's name need only be free among the root's attributes (get_new_attr_name_with_prefix);
+** a node may have it already, and the get_attr node is then numbered as FX numbers a taken name. */
+START_TEST(convert_numbers_a_get_attr_node_whose_buffer_name_a_node_has)
+{
+    static const char *model = "bpcc-model 1\n\n"
+                               "graph\n"
+                               "  %x = placeholder x ()\n"
+                               "  %_scale_0 = call_function operator.add (%x, %x)\n"
+                               "  %add = call_function operator.add (%_scale_0, %_scale_0)\n"
+                               "  %output = output output (%add,)\n";
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_msg(quantize_text(model, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    const struct bpcc_node *q = find_target(p.g, "torch.quantize_per_tensor", 1); /* the first add's output */
+    ck_assert_ptr_nonnull(q);
+    const struct bpcc_node *scale = bpcc_node_args(q)->u.seq.items[1].u.node;
+    ck_assert_str_eq(bpcc_node_target(scale), "_scale_0");
+    ck_assert_str_eq(bpcc_node_name(scale), "_scale_1");
+    const struct bpcc_node *add = bpcc_graph_find_node(p.g, "_scale_0");
+    ck_assert_ptr_nonnull(add);
+    ck_assert_str_eq(bpcc_node_target(add), "operator.add");
+    const struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+    ck_assert_ptr_nonnull(bpcc_module_tensor(root, "_scale_0"));
+    /* the second add's output: buffer _scale_1 (no attribute has it), its node numbered on */
+    q = find_target(p.g, "torch.quantize_per_tensor", 2);
+    ck_assert_ptr_nonnull(q);
+    scale = bpcc_node_args(q)->u.seq.items[1].u.node;
+    ck_assert_str_eq(bpcc_node_target(scale), "_scale_1");
+    ck_assert_str_eq(bpcc_node_name(scale), "_scale_2");
+    prepared_free(&p);
+}
+END_TEST
+
 START_TEST(convert_refuses_an_uncalibrated_model)
 {
     struct prepared p;
@@ -809,6 +862,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, inputs_are_observed_at_the_root_and_the_output_at_the_last_node);
     tcase_add_test(tc, a_value_used_twice_gets_one_observer);
+    tcase_add_test(tc, observer_names_skip_a_module_that_has_one);
     tcase_add_test(tc, output_share_observer_with_input_ops_share_one_module);
     tcase_add_test(tc, num_tensor_args_choose_the_observation_type);
     tcase_add_test(tc, non_tensor_arguments_are_not_observed_and_their_dtype_propagates);
@@ -828,6 +882,7 @@ int main(void)
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
+    tcase_add_test(tc, convert_numbers_a_get_attr_node_whose_buffer_name_a_node_has);
     tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);

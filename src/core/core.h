@@ -180,9 +180,11 @@ BPCC_INTERNAL const char *bpcc_intern_find(const struct bpcc_intern *in, const c
 ** The place of s's pointer, NULL when s is not interned; valid until the next interning. */
 BPCC_INTERNAL void **bpcc_intern_value(const struct bpcc_intern *in, const char *s, size_t n, uint32_t h);
 /* s interned (copied when new) into *str, and its slot's value as bpcc_intern_value gives it: one
-** probe where asking for the value and then interning took two. NULL when out of memory. The slot
-** pointer lasts until the next string is interned. */
-BPCC_INTERNAL void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_t h, const char **str);
+** probe where asking for the value and then interning took two. *added (when not NULL): s was not
+** interned before. NULL when out of memory. The slot pointer lasts until the next string is
+** interned. */
+BPCC_INTERNAL void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_t h, const char **str,
+                                      bool *added);
 
 /* }===================================================================================== */
 

@@ -30,11 +30,13 @@ static const char *recent(const struct bpcc_intern *in, const char *s, size_t n)
     return r->arg == s && r->len == n && !memcmp(r->str, s, n) ? r->str : NULL;
 }
 
-void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_t h, const char **str)
+void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_t h, const char **str,
+                        bool *added_out)
 {
     bool added;
     struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&in->table, s, n, h, &added);
     if (!e) return NULL;
+    if (added_out) *added_out = added;
     if (added) {
         char *copy = bpcc_arena_strndup(in->arena, s, n);
         if (!copy) {
@@ -51,7 +53,7 @@ void **bpcc_intern_slot(struct bpcc_intern *in, const char *s, size_t n, uint32_
 static const char *intern_table(struct bpcc_intern *in, const char *s, size_t n, uint32_t h)
 {
     const char *str;
-    if (!bpcc_intern_slot(in, s, n, h, &str)) return NULL;
+    if (!bpcc_intern_slot(in, s, n, h, &str, NULL)) return NULL;
     in->recent[recent_slot(s)] = (struct bpcc_intern_recent){s, str, n};
     return str;
 }

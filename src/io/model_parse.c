@@ -742,7 +742,7 @@ static enum bpcc_status parse_node(struct parser *ps)
     ** moved meanwhile (interning the rest of the line grew it) */
     uint32_t hash = bpcc_str_hash(ps->p, n);
     const char *name;
-    void **slot = bpcc_intern_slot(&ps->g->intern, ps->p, n, hash, &name);
+    void **slot = bpcc_intern_slot(&ps->g->intern, ps->p, n, hash, &name, NULL);
     if (!slot) return nomem(ps);
     uint32_t epoch = ps->g->intern.table.epoch;
     ps->p += n;
@@ -807,7 +807,7 @@ static enum bpcc_status parse_node(struct parser *ps)
         s = bpcc_graph_node_new(ps->g, kind, name, target, &args, &kwargs, true, &node, NULL);
     } else {
         if (ps->g->intern.table.epoch != epoch)
-            slot = bpcc_intern_slot(&ps->g->intern, name, n, hash, &name);
+            slot = bpcc_intern_slot(&ps->g->intern, name, n, hash, &name, NULL);
         if (!slot) return nomem(ps);
         s = bpcc_graph_node_new_named(ps->g, kind, name, slot, target, &args, &kwargs, &node, NULL);
     }

@@ -201,7 +201,7 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     if (num <= 0) num = last ? *last : 0;
     struct name c = name_of(buf);
     void **v;
-    while ((v = bpcc_intern_slot(&g->intern, buf, c.len, c.hash, &c.s)) && *v) {
+    while ((v = bpcc_intern_slot(&g->intern, buf, c.len, c.hash, &c.s, NULL)) && *v) {
         num++;
         buf[base_len] = '_';
         c.len = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
@@ -416,7 +416,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     struct name nm = {.s = name};
     if (!slot && name && bpcc_node_name_valid(name)) {
         nm = name_of(name);
-        if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s))) return bpcc_diag_nomem(d);
+        if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s, NULL))) return bpcc_diag_nomem(d);
         if (*slot) slot = NULL; /* taken: numbered below */
     }
     if (!slot) {

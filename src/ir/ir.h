@@ -199,6 +199,10 @@ BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,
                                                         const char **leaf_out);
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
+/* bpcc_graph_add_module where a name in use is no error but *out NULL: a caller looking for a free
+** name asks the index once per candidate instead of a lookup and then an add */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *g, const char *name, const char *type,
+                                                             struct bpcc_module **out, struct bpcc_diag *d);
 /* Unlink m and its submodules (O(subtree)): marked dead, lookups no longer find them (their index
 ** entries stay, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
 ** objects stay valid (graph arena). */
@@ -218,6 +222,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m
 /* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
 BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                           struct bpcc_tensor *t);
+/* a new tensor under a name interned in m's graph that none of m's tensors has (the caller knows):
+** no lookup, where bpcc_module_set_tensor's would be a cache miss or more in a big module's index */
+BPCC_INTERNAL enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned,
+                                                      enum bpcc_tensor_role role, struct bpcc_tensor *t);
 /* m (without attributes, in from's graph) takes from's attributes by sharing their array, as
 ** observers made from one spec and modules cloned by fusion have the same ones: the first change
 ** to either copies it (bpcc_module_set_attr, bpcc_module_reserve_attrs). */

@@ -31,8 +31,9 @@ void bpcc_graph_release_modules(struct bpcc_graph *g)
     g->n_modules = g->cap_modules = 0;
 }
 
-enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, const char *type,
-                                       struct bpcc_module **out, struct bpcc_diag *d)
+/* bpcc_graph_add_module; with `if_free`, a name in use is no error: *out is then NULL */
+static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const char *type, bool if_free,
+                                   struct bpcc_module **out, struct bpcc_diag *d)
 {
     if (out) *out = NULL;
     if (!name || !type)
@@ -45,7 +46,7 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
     struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&g->module_index, name, len, h, &added);
     if (!e) return bpcc_diag_nomem(d);
     if (!added && present(e->value))
-        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
+        return if_free ? BPCC_OK : bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
     struct bpcc_module *m = NULL;
     if (g->n_modules == g->cap_modules) {
         uint32_t cap = g->cap_modules ? g->cap_modules * 2 : 16;
@@ -86,6 +87,18 @@ enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, c
 nomem:
     bpcc_strmap_remove(&g->module_index, e);
     return bpcc_diag_nomem(d);
+}
+
+enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, const char *type,
+                                       struct bpcc_module **out, struct bpcc_diag *d)
+{
+    return add_module(g, name, type, false, out, d);
+}
+
+enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *g, const char *name, const char *type,
+                                               struct bpcc_module **out, struct bpcc_diag *d)
+{
+    return add_module(g, name, type, true, out, d);
 }
 
 /* The nodes that remembered m may no longer take it on trust (bpcc_node_module): the one that
@@ -500,6 +513,14 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
 {
     if (extra > UINT32_MAX - m->n_tensors) return BPCC_ERR_LIMIT;
     return grow_tensors(m, m->n_tensors + extra) ? BPCC_OK : BPCC_ERR_NOMEM;
+}
+
+enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
+                                        struct bpcc_tensor *t)
+{
+    if (!grow_tensors(m, m->n_tensors + 1)) return BPCC_ERR_NOMEM;
+    store_tensor(m, -1, interned, role, t);
+    return BPCC_OK;
 }
 
 void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,

@@ -73,19 +73,26 @@ static struct next_free *next_free(struct conv *cv, const char *stem, size_t len
     return next && !bpcc_strmap_put(&cv->prefixes, key, len, h, next) ? next : NULL;
 }
 
-/* the name `name` (any string) is free for a root buffer: no tensor, attribute or module has it.
-** Tensor names, attribute keys and module names are all interned in the graph: a name that is not
-** is free, and most are (one lookup instead of three). */
-static bool free_name(struct conv *cv, struct bpcc_module *root, const char *name, size_t len)
+/* `name` interned in the graph (*str, with its slot for a node of that name); whether it is free
+** for a root buffer: no tensor, attribute or module has it. Tensor names, attribute keys and module
+** names are all interned in the graph: a name interned only now is free, and most are, so one
+** probe of the table both answers and interns. false in *is_free and NULL when out of memory. */
+static void **claim_name(struct conv *cv, struct bpcc_module *root, const char *name, size_t len, const char **str,
+                         bool *is_free)
 {
-    return !bpcc_intern_find(&cv->g->intern, name, len, bpcc_str_hash(name, len)) ||
-           (!bpcc_module_tensor(root, name) && !bpcc_module_attr(root, name) && !bpcc_graph_find_module(cv->g, name));
+    bool added;
+    void **slot = bpcc_intern_slot(&cv->g->intern, name, len, bpcc_str_hash(name, len), str, &added);
+    *is_free = slot && (added || (!bpcc_module_tensor(root, *str) && !bpcc_module_attr(root, *str) &&
+                                  !bpcc_graph_find_module(cv->g, *str)));
+    return slot;
 }
 
 /* create_getattr_from_value: a root buffer <stem><suffix><n> for the first free n (PyTorch's
 ** get_new_attr_name_with_prefix) and a get_attr node for it, before `before`. Most stems are used
 ** once: n = 0 is tried first, and only when it is taken is the stem's counter looked up (a table
-** that on a big graph is a cache miss a lookup). */
+** that on a big graph is a cache miss a lookup). The name is free among the root's tensors, so the
+** buffer is added without asking the root's index, and the node takes the name's slot unless a
+** node has the name already or it is no node name (then it is numbered or mended as FX does). */
 static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t stem_len, bool zero_point,
                                      struct bpcc_tensor *t, struct bpcc_node *before, struct bpcc_node **out)
 {
@@ -95,20 +102,25 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t s
     size_t lb = bpcc_str_cat(name, sizeof name, 0, stem);
     lb = bpcc_str_cat(name, sizeof name, lb, zero_point ? "_zero_point_" : "_scale_");
     size_t len = bpcc_str_cat_i64(name, sizeof name, lb, 0);
-    if (!free_name(cv, root, name, len)) {
+    const char *str;
+    bool is_free;
+    void **slot = claim_name(cv, root, name, len, &str, &is_free);
+    if (slot && !is_free) {
         struct next_free *nf = next_free(cv, stem, stem_len);
         if (!nf) return bpcc_diag_nomem(cv->d);
         uint32_t *next = zero_point ? &nf->zero_point : &nf->scale;
         for (uint32_t i = *next;; i++) { /* names are only added meanwhile: below *next all are taken */
             len = bpcc_str_cat_i64(name, sizeof name, lb, i);
-            if (free_name(cv, root, name, len)) {
+            if (!(slot = claim_name(cv, root, name, len, &str, &is_free)) || is_free) {
                 *next = i + 1;
                 break;
             }
         }
     }
-    enum bpcc_status s = bpcc_module_set_tensor(root, name, BPCC_TENSOR_BUFFER, t, cv->d);
-    if (!s) s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, name, name, NULL, NULL, out, cv->d);
+    if (!slot || bpcc_module_add_tensor(root, str, BPCC_TENSOR_BUFFER, t)) return bpcc_diag_nomem(cv->d);
+    enum bpcc_status s =
+        *slot || !bpcc_node_name_valid(str) ? bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, out, cv->d)
+              : bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, out, cv->d);
     if (!s) bpcc_node_move_before(*out, before);
     return s;
 }

@@ -524,11 +524,13 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
 {
     struct bpcc_graph *g = p->g;
     char name[64], type[96];
-    do bpcc_str_cat_i64(name, sizeof name, bpcc_str_cat(name, sizeof name, 0, "activation_post_process_"), p->next_obs++);
-    while (bpcc_graph_find_module(g, name));
     bpcc_str_cat(type, sizeof type, bpcc_str_cat(type, sizeof type, 0, obs_type_prefix), bpcc_obs_class_name(o->cls));
-    struct bpcc_module *m;
-    enum bpcc_status s = bpcc_graph_add_module(g, name, type, &m, p->d);
+    struct bpcc_module *m = NULL;
+    enum bpcc_status s = BPCC_OK;
+    while (!s && !m) { /* the first activation_post_process_<n> no module has */
+        bpcc_str_cat_i64(name, sizeof name, bpcc_str_cat(name, sizeof name, 0, "activation_post_process_"), p->next_obs++);
+        s = bpcc_graph_add_module_if_free(g, name, type, &m, p->d);
+    }
     if (!s) s = set_observer_attrs(p, m, o);
     struct bpcc_value args;
     if (!s && bpcc_value_seq_new(g, BPCC_VAL_TUPLE, 1, &args)) s = bpcc_diag_nomem(p->d);
