@@ -57,7 +57,9 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
     }
     if (!(m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module))) goto nomem;
     m->graph = g;
-    m->name = bpcc_intern_nh(&g->intern, name, len, h);
+    /* a dead module's entry taken over holds the name interned already (fusion puts its result
+    ** where the conv was): no probe of the intern table */
+    m->name = added ? bpcc_intern_nh(&g->intern, name, len, h) : e->key;
     m->type = bpcc_graph_intern(g, type);
     if (!m->name || !m->type) goto nomem;
     m->attrs.kind = BPCC_VAL_DICT;
