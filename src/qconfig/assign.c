@@ -107,7 +107,7 @@ static enum bpcc_status index_rules(struct assigner *A, enum qc_rule_kind kind, 
 /* object_type_qconfigs.get(type, fallback) */
 static struct pick object_type(const struct assigner *A, const char *type, struct pick fallback)
 {
-    if (!type) return fallback;
+    if (!type || (!A->by_type && !A->a->n_fused)) return fallback; /* no rule: the type's bytes go unread */
     const struct qc_rule *hit = find_rule(A->by_type, type, strlen(type));
     if (hit) return (struct pick){hit->qc, BPCC_QC_OBJECT_TYPE, hit};
     for (uint32_t i = 0; i < A->a->n_fused; i++)
@@ -134,6 +134,7 @@ static struct pick module_name_regex(const struct assigner *A, const char *name,
 /* The rule for `name`, else for its parent, and so on; "" has none. */
 static struct pick module_name(const struct assigner *A, const char *name, struct pick fallback)
 {
+    if (!A->by_name) return fallback; /* no rule: the name's bytes go unread (a cache miss a node) */
     size_t len = strlen(name);
     while (len > 0) {
         const struct qc_rule *hit = find_rule(A->by_name, name, len);
