@@ -118,9 +118,11 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t s
         }
     }
     if (!slot || bpcc_module_add_tensor(root, str, BPCC_TENSOR_BUFFER, t)) return bpcc_diag_nomem(cv->d);
-    enum bpcc_status s =
-        *slot || !bpcc_node_name_valid(str) ? bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, out, cv->d)
-              : bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, out, cv->d);
+    enum bpcc_status s;
+    if (*slot || !bpcc_node_name_valid(str)) /* a node has the name, or it is none: named as FX names */
+        s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, out, cv->d);
+    else
+        s = bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, out, cv->d);
     if (!s) bpcc_node_move_before(*out, before);
     return s;
 }
