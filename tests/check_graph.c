@@ -155,6 +155,41 @@ START_TEST(erased_names_stay_reserved_through_a_restore)
 }
 END_TEST
 
+/* A restore takes the names back from the slots of the state it undoes: the ids it hands out again
+** (those of the failed pass's nodes) name nodes of the next pass, whose restore must tell them from
+** the nodes before. */
+START_TEST(names_come_back_through_two_restores)
+{
+    struct bpcc_node *x = placeholder("x");
+    placeholder("z");
+    ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_OK);
+    struct bpcc_graph *snap;
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    placeholder("a"); /* made by a pass that fails */
+    bpcc_graph_restore(g, snap);
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "a"));
+    struct bpcc_node *b = placeholder("b"); /* takes the id `a` had */
+    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    struct bpcc_node *z = bpcc_graph_find_node(g, "z");
+    ck_assert_int_eq(bpcc_node_erase(z, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_erase(b, &d), BPCC_OK);
+    placeholder("w");
+    bpcc_graph_restore(g, snap);
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(g, "z"));
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(g, "b"));
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "w"));
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "x"));
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "a"));
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 2);
+    ck_assert_str_eq(bpcc_node_name(placeholder("x")), "x_1"); /* still reserved */
+    ck_assert_str_eq(bpcc_node_name(placeholder("a")), "a");   /* free */
+    ck_assert_str_eq(bpcc_node_name(placeholder("w")), "w");
+    ck_assert_str_eq(bpcc_node_name(placeholder("b")), "b_1");
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, bpcc_graph_find_node(g, "z")));
+    ck_assert_msg(bpcc_graph_verify(g, &d) == BPCC_OK, "%s", tu_msg(&d));
+}
+END_TEST
+
 START_TEST(set_args_updates_use_def)
 {
     struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
@@ -677,6 +712,7 @@ int main(void)
     tcase_add_test(tc, replace_all_uses_moves_every_use);
     tcase_add_test(tc, erase_refuses_nodes_with_users);
     tcase_add_test(tc, erased_names_stay_reserved_through_a_restore);
+    tcase_add_test(tc, names_come_back_through_two_restores);
     tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, references_to_other_graphs_are_refused);

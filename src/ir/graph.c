@@ -7,11 +7,9 @@
 
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
 ** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
-** does not touch the table, whose probe is a cache miss on a big graph; a snapshot's copy of the
-** slots (and so a restored graph) has ERASED for the names of erased nodes. g->bases: FX-style
-** numbering state, base name -> the last number handed out (an int64_t in the arena), keyed by
-** the interned base.
-** g->names: a snapshot's copy of the named slots (bpcc_graph_copy_names), empty otherwise. */
+** does not touch the table, whose probe is a cache miss on a big graph; a restored graph has ERASED
+** for the names of nodes erased before its snapshot. g->bases: FX-style numbering state, base
+** name -> the last number handed out (an int64_t in the arena), keyed by the interned base. */
 static char erased_mark;
 #define ERASED ((void *)&erased_mark)
 
@@ -58,7 +56,6 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
 /* the heap parts beside the arenas: hash tables, the module table */
 static void release_tables(struct bpcc_graph *g)
 {
-    bpcc_strmap_release(&g->names);
     bpcc_strmap_release(&g->shapes);
     bpcc_strmap_release(&g->bases);
     bpcc_graph_release_modules(g);
@@ -69,6 +66,7 @@ void bpcc_graph_free(struct bpcc_graph *g)
 {
     if (!g) return;
     release_tables(g);
+    bpcc_xfree(g->by_id);
     if (g->weights) bpcc_safetensors_close(g->weights);
     bpcc_arena_release(&g->arena);
     bpcc_arena_release(&g->nodes);
@@ -98,14 +96,18 @@ void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
     release_tables(&failed);
     bpcc_intern_release(&snap->intern);
     bpcc_strmap_release(&snap->shapes);
-    /* the node names as they were: the snapshot's copy of the slots, onto the table kept (the same
-    ** string pointers, and every one of them still there: interning only adds) */
-    BPCC_STRMAP_FOREACH(&strings.table, e) e->value = NULL;
-    BPCC_STRMAP_FOREACH(&snap->names, e) if (e->value) {
-        struct bpcc_strmap_slot *t = bpcc_strmap_get(&strings.table, e->key, e->len, e->hash);
-        if (t) t->value = e->value;
+    /* the node names as they were, in the table kept (every name of the snapshot is there:
+    ** interning only adds). A slot holds a node of the failed state, whose memory stays (below),
+    ** or ERASED: a node the snapshot copied names its copy again, one made after the snapshot
+    ** (its id at or past the snapshot's next_id) names nothing, one erased before it stays
+    ** ERASED. Ids are unique among the nodes the slots hold: the ids a restore hands out again
+    ** were those of nodes whose names it freed. */
+    BPCC_STRMAP_FOREACH(&strings.table, e) if (e->value && e->value != ERASED) {
+        uint32_t id = ((const struct bpcc_node *)e->value)->id;
+        e->value = id >= snap->next_id ? NULL : snap->by_id[id] ? (void *)snap->by_id[id] : ERASED;
     }
-    bpcc_strmap_release(&snap->names);
+    bpcc_xfree(snap->by_id);
+    snap->by_id = NULL;
     /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
     ** their data with it */
     bpcc_arena_adopt(&snap->arena, &failed.arena);
@@ -217,14 +219,9 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     return true;
 }
 
-enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src, struct bpcc_node *const *map)
+enum bpcc_status bpcc_graph_copy_naming(struct bpcc_graph *dst, const struct bpcc_graph *src)
 {
     if (bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
-    /* the named slots only (most interned strings name no node), under their stored hashes */
-    BPCC_STRMAP_FOREACH(&src->intern.table, e) if (e->value) {
-        void *v = !live(e->value) ? ERASED : map[((const struct bpcc_node *)e->value)->id];
-        if (bpcc_strmap_put(&dst->names, e->key, e->len, e->hash, v)) return BPCC_ERR_NOMEM;
-    }
     BPCC_STRMAP_FOREACH(&dst->bases, e) {
         int64_t *num = BPCC_ARENA_NEW(&dst->arena, int64_t);
         if (!num) return BPCC_ERR_NOMEM;

@@ -87,9 +87,10 @@ struct bpcc_graph {
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;
-    /* every name ever given to a node keeps it in its intern slot's value (graph.c); `names` is a
-    ** snapshot's copy of those slots, empty in other graphs */
-    struct bpcc_strmap names;
+    /* every name ever given to a node keeps it in its intern slot's value (graph.c). In a
+    ** snapshot, by_id maps the ids of the nodes it copied (live ones) to their copies, NULL for
+    ** the other ids below next_id: a restore puts the name slots back from it (NULL elsewhere) */
+    struct bpcc_node **by_id;
     struct bpcc_strmap bases;  /* FX-style numbering state: base name -> int64_t last number */
     /* the dims arrays of tensor types (TTYPE values), one per shape: keys are the dims' bytes
     ** (bpcc_graph_intern_dims); values never write through their const dims */
@@ -167,13 +168,12 @@ BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *s
 /* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s.
 ** With rollback off (bpcc_graph_set_rollback), snapshot gives NULL and end_pass keeps g as it is. */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
-/* For snapshots, without hashing anything again (the names keep their pointers and hash values):
-** every name ever given, to map[node id] or ERASED for erased nodes, and the numbering state
-** (graph.c); the live modules with their tree, index, attributes and tensor headers (module.c;
+/* For snapshots, without hashing anything again: the numbering state (graph.c; the node names
+** are not copied: a restore takes them back from the intern table it keeps and the snapshot's
+** by_id); the live modules with their tree, index, attributes and tensor headers (module.c;
 ** src's module marks are borrowed and restored; the attribute arrays become shared between the
 ** two, so src's modules copy theirs at their next change). */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_names(struct bpcc_graph *dst, const struct bpcc_graph *src,
-                                                     struct bpcc_node *const *map);
+BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_naming(struct bpcc_graph *dst, const struct bpcc_graph *src);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
 
 /* module.c */

@@ -63,13 +63,16 @@ enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, struct bpcc_gra
     struct bpcc_graph *dst;
     enum bpcc_status s = bpcc_graph_new(&dst, d);
     if (s) return s;
+    /* node id -> copy, NULL for the ids of erased nodes: kept as the snapshot's by_id, from which
+    ** a restore gives the names back */
     struct bpcc_node **map = bpcc_malloc((g->next_id + 1) * sizeof *map);
     s = map ? BPCC_OK : BPCC_ERR_NOMEM;
+    if (!s) memset(map, 0, (g->next_id + 1) * sizeof *map);
+    dst->by_id = map;
     /* the module marks are borrowed for a moment (and put back): g is not changed */
     if (!s) s = bpcc_graph_copy_modules(dst, (struct bpcc_graph *)g);
     if (!s) s = copy_nodes(dst, g, map);
-    if (!s) s = bpcc_graph_copy_names(dst, g, map);
-    bpcc_xfree(map);
+    if (!s) s = bpcc_graph_copy_naming(dst, g);
     dst->source_file = g->source_file;
     dst->weights_name = g->weights_name;
     dst->weights_line = g->weights_line;
