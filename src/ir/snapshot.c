@@ -1,7 +1,8 @@
 /*
 ** snapshot.c — a copy of a graph's structure, so that a failed pass can give its graph back as it
 ** was (bpcc_graph_restore in graph.c). Nodes keep their names, ids, order, users order, metadata,
-** scopes and source positions; the naming state and the reserved names of erased nodes are kept;
+** scopes and source positions, and the naming state is copied; the names themselves are not (a
+** restore takes them back from the intern table it keeps, through by_id, the id -> copy map);
 ** modules keep their order, tree, attributes and tensors, whose headers are copied and whose data
 ** is shared (passes never write tensor data: they create new tensors). Strings are shared too and
 ** nothing is hashed again: a snapshot is a few copies per node, and lives no longer than its graph
