@@ -505,7 +505,7 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     }
     if (at < 0) {
         if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
-        if (!grow_tensors(m, m->n_tensors + 1)) return bpcc_diag_nomem(d);
+        return bpcc_module_add_tensor(m, nm, role, t) ? bpcc_diag_nomem(d) : BPCC_OK;
     }
     store_tensor(m, at, nm, role, t);
     return BPCC_OK;
