@@ -109,7 +109,8 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t s
         struct next_free *nf = next_free(cv, stem, stem_len);
         if (!nf) return bpcc_diag_nomem(cv->d);
         uint32_t *next = zero_point ? &nf->zero_point : &nf->scale;
-        for (uint32_t i = *next;; i++) { /* names are only added meanwhile: below *next all are taken */
+        /* names are only added meanwhile: below *next all are taken, and so is number 0 */
+        for (uint32_t i = *next ? *next : 1;; i++) {
             len = bpcc_str_cat_i64(name, sizeof name, lb, i);
             if (!(slot = claim_name(cv, root, name, len, &str, &is_free)) || is_free) {
                 *next = i + 1;
