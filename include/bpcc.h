@@ -307,11 +307,14 @@ BPCC_API enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_di
 BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 /*
 ** The passes (fuse, prepare, calibrate, convert) leave a graph as it was when they fail. Fuse,
-** prepare and convert work after taking a snapshot of the graph's structure, which each drops
-** when it succeeds; calibrate needs none (it prepares all it stores before storing any). The
-** snapshots cost about a copy of the structure per pass (time, and memory at the pass's peak). A caller
-** that discards the graph after any failed pass, as the bpcc tool does, can turn rollback off:
-** a failed pass then leaves the graph fit only for bpcc_graph_free. On for every new graph.
+** prepare and convert keep an undo log while they run: each change to a node or module that was
+** there before records what it overwrites, and a failure (out of memory included, also for the
+** log itself) plays the log back. Node and module pointers taken before a failed pass stay valid
+** and mean what they meant; those it made are gone. Calibrate needs no log (it prepares all it
+** stores before storing any). The log costs a few records per object a pass changes (time, and
+** memory until the pass ends: about 10 % of the peak on a 1M-node graph). A caller that discards
+** the graph after any failed pass, as the bpcc tool does, can turn rollback off: a failed pass
+** then leaves the graph fit only for bpcc_graph_free. On for every new graph.
 */
 BPCC_API void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on);
 

@@ -128,53 +128,51 @@ START_TEST(erase_refuses_nodes_with_users)
 }
 END_TEST
 
-/* An erased node's name stays reserved and unfindable through a snapshot and its restore, for
-** nodes erased before the snapshot and after it. */
+/* An erased node's name stays reserved and unfindable through a failed pass, for nodes erased
+** before the pass and during it; the nodes the pass erased come back as they were (the same
+** pointers). */
 START_TEST(erased_names_stay_reserved_through_a_restore)
 {
     struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
     placeholder("z");
     ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_OK);
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_node_erase(y, &d), BPCC_OK);
     ck_assert_ptr_null(bpcc_graph_find_node(g, "y"));
     ck_assert_str_eq(bpcc_node_name(placeholder("y")), "y_1");
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     ck_assert_ptr_null(bpcc_graph_find_node(g, "x"));
     ck_assert_ptr_null(bpcc_graph_find_node(g, "y_1"));
     struct bpcc_node *ry = bpcc_graph_find_node(g, "y");
-    ck_assert_ptr_nonnull(ry);
+    ck_assert_ptr_eq(ry, y);
     ck_assert_str_eq(bpcc_node_name(ry), "y");
     ck_assert_uint_eq(bpcc_graph_n_nodes(g), 2);
     ck_assert_str_eq(bpcc_node_name(placeholder("x")), "x_1");
-    /* y_1 was given after the snapshot: free again */
+    /* y_1 was given during the failed pass: free again */
     ck_assert_str_eq(bpcc_node_name(placeholder("y_1")), "y_1");
     mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, ry));
     ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
 }
 END_TEST
 
-/* A restore takes the names back from the slots of the state it undoes: the ids it hands out again
-** (those of the failed pass's nodes) name nodes of the next pass, whose restore must tell them from
-** the nodes before. */
+/* A failed pass frees the names it gave; the ids it handed out are handed out again, and the next
+** failed pass must tell the nodes that have them from its own. */
 START_TEST(names_come_back_through_two_restores)
 {
     struct bpcc_node *x = placeholder("x");
     placeholder("z");
     ck_assert_int_eq(bpcc_node_erase(x, &d), BPCC_OK);
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     placeholder("a"); /* made by a pass that fails */
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     ck_assert_ptr_null(bpcc_graph_find_node(g, "a"));
     struct bpcc_node *b = placeholder("b"); /* takes the id `a` had */
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     struct bpcc_node *z = bpcc_graph_find_node(g, "z");
     ck_assert_int_eq(bpcc_node_erase(z, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_node_erase(b, &d), BPCC_OK);
     placeholder("w");
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     ck_assert_ptr_nonnull(bpcc_graph_find_node(g, "z"));
     ck_assert_ptr_nonnull(bpcc_graph_find_node(g, "b"));
     ck_assert_ptr_null(bpcc_graph_find_node(g, "w"));
@@ -341,8 +339,8 @@ START_TEST(verify_resolves_modules_tensors_and_attributes)
 END_TEST
 
 /* A removed module is gone for every lookup (by name, as a get_attr's owner, its submodules too)
-** and its name is free again, through a snapshot and its restore as well, for modules removed before
-** the snapshot and after it. */
+** and its name is free again, through a failed pass as well, for modules removed before the pass
+** and during it. */
 START_TEST(removed_modules_are_gone_through_a_restore)
 {
     struct bpcc_module *a, *sub, *b;
@@ -357,11 +355,10 @@ START_TEST(removed_modules_are_gone_through_a_restore)
     ck_assert_ptr_null(bpcc_graph_attr_owner(g, "a.0.weight", &leaf));
     ck_assert_uint_eq(bpcc_graph_n_modules(g), 1);
     ck_assert_int_eq(bpcc_graph_remove_module(g, "a", &d), BPCC_ERR_INVALID);
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_graph_remove_module(g, "b", &d), BPCC_OK);
     ck_assert_ptr_null(bpcc_graph_find_module(g, "b"));
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     ck_assert_ptr_null(bpcc_graph_find_module(g, "a"));
     ck_assert_ptr_null(bpcc_graph_find_module(g, "a.0"));
     struct bpcc_module *rb = bpcc_graph_find_module(g, "b");
@@ -443,12 +440,11 @@ START_TEST(a_node_knows_when_its_remembered_module_changed)
     bpcc_module_set_type(again, bpcc_graph_intern(g, "torch.nn.ELU"));
     ck_assert_str_eq(bpcc_node_module_type(c1), "torch.nn.ELU");
     ck_assert_str_eq(bpcc_node_module_type(c2), "torch.nn.ELU");
-    /* a snapshot's nodes are resolved in their own graph after a restore */
+    /* after a failed pass the nodes find their modules as they were */
     bpcc_graph_resolve_modules(g);
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     bpcc_module_set_type(again, bpcc_graph_intern(g, "torch.nn.SiLU"));
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     bpcc_graph_resolve_modules(g);
     struct bpcc_node *r1 = bpcc_graph_find_node(g, bpcc_node_name(c1));
     ck_assert_ptr_eq(bpcc_node_module(r1), bpcc_graph_find_module(g, "m"));
@@ -538,20 +534,18 @@ START_TEST(parsed_modules_with_equal_attributes_share_one_array)
 }
 END_TEST
 
-/* A snapshot shares its modules' attribute arrays with the graph: what the graph changes after it
-** (in place or by adding) is not in the state a restore brings back. */
+/* What a failed pass changed in a module's attributes (in place or by adding) is taken back. */
 START_TEST(a_restore_brings_back_the_attributes_as_they_were)
 {
     struct bpcc_module *m;
     ck_assert_int_eq(bpcc_graph_add_module(g, "relu", "torch.nn.ReLU", &m, &d), BPCC_OK);
     struct bpcc_value yes = bpcc_value_bool(true), no = bpcc_value_bool(false);
     ck_assert_int_eq(bpcc_module_set_attr(m, "inplace", &yes, &d), BPCC_OK);
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_module_set_attr(m, "inplace", &no, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_module_set_attr(m, "training", &no, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_module_attr(m, "inplace")->u.b, false);
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     m = bpcc_graph_find_module(g, "relu");
     ck_assert_uint_eq(bpcc_module_attrs(m)->n, 1);
     ck_assert_int_eq(bpcc_module_attr(m, "inplace")->u.b, true);
@@ -562,7 +556,7 @@ START_TEST(a_restore_brings_back_the_attributes_as_they_were)
 END_TEST
 
 /* Tensor types of one shape share one dims array in the graph (they are immutable), also across
-** a snapshot and its restore. */
+** a failed pass. */
 START_TEST(tensor_types_of_one_shape_share_their_dims)
 {
     struct bpcc_node *x = placeholder("x"), *y = placeholder("y"), *z = placeholder("z");
@@ -580,12 +574,11 @@ START_TEST(tensor_types_of_one_shape_share_their_dims)
     ck_assert_int_eq(mz->u.ttype.dtype, BPCC_DTYPE_I64);
     ck_assert(my->u.ttype.dims[0] == 4 && my->u.ttype.dims[1] == 1);
     /* a failed pass's shapes and the ones before it */
-    struct bpcc_graph *snap;
-    ck_assert_int_eq(bpcc_graph_snapshot(g, &snap, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
     int64_t d3[] = {3, 3, 3};
     struct bpcc_value e = {.kind = BPCC_VAL_TTYPE, .n = 3, .u.ttype = {BPCC_DTYPE_F32, d3}};
     ck_assert_int_eq(bpcc_node_set_meta(x, &e, &d), BPCC_OK);
-    bpcc_graph_restore(g, snap);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
     x = bpcc_graph_find_node(g, "x");
     z = bpcc_graph_find_node(g, "z");
     ck_assert_ptr_eq(bpcc_node_meta(x)->u.ttype.dims, bpcc_node_meta(z)->u.ttype.dims);

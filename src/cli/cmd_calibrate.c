@@ -98,7 +98,7 @@ int cmd_calibrate(int argc, char **argv)
     struct bpcc_graph *g;
     enum bpcc_status s = bpcc_graph_load(model, &g, &d);
     if (!s) {
-        bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no snapshots */
+        bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
         struct progress p;
         clock_gettime(CLOCK_MONOTONIC, &p.t0);
         struct bpcc_calibrate_options o = {.threads = threads, .progress = isatty(2) ? on_progress : NULL, .progress_ud = &p};

@@ -102,7 +102,7 @@ static int run(struct cargs *a, bool one_shot)
     enum bpcc_status s = bpcc_config_load(a->backend, NULL, &c, &d);
     if (!s) s = bpcc_qconfig_load(a->qconfig, NULL, &m, &d);
     if (!s) s = bpcc_graph_load(a->model, &g, &d);
-    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no snapshots */
+    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
     if (!s && one_shot) {
         n0 = bpcc_graph_n_nodes(g);
         s = bpcc_fuse(g, c, NULL, NULL, &d);

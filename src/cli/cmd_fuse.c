@@ -48,7 +48,7 @@ int cmd_fuse(int argc, char **argv)
     s = bpcc_graph_load(path, &g, &d);
     char *text = NULL;
     if (!s) {
-        bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no snapshots */
+        bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
         struct bpcc_fuse_options fo = {.is_qat = qat};
         s = bpcc_fuse(g, c, &fo, explain ? &text : NULL, &d);
         if (!s && out) s = bpcc_graph_save(g, out, &d);

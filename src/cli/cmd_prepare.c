@@ -96,7 +96,7 @@ static int run(const struct prep_args *a, bool explain)
     enum bpcc_status s = bpcc_config_load(a->backend, &co, &c, &d);
     if (!s) s = bpcc_qconfig_load(a->qconfig, &co, &m, &d);
     if (!s) s = bpcc_graph_load(a->path, &g, &d);
-    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no snapshots */
+    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
     if (!s) {
         struct bpcc_fuse_options fo = {.is_qat = false};
         s = bpcc_fuse(g, c, &fo, NULL, &d);

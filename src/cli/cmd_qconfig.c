@@ -63,7 +63,7 @@ static int assign(const char *model, const char *qspec, const char *backend, boo
     struct bpcc_config_options co = {.strict = strict};
     enum bpcc_status s = backend ? bpcc_config_load(backend, &co, &c, &d) : BPCC_OK;
     if (!s) s = bpcc_graph_load(model, &g, &d);
-    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no snapshots */
+    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
     if (!s && c) {
         struct bpcc_fuse_options fo = {.is_qat = false};
         s = bpcc_fuse(g, c, &fo, NULL, &d);

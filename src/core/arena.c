@@ -87,22 +87,6 @@ void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align)
     return arena_alloc(a, size, align, false);
 }
 
-void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src)
-{
-    if (!src->head) return;
-    if (!dst->head) {
-        *dst = *src;
-    } else {
-        /* behind dst's head, so that dst keeps allocating where it did */
-        struct arena_chunk *last = src->head;
-        while (last->next) last = last->next;
-        last->next = dst->head->next;
-        dst->head->next = src->head;
-        dst->total += src->total;
-    }
-    memset(src, 0, sizeof *src);
-}
-
 struct bpcc_arena_mark bpcc_arena_mark(const struct bpcc_arena *a) { return (struct bpcc_arena_mark){a->head, a->used}; }
 
 bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m)

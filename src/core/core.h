@@ -66,8 +66,6 @@ BPCC_INTERNAL void bpcc_arena_release(struct bpcc_arena *a);
 BPCC_INTERNAL void *bpcc_arena_alloc(struct bpcc_arena *a, size_t size, size_t align);
 /* the same without zeroing: for buffers the caller writes in full at once (folded weights) */
 BPCC_INTERNAL void *bpcc_arena_alloc_uninit(struct bpcc_arena *a, size_t size, size_t align);
-/* Move all of src's memory into dst (released with dst); src is left empty. Cannot fail. */
-BPCC_INTERNAL void bpcc_arena_adopt(struct bpcc_arena *dst, struct bpcc_arena *src);
 /* Where the arena's head stands, and a rewind to it: what was allocated since from the same head
 ** chunk is given back (true); after a new head chunk nothing is (false; it stays allocated), and a
 ** chunk of its own made for a large request stays in any case. For throwing away a value just

@@ -1,22 +1,22 @@
 /*
 ** graph.c — graphs and nodes: creation, FX-style naming, use-def (users), ordering and
 ** mutation. Two arenas per graph, one for the nodes and one for everything else (see `nodes` in
-** ir.h); nothing is freed individually.
+** ir.h); nothing is freed individually. Each change to a node records what it overwrites while a
+** pass runs with rollback on (BPCC_UNDO_NODE, undo.c), before it is made: the mutators that can
+** fail do it before anything changes, and fail when it cannot be recorded.
 */
 #include "ir.h"
 
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
 ** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
-** does not touch the table, whose probe is a cache miss on a big graph; a restored graph has ERASED
-** for the names of nodes erased before its snapshot. g->bases: FX-style numbering state, base
-** name -> the last number handed out (an int64_t in the arena), keyed by the interned base. */
-static char erased_mark;
-#define ERASED ((void *)&erased_mark)
+** does not touch the table, whose probe is a cache miss on a big graph. g->bases: FX-style
+** numbering state, base name -> the last number handed out (an int64_t in the arena), keyed by
+** the interned base. */
 
-/* the live node a name's slot value holds, or NULL (none, ERASED, or an erased node) */
+/* the live node a name's slot value holds, or NULL (none, or an erased node) */
 static struct bpcc_node *live(void *v)
 {
-    struct bpcc_node *n = v != ERASED ? v : NULL;
+    struct bpcc_node *n = v;
     return n && !n->dead ? n : NULL;
 }
 
@@ -66,60 +66,11 @@ void bpcc_graph_free(struct bpcc_graph *g)
 {
     if (!g) return;
     release_tables(g);
-    bpcc_xfree(g->by_id);
+    bpcc_graph_release_undo(g);
     if (g->weights) bpcc_safetensors_close(g->weights);
     bpcc_arena_release(&g->arena);
     bpcc_arena_release(&g->nodes);
     bpcc_xfree(g);
-}
-
-enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s)
-{
-    if (s && !snap) return s; /* rollback off: g is only fit for bpcc_graph_free */
-    if (s) bpcc_graph_restore(g, snap);
-    else bpcc_graph_free(snap);
-    bpcc_graph_resolve_modules(g); /* modules replaced during the pass, or the snapshot's nodes */
-    return s;
-}
-
-void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap)
-{
-    struct bpcc_graph failed = *g;
-    struct bpcc_safetensors *weights = failed.weights;
-    failed.weights = NULL;
-    /* the failed state's intern table holds every string the snapshot shares (and those the pass
-    ** made): the restored graph keeps it */
-    struct bpcc_intern strings = failed.intern;
-    failed.intern.table = (struct bpcc_strmap){0};
-    struct bpcc_strmap shapes = failed.shapes; /* the same for the dims of tensor types */
-    failed.shapes = (struct bpcc_strmap){0};
-    release_tables(&failed);
-    bpcc_intern_release(&snap->intern);
-    bpcc_strmap_release(&snap->shapes);
-    /* the node names as they were, in the table kept (every name of the snapshot is there:
-    ** interning only adds). A slot holds a node of the failed state, whose memory stays (below),
-    ** or ERASED: a node the snapshot copied names its copy again, one made after the snapshot
-    ** (its id at or past the snapshot's next_id) names nothing, one erased before it stays
-    ** ERASED. Ids are unique among the nodes the slots hold: the ids a restore hands out again
-    ** were those of nodes whose names it freed. */
-    BPCC_STRMAP_FOREACH(&strings.table, e) if (e->value && e->value != ERASED) {
-        uint32_t id = ((const struct bpcc_node *)e->value)->id;
-        e->value = id >= snap->next_id ? NULL : snap->by_id[id] ? (void *)snap->by_id[id] : ERASED;
-    }
-    bpcc_xfree(snap->by_id);
-    snap->by_id = NULL;
-    /* the failed state's storage stays alive in the restored graph: the snapshot's tensors share
-    ** their data with it */
-    bpcc_arena_adopt(&snap->arena, &failed.arena);
-    bpcc_arena_adopt(&snap->arena, &failed.nodes);
-    *g = *snap;
-    g->weights = weights;
-    g->intern = strings;
-    g->intern.arena = &g->arena;
-    g->shapes = shapes;
-    for (struct bpcc_node *x = g->first; x; x = x->next) x->graph = g;
-    for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->graph = g;
-    bpcc_xfree(snap);
 }
 
 const char *bpcc_graph_intern(struct bpcc_graph *g, const char *s)
@@ -211,24 +162,16 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     }
     if (!v) return false;
     if (!last) {
-        if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || bpcc_strmap_put(&g->bases, base, base_len, bh, last)) return false;
+        if (!(last = BPCC_ARENA_NEW(&g->arena, int64_t)) || !bpcc_undo_base(g, base) ||
+            bpcc_strmap_put(&g->bases, base, base_len, bh, last))
+            return false;
+    } else if (!BPCC_UNDO(g, *last)) {
+        return false;
     }
     *last = num;
     *out = c;
     *slot = v;
     return true;
-}
-
-enum bpcc_status bpcc_graph_copy_naming(struct bpcc_graph *dst, const struct bpcc_graph *src)
-{
-    if (bpcc_strmap_copy(&dst->bases, &src->bases)) return BPCC_ERR_NOMEM;
-    BPCC_STRMAP_FOREACH(&dst->bases, e) {
-        int64_t *num = BPCC_ARENA_NEW(&dst->arena, int64_t);
-        if (!num) return BPCC_ERR_NOMEM;
-        *num = *(const int64_t *)e->value;
-        e->value = num;
-    }
-    return BPCC_OK;
 }
 
 /* Candidate name for a node without one, as FX derives it from the target. */
@@ -250,39 +193,58 @@ static void default_candidate(enum bpcc_node_kind kind, const char *target, char
 
 enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *user)
 {
-    if (def->n_users && def->users[def->n_users - 1].node == user) {
-        def->users[def->n_users - 1].count++;
+    if (bpcc_undo_failed(def->graph)) return BPCC_ERR_NOMEM;
+    uint32_t i = def->n_users;
+    if (i && def->users[i - 1].node == user) i--;
+    else
+        for (i = 0; i < def->n_users && def->users[i].node != user; i++) continue;
+    if (i < def->n_users) {
+        if (!BPCC_UNDO_NODE(def, def->users[i].count)) return BPCC_ERR_NOMEM;
+        def->users[i].count++;
         return BPCC_OK;
     }
-    for (uint32_t i = 0; i < def->n_users; i++)
-        if (def->users[i].node == user) {
-            def->users[i].count++;
-            return BPCC_OK;
-        }
     if (def->n_users == def->cap_users) {
         uint32_t cap = def->cap_users ? def->cap_users * 2 : 2;
         struct user_entry *u = BPCC_ARENA_NEWN(&def->graph->arena, struct user_entry, cap);
-        if (!u) return BPCC_ERR_NOMEM;
+        if (!u || !BPCC_UNDO_NODE(def, def->users) || !BPCC_UNDO_NODE(def, def->cap_users)) return BPCC_ERR_NOMEM;
         if (def->n_users) memcpy(u, def->users, def->n_users * sizeof *u);
         def->users = u;
         def->cap_users = cap;
     }
+    /* the entry past the count needs no record: the count's puts it out of reach */
+    if (!BPCC_UNDO_NODE(def, def->n_users)) return BPCC_ERR_NOMEM;
     def->users[def->n_users++] = (struct user_entry){user, 1};
     return BPCC_OK;
 }
 
-void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user)
+/* the users from i on leave their places: recorded, false when that is out of memory */
+static bool undo_users_from(struct bpcc_node *def, uint32_t i)
+{
+    return bpcc_undo_node(def, &def->users[i], (def->n_users - i) * sizeof *def->users) &&
+           BPCC_UNDO_NODE(def, def->n_users);
+}
+
+static void drop_user_at(struct bpcc_node *def, uint32_t i)
+{
+    memmove(&def->users[i], &def->users[i + 1], (def->n_users - i - 1) * sizeof *def->users);
+    def->n_users--;
+}
+
+bool bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user)
 {
     for (uint32_t i = 0; i < def->n_users; i++)
         if (def->users[i].node == user) {
-            if (--def->users[i].count == 0) {
-                memmove(&def->users[i], &def->users[i + 1],
-                        (def->n_users - i - 1) * sizeof *def->users);
-                def->n_users--;
+            if (def->users[i].count > 1) {
+                if (!BPCC_UNDO_NODE(def, def->users[i].count)) return false;
+                def->users[i].count--;
+            } else {
+                if (!undo_users_from(def, i)) return false;
+                drop_user_at(def, i);
             }
-            return;
+            return true;
         }
     BPCC_ASSERT(!"remove_use: not a user");
+    return true;
 }
 
 struct use_ctx {
@@ -354,19 +316,28 @@ static enum bpcc_status check_arg_shapes(struct bpcc_graph *g, const struct bpcc
     return BPCC_OK;
 }
 
-static void link_last(struct bpcc_graph *g, struct bpcc_node *n)
+/* The list's changes. g->first, g->last and the count need no records: a pass's undo log keeps
+** them as the pass found them. */
+static bool link_last(struct bpcc_graph *g, struct bpcc_node *n)
 {
+    if (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) || (g->last && !BPCC_UNDO_NODE(g->last, g->last->next)))
+        return false;
     n->prev = g->last;
     n->next = NULL;
     if (g->last) g->last->next = n; else g->first = n;
     g->last = n;
+    return true;
 }
 
-static void unlink_node(struct bpcc_graph *g, struct bpcc_node *n)
+static bool unlink_node(struct bpcc_graph *g, struct bpcc_node *n)
 {
+    if (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) || (n->prev && !BPCC_UNDO_NODE(n->prev, n->prev->next)) ||
+        (n->next && !BPCC_UNDO_NODE(n->next, n->next->prev)))
+        return false;
     if (n->prev) n->prev->next = n->next; else g->first = n->next;
     if (n->next) n->next->prev = n->prev; else g->last = n->prev;
     n->prev = n->next = NULL;
+    return true;
 }
 
 enum bpcc_status bpcc_graph_create_node(struct bpcc_graph *g, enum bpcc_node_kind kind,
@@ -386,6 +357,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
                                   const struct bpcc_value *kwargs, bool adopt, struct bpcc_node **out,
                                   struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
 
@@ -423,14 +395,20 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
         if (!unique_name(g, cand, &nm, &slot)) return bpcc_diag_nomem(d);
     }
     n->name = nm.s;
+    n->id = g->next_id; /* a new node's own fields need no records (ir.h: bpcc_undo_node) */
+    if (!bpcc_undo_name(g, nm.s)) return bpcc_diag_nomem(d);
     if ((s = add_uses(n, &n->args))) return bpcc_diag_nomem(d);
     if ((s = add_uses(n, &n->kwargs))) {
         remove_uses(n, &n->args);
         return bpcc_diag_nomem(d);
     }
+    if (!link_last(g, n)) {
+        remove_uses(n, &n->args);
+        remove_uses(n, &n->kwargs);
+        return bpcc_diag_nomem(d);
+    }
     *slot = n;
-    n->id = g->next_id++;
-    link_last(g, n);
+    g->next_id++;
     g->n_nodes++;
     if (out) *out = n;
     return BPCC_OK;
@@ -504,6 +482,8 @@ const char *bpcc_node_scope(const struct bpcc_node *n, const char **type_out)
 enum bpcc_status bpcc_node_set_scope(struct bpcc_node *n, const char *path, const char *type,
                                      struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
+    if (!BPCC_UNDO_NODE(n, n->scope_path) || !BPCC_UNDO_NODE(n, n->scope_type)) return bpcc_diag_nomem(d);
     if (!path || !*path) {
         n->scope_path = n->scope_type = NULL;
         return BPCC_OK;
@@ -537,12 +517,13 @@ static bool meta_ok(const struct bpcc_value *m, int depth)
 enum bpcc_status bpcc_node_set_meta(struct bpcc_node *n, const struct bpcc_value *meta,
                                     struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if (!meta_ok(meta, 0))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
                                "node metadata must be tensor types or tuples of them");
     struct bpcc_value copy;
     enum bpcc_status s = bpcc_value_copy(n->graph, &copy, meta);
-    if (s) return bpcc_diag_nomem(d);
+    if (s || !BPCC_UNDO_NODE(n, n->meta)) return bpcc_diag_nomem(d);
     n->meta = copy;
     return BPCC_OK;
 }
@@ -550,6 +531,7 @@ enum bpcc_status bpcc_node_set_meta(struct bpcc_node *n, const struct bpcc_value
 enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value *args,
                                     const struct bpcc_value *kwargs, struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     struct bpcc_graph *g = n->graph;
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
@@ -559,6 +541,7 @@ enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value
         return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
                                    : bpcc_diag_error(d, s, NULL, 0, 0, "node arguments nest too deep");
     /* Register the new uses before dropping the old ones, so a failure changes nothing. */
+    if ((args && !BPCC_UNDO_NODE(n, n->args)) || (kwargs && !BPCC_UNDO_NODE(n, n->kwargs))) return bpcc_diag_nomem(d);
     if (args && (s = add_uses(n, &na))) return bpcc_diag_nomem(d);
     if (kwargs && (s = add_uses(n, &nk))) {
         if (args) remove_uses(n, &na);
@@ -572,31 +555,53 @@ enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value
         remove_uses(n, &n->kwargs);
         n->kwargs = nk;
     }
-    return BPCC_OK;
+    return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
 }
 
 enum bpcc_status bpcc_node_set_target(struct bpcc_node *n, const char *target,
                                       struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     const char *t = bpcc_graph_intern(n->graph, target);
-    if (!t) return bpcc_diag_nomem(d);
+    if (!t || !BPCC_UNDO_NODE(n, n->target)) return bpcc_diag_nomem(d);
     n->target = t;
     bpcc_node_resolve_module(n);
     return BPCC_OK;
 }
 
 struct swap_ctx {
-    struct bpcc_node *from, *to;
+    struct bpcc_node *user, *from, *to;
     uint32_t n;
+    bool failed; /* a change could not be recorded (and was not made) */
 };
 
 static void swap_ref(struct bpcc_value *ref, void *ud)
 {
     struct swap_ctx *c = ud;
-    if (ref->u.node == c->from) {
+    if (ref->u.node == c->from && !c->failed) {
+        if (!BPCC_UNDO_NODE(c->user, ref->u.node)) {
+            c->failed = true;
+            return;
+        }
         ref->u.node = c->to;
         c->n++;
     }
+}
+
+/* user's references to from, to `to`, and the uses with them (to has room for user); false when
+** out of memory for the undo log (then the pass fails, and its log takes back what was done) */
+static bool swap_refs(struct bpcc_node *user, struct bpcc_node *from, uint32_t i, struct bpcc_node *to)
+{
+    struct swap_ctx c = {user, from, to, 0, false};
+    bpcc_value_visit_nodes(&user->args, swap_ref, &c);
+    bpcc_value_visit_nodes(&user->kwargs, swap_ref, &c);
+    if (c.failed) return false;
+    BPCC_ASSERT(c.n == from->users[i].count);
+    for (uint32_t k = 0; k < c.n; k++)
+        if (bpcc_graph_add_use(to, user)) return false; /* room was reserved: only the log can fail */
+    if (!undo_users_from(from, i)) return false;
+    drop_user_at(from, i);
+    return true;
 }
 
 /* Make room for `extra` more distinct users, so that later add_use calls cannot fail. */
@@ -606,7 +611,7 @@ static enum bpcc_status reserve_users(struct bpcc_node *def, uint32_t extra)
     uint32_t cap = def->cap_users ? def->cap_users : 2;
     while (cap - def->n_users < extra) cap *= 2;
     struct user_entry *u = BPCC_ARENA_NEWN(&def->graph->arena, struct user_entry, cap);
-    if (!u) return BPCC_ERR_NOMEM;
+    if (!u || !BPCC_UNDO_NODE(def, def->users) || !BPCC_UNDO_NODE(def, def->cap_users)) return BPCC_ERR_NOMEM;
     if (def->n_users) memcpy(u, def->users, def->n_users * sizeof *u);
     def->users = u;
     def->cap_users = cap;
@@ -616,6 +621,7 @@ static enum bpcc_status reserve_users(struct bpcc_node *def, uint32_t extra)
 enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_node *to,
                                             uint32_t *n_changed_out, struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(from->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if (n_changed_out) *n_changed_out = 0;
     if (from->graph != to->graph || from->dead || to->dead)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
@@ -624,17 +630,7 @@ enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_
     if (reserve_users(to, from->n_users)) return bpcc_diag_nomem(d);
     uint32_t changed = 0;
     while (from->n_users) {
-        struct bpcc_node *user = from->users[0].node;
-        struct swap_ctx c = {from, to, 0};
-        bpcc_value_visit_nodes(&user->args, swap_ref, &c);
-        bpcc_value_visit_nodes(&user->kwargs, swap_ref, &c);
-        BPCC_ASSERT(c.n == from->users[0].count);
-        for (uint32_t k = 0; k < c.n; k++) {
-            enum bpcc_status s = bpcc_graph_add_use(to, user);
-            BPCC_ASSERT(s == BPCC_OK); /* capacity was reserved */
-        }
-        memmove(&from->users[0], &from->users[1], (from->n_users - 1) * sizeof *from->users);
-        from->n_users--;
+        if (!swap_refs(from->users[0].node, from, 0, to)) return bpcc_diag_nomem(d);
         changed++;
     }
     if (n_changed_out) *n_changed_out = changed;
@@ -644,31 +640,36 @@ enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_
 enum bpcc_status bpcc_node_replace_input(struct bpcc_node *user, struct bpcc_node *from, struct bpcc_node *to,
                                         struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(user->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if (user->graph != from->graph || from->graph != to->graph || user->dead || from->dead || to->dead)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "replace_input needs live nodes of one graph");
     if (from == to) return BPCC_OK;
     uint32_t i = 0;
     while (i < from->n_users && from->users[i].node != user) i++;
     if (i == from->n_users) return BPCC_OK;
-    if (reserve_users(to, 1)) return bpcc_diag_nomem(d);
-    struct swap_ctx c = {from, to, 0};
-    bpcc_value_visit_nodes(&user->args, swap_ref, &c);
-    bpcc_value_visit_nodes(&user->kwargs, swap_ref, &c);
-    BPCC_ASSERT(c.n == from->users[i].count);
-    for (uint32_t k = 0; k < c.n; k++) {
-        enum bpcc_status s = bpcc_graph_add_use(to, user);
-        BPCC_ASSERT(s == BPCC_OK); /* capacity was reserved */
-    }
-    memmove(&from->users[i], &from->users[i + 1], (from->n_users - i - 1) * sizeof *from->users);
-    from->n_users--;
+    if (reserve_users(to, 1) || !swap_refs(user, from, i, to)) return bpcc_diag_nomem(d);
     return BPCC_OK;
+}
+
+enum bpcc_status bpcc_node_set_ref(struct bpcc_node *user, struct bpcc_value *ref, struct bpcc_node *to)
+{
+    if (bpcc_undo_failed(user->graph)) return BPCC_ERR_NOMEM;
+    struct bpcc_node *from = ref->u.node;
+    if (from == to) return BPCC_OK;
+    if (!BPCC_UNDO_NODE(user, ref->u.node)) return BPCC_ERR_NOMEM;
+    enum bpcc_status s = bpcc_graph_add_use(to, user);
+    if (s) return s;
+    ref->u.node = to;
+    return bpcc_graph_remove_use(from, user) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
 void bpcc_node_move_before(struct bpcc_node *n, struct bpcc_node *anchor)
 {
     if (n == anchor) return;
     struct bpcc_graph *g = n->graph;
-    unlink_node(g, n);
+    if ((anchor->prev && !BPCC_UNDO_NODE(anchor->prev, anchor->prev->next)) || !BPCC_UNDO_NODE(anchor, anchor->prev) ||
+        !unlink_node(g, n))
+        return;
     n->next = anchor;
     n->prev = anchor->prev;
     if (anchor->prev) anchor->prev->next = n; else g->first = n;
@@ -679,7 +680,9 @@ void bpcc_node_move_after(struct bpcc_node *n, struct bpcc_node *anchor)
 {
     if (n == anchor) return;
     struct bpcc_graph *g = n->graph;
-    unlink_node(g, n);
+    if ((anchor->next && !BPCC_UNDO_NODE(anchor->next, anchor->next->prev)) || !BPCC_UNDO_NODE(anchor, anchor->next) ||
+        !unlink_node(g, n))
+        return;
     n->prev = anchor;
     n->next = anchor->next;
     if (anchor->next) anchor->next->prev = n; else g->last = n;
@@ -688,14 +691,16 @@ void bpcc_node_move_after(struct bpcc_node *n, struct bpcc_node *anchor)
 
 enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if (n->n_users)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
                                "cannot erase node '%s': it still has %u user(s), e.g. '%s'",
                                n->name, n->n_users, n->users[0].node->name);
     struct bpcc_graph *g = n->graph;
+    if (!BPCC_UNDO_NODE(n, n->dead)) return bpcc_diag_nomem(d);
     remove_uses(n, &n->args);
     remove_uses(n, &n->kwargs);
-    unlink_node(g, n);
+    if (!unlink_node(g, n) || bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     n->dead = true; /* its name's slot keeps it (see the top of this file) */
     g->n_nodes--;
     return BPCC_OK;
@@ -780,7 +785,8 @@ enum bpcc_status bpcc_graph_topo_sort(struct bpcc_graph *g, struct bpcc_diag *d)
     if (!s) {
         BPCC_ASSERT(n_order == g->n_nodes);
         g->first = g->last = NULL;
-        for (uint32_t i = 0; i < n_order; i++) link_last(g, order[i]);
+        for (uint32_t i = 0; i < n_order && !s; i++)
+            if (!link_last(g, order[i])) s = bpcc_diag_nomem(d); /* a pass's log takes it back */
     }
     bpcc_xfree(stack);
     bpcc_xfree(order);

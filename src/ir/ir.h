@@ -69,12 +69,29 @@ struct bpcc_module { /* the 4-byte fields together: no padding (136 bytes on LP6
     uint32_t mark;  /* scratch for passes */
     bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
     bool many_callers; /* more than one node has remembered it (see bpcc_node_module) */
+    bool fresh;     /* made by the pass running (undo.c): changes to it need no records */
     struct module_tensor *tensors;
     uint32_t *tensor_slots;   /* modules with many tensors (a converted model's root): tensor index + 1; 0 = empty */
     struct bpcc_graph *graph;
     /* the module tree: the nearest ancestor present in the table, and children in order */
     struct bpcc_module *parent, *first_child, *last_child, *next_sibling;
     struct bpcc_node *caller; /* the node that remembered it, if only one did */
+};
+
+/* The undo log of the pass running on a graph (undo.c), and the graph's list, counts and module
+** table as the pass found them. */
+struct bpcc_undo {
+    struct undo_chunk *head; /* the records, newest chunk first (undo.c) */
+    bool on;            /* a pass is recording */
+    bool failed;        /* a record found no memory: its change was left out, the pass will fail */
+    struct bpcc_node *first, *last;
+    uint32_t n_nodes;
+    uint32_t next_id;   /* nodes with this id or later are the pass's own: changes to them need no record */
+    uint32_t n_modules;
+    struct bpcc_module **modules; /* a copy of the first n_modules entries of the table */
+    struct bpcc_module **fresh;   /* the modules the pass made (their `fresh` flags, cleared at the end) */
+    uint32_t n_fresh, cap_fresh;
+    struct undo_seen *seen;       /* recent records by address (undo.c) */
 };
 
 struct bpcc_graph {
@@ -87,10 +104,8 @@ struct bpcc_graph {
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;
-    /* every name ever given to a node keeps it in its intern slot's value (graph.c). In a
-    ** snapshot, by_id maps the ids of the nodes it copied (live ones) to their copies, NULL for
-    ** the other ids below next_id: a restore puts the name slots back from it (NULL elsewhere) */
-    struct bpcc_node **by_id;
+    /* every name ever given to a node keeps it in its intern slot's value (graph.c) */
+    struct bpcc_undo undo;     /* while a pass runs with rollback on (undo.c) */
     struct bpcc_strmap bases;  /* FX-style numbering state: base name -> int64_t last number */
     /* the dims arrays of tensor types (TTYPE values), one per shape: keys are the dims' bytes
     ** (bpcc_graph_intern_dims); values never write through their const dims */
@@ -102,17 +117,13 @@ struct bpcc_graph {
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
-    bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes take no snapshot */
+    bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes keep no undo log */
     struct bpcc_safetensors *weights; /* kept open: tensors point into its mapping */
 };
 
 /* value.c */
 BPCC_INTERNAL enum bpcc_status bpcc_value_copy(struct bpcc_graph *g, struct bpcc_value *dst,
                                                const struct bpcc_value *src);
-/* The same, the strings (and dict keys) keeping their pointers: for snapshots of the graph they
-** were interned in. */
-BPCC_INTERNAL enum bpcc_status bpcc_value_copy_shared(struct bpcc_graph *g, struct bpcc_value *dst,
-                                                      const struct bpcc_value *src);
 /* Visit every NODE reference in v (depth first, left to right). */
 BPCC_INTERNAL void bpcc_value_visit_nodes(struct bpcc_value *v,
                                           void (*fn)(struct bpcc_value *ref, void *ud),
@@ -153,28 +164,49 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, e
 /* bpcc_graph_find_node for name[0 .. len), not NUL-terminated */
 BPCC_INTERNAL struct bpcc_node *bpcc_graph_find_node_n(const struct bpcc_graph *g, const char *name, size_t len);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *user);
-BPCC_INTERNAL void bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
+/* false when the change could not be recorded (undo.c): nothing changed then */
+BPCC_INTERNAL bool bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
+/* One argument slot of user (ref, a NODE value inside its args or kwargs) refers to `to` instead,
+** the uses following; BPCC_ERR_NOMEM, nothing changed, when out of memory. */
+BPCC_INTERNAL enum bpcc_status bpcc_node_set_ref(struct bpcc_node *user, struct bpcc_value *ref, struct bpcc_node *to);
 
-/* Passes leave their graph untouched when they fail: bpcc_graph_snapshot copies g's structure
-** (nodes with their names, ids, users order and positions; the naming state; modules, their
-** attribute arrays shared with g's until g changes them; tensor headers, sharing g's tensor data)
-** into a new graph, which a successful pass
-** frees and a failed one hands to bpcc_graph_restore: g takes the snapshot's contents back (node
-** and module pointers taken during the pass are then invalid) and keeps its own storage alive for
-** the shared data. snapshot.c (restore: graph.c); restore cannot fail. */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_snapshot(const struct bpcc_graph *g, struct bpcc_graph **out,
-                                                   struct bpcc_diag *d);
-BPCC_INTERNAL void bpcc_graph_restore(struct bpcc_graph *g, struct bpcc_graph *snap);
-/* the end of a pass run on g with snapshot snap: restore on failure (s != OK), else free snap; returns s.
-** With rollback off (bpcc_graph_set_rollback), snapshot gives NULL and end_pass keeps g as it is. */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, struct bpcc_graph *snap, enum bpcc_status s);
-/* For snapshots, without hashing anything again: the numbering state (graph.c; the node names
-** are not copied: a restore takes them back from the intern table it keeps and the snapshot's
-** by_id); the live modules with their tree, index, attributes and tensor headers (module.c;
-** src's module marks are borrowed and restored; the attribute arrays become shared between the
-** two, so src's modules copy theirs at their next change). */
-BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_naming(struct bpcc_graph *dst, const struct bpcc_graph *src);
-BPCC_INTERNAL enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src);
+/* Passes leave their graph untouched when they fail (undo.c): bpcc_graph_begin_pass starts the
+** undo log (nothing with rollback off), and every change the IR's mutators make to an object that
+** existed before records what it overwrites first; bpcc_graph_end_pass(g, s, d) plays the log back
+** when s is a failure and drops it either way, returning s. Node and module pointers taken before
+** the pass stay valid through a failure; those the pass made are then unreachable. A recorder
+** returns false when out of memory: the change must then not be made (a mutator that can fail
+** returns BPCC_ERR_NOMEM, one that cannot returns), and the pass ends in BPCC_ERR_NOMEM, played
+** back. After a failed record every mutator changes nothing (bpcc_undo_failed). */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_begin_pass(struct bpcc_graph *g, struct bpcc_diag *d);
+BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, enum bpcc_status s, struct bpcc_diag *d);
+BPCC_INTERNAL void bpcc_graph_release_undo(struct bpcc_graph *g);
+/* tests: the log takes a chunk of its own for each record, so that bpcc_alloc_fail_at reaches
+** every record (the change it is for must then be left out, and the pass fail) */
+BPCC_INTERNAL void bpcc_undo_grow_by_record(bool on);
+/* the `size` bytes at addr, about to change */
+BPCC_INTERNAL bool bpcc_undo_bytes(struct bpcc_graph *g, void *addr, size_t size);
+/* an interned name whose free slot is about to name a node */
+BPCC_INTERNAL bool bpcc_undo_name(struct bpcc_graph *g, const char *interned);
+/* a module index entry (by its interned key) about to change; old: its value, NULL if absent */
+BPCC_INTERNAL bool bpcc_undo_module_entry(struct bpcc_graph *g, const char *key, void *old);
+/* a numbering base (interned) about to enter g->bases */
+BPCC_INTERNAL bool bpcc_undo_base(struct bpcc_graph *g, const char *base);
+#define BPCC_UNDO(g, lvalue) (!(g)->undo.on || bpcc_undo_bytes((g), &(lvalue), sizeof(lvalue)))
+/* a record failed during the pass running: its change was left out, and the pass will fail */
+static inline bool bpcc_undo_failed(const struct bpcc_graph *g) { return g->undo.failed; }
+/* BPCC_UNDO for a field of node n, which needs no record when the pass made n */
+static inline bool bpcc_undo_node(struct bpcc_node *n, void *addr, size_t size)
+{
+    struct bpcc_graph *g = n->graph;
+    return !g->undo.on || n->id >= g->undo.next_id || bpcc_undo_bytes(g, addr, size);
+}
+#define BPCC_UNDO_NODE(n, lvalue) bpcc_undo_node((n), &(lvalue), sizeof(lvalue))
+/* the same for a field of module m, which needs none when the pass made m */
+#define BPCC_UNDO_MODULE(m, lvalue) ((m)->fresh || BPCC_UNDO((m)->graph, lvalue))
+/* m was made by the pass running: flagged, and listed for its flag to be cleared at the pass's
+** end (false when out of memory for the list: the pass fails, as for a record) */
+BPCC_INTERNAL bool bpcc_undo_module_made(struct bpcc_graph *g, struct bpcc_module *m);
 
 /* module.c */
 /* bpcc_graph_find_module(n->graph, n->target) through the module remembered on the node: passes
@@ -194,6 +226,11 @@ BPCC_INTERNAL const char *bpcc_node_module_type(const struct bpcc_node *n);
 BPCC_INTERNAL void bpcc_module_set_type(struct bpcc_module *m, const char *type);
 BPCC_INTERNAL void bpcc_node_resolve_module(struct bpcc_node *n);
 BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
+/* every node forgets its remembered module and every module its callers (after an undo playback
+** the caches may name modules the failed pass made; bpcc_graph_resolve_modules fills them again) */
+BPCC_INTERNAL void bpcc_graph_forget_modules(struct bpcc_graph *g);
+/* m's tensor index (if it has one) built again in place from its tensors */
+BPCC_INTERNAL void bpcc_module_reindex_tensors(struct bpcc_module *m);
 /* The module a get_attr target names an attribute of: "a.b.c" -> module "a.b", leaf "c"; a name
 ** without dots -> the root module "". NULL when there is no such module. */
 BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,

@@ -14,8 +14,7 @@ const char *bpcc_tensor_role_name(enum bpcc_tensor_role r)
 /* The module index keeps the entries of unlinked modules (dead, their memory kept): taking an
 ** entry out was a probe of the table, a cache miss per module on a big graph, and fusion unlinks
 ** three modules per group. Lookups read a dead module as none, and adding a module under its name
-** takes its entry over. A snapshot's index has `gone` for them. */
-static struct bpcc_module gone = {.dead = true};
+** takes its entry over. */
 
 static struct bpcc_module *present(void *v)
 {
@@ -35,6 +34,7 @@ void bpcc_graph_release_modules(struct bpcc_graph *g)
 static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const char *type, bool if_free,
                                    struct bpcc_module **out, struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if (out) *out = NULL;
     if (!name || !type)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module needs a name and a type");
@@ -63,6 +63,9 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
     m->type = bpcc_graph_intern(g, type);
     if (!m->name || !m->type) goto nomem;
     m->attrs.kind = BPCC_VAL_DICT;
+    /* a pass's log: the entry as it was (its key is the same string either way); the table of
+    ** modules and its count need no records (undo.c keeps them as the pass found them) */
+    if (!bpcc_undo_module_made(g, m) || !bpcc_undo_module_entry(g, m->name, added ? NULL : e->value)) goto nomem;
     e->key = m->name; /* the entry's key until now was the caller's string */
     e->value = m;
     g->modules[g->n_modules++] = m;
@@ -75,6 +78,11 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
             else buf[0] = 0;
             struct bpcc_module *p = bpcc_graph_find_module(g, buf);
             if (p && p != m) {
+                /* a failed record leaves m out of the tree: the pass fails (bpcc_undo_failed) */
+                if (!(p->last_child ? BPCC_UNDO_MODULE(p->last_child, p->last_child->next_sibling)
+                                    : BPCC_UNDO_MODULE(p, p->first_child)) ||
+                    !BPCC_UNDO_MODULE(p, p->last_child))
+                    break;
                 m->parent = p;
                 if (p->last_child) p->last_child->next_sibling = m;
                 else p->first_child = m;
@@ -84,10 +92,11 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
             if (!dot) break;
         }
     }
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     if (out) *out = m;
     return BPCC_OK;
 nomem:
-    bpcc_strmap_remove(&g->module_index, e);
+    if (added) bpcc_strmap_remove(&g->module_index, e);
     return bpcc_diag_nomem(d);
 }
 
@@ -113,15 +122,19 @@ static void forget_callers(struct bpcc_graph *g, struct bpcc_module *m)
     m->many_callers = false;
 }
 
+/* forget_callers writes caches only: a pass's log needs no records of them (a playback makes
+** every node forget its module, bpcc_graph_forget_modules) */
 static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
 {
     for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
-    m->dead = true; /* its index entry stays (see `gone`) */
+    if (!BPCC_UNDO_MODULE(m, m->dead)) return;
+    m->dead = true; /* its index entry stays (see `present`) */
     forget_callers(g, m);
 }
 
 void bpcc_module_set_type(struct bpcc_module *m, const char *type)
 {
+    if (!BPCC_UNDO_MODULE(m, m->type)) return;
     forget_callers(m->graph, m);
     m->type = type;
 }
@@ -136,6 +149,10 @@ void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
             prev = *link;
             link = &(*link)->next_sibling;
         }
+        /* *link is p's first_child or a sibling's next_sibling, prev's if there is one */
+        if (!(prev ? BPCC_UNDO_MODULE(prev, *link) : BPCC_UNDO_MODULE(p, *link)) || !BPCC_UNDO_MODULE(p, p->last_child) ||
+            !BPCC_UNDO_MODULE(m, m->parent) || !BPCC_UNDO_MODULE(m, m->next_sibling))
+            return;
         if (*link) {
             *link = m->next_sibling;
             if (p->last_child == m) p->last_child = prev;
@@ -144,87 +161,6 @@ void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
         m->next_sibling = NULL;
     }
     unlink_rec(g, m);
-}
-
-enum bpcc_status bpcc_graph_copy_modules(struct bpcc_graph *dst, struct bpcc_graph *src)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < src->n_modules; i++) n += !src->modules[i]->dead;
-    dst->modules = bpcc_malloc((n ? n : 1) * sizeof *dst->modules);
-    uint32_t *marks = bpcc_malloc((n ? n : 1) * sizeof *marks);
-    if (!dst->modules || !marks) {
-        bpcc_xfree(marks);
-        return BPCC_ERR_NOMEM;
-    }
-    dst->cap_modules = n ? n : 1;
-    enum bpcc_status s = BPCC_OK;
-    uint32_t k = 0;
-    for (uint32_t i = 0; i < src->n_modules; i++) {
-        struct bpcc_module *m = src->modules[i];
-        if (m->dead) continue;
-        marks[k] = m->mark;
-        m->mark = k; /* borrowed: the copy's index */
-        struct bpcc_module *c = BPCC_ARENA_NEW(&dst->arena, struct bpcc_module);
-        dst->modules[k++] = c;
-        if (!c) {
-            s = BPCC_ERR_NOMEM;
-            break;
-        }
-        *c = *m;
-        c->graph = dst;
-        c->mark = marks[k - 1];
-        c->caller = NULL; /* the snapshot's nodes remember nothing (copy_nodes) */
-        c->many_callers = false;
-        /* the attributes are shared as between clones (bpcc_module_share_attrs), across the two
-        ** graphs: a restore keeps the storage of the state it undoes, a freed snapshot owns none */
-        m->attrs_cap = c->attrs_cap = 0;
-        c->tensors = BPCC_ARENA_NEWN(&dst->arena, struct module_tensor, m->cap_tensors ? m->cap_tensors : 1);
-        if (!c->tensors) {
-            s = BPCC_ERR_NOMEM;
-            break;
-        }
-        for (uint32_t t = 0; t < m->n_tensors && !s; t++) {
-            const struct bpcc_tensor *from = m->tensors[t].t;
-            struct bpcc_tensor *h = bpcc_tensor_header(&dst->arena, from->ndim);
-            if (!h) s = BPCC_ERR_NOMEM;
-            else {
-                memcpy(h, from, sizeof *h + from->ndim * sizeof h->dims[0]);
-                c->tensors[t] = (struct module_tensor){m->tensors[t].name, m->tensors[t].role, h};
-            }
-        }
-        if (!s && m->tensor_slots) { /* the index hashes the name pointers, which are shared */
-            c->tensor_slots = BPCC_ARENA_NEWN(&dst->arena, uint32_t, m->n_tensor_slots);
-            if (!c->tensor_slots) s = BPCC_ERR_NOMEM;
-            else memcpy(c->tensor_slots, m->tensor_slots, m->n_tensor_slots * sizeof *c->tensor_slots);
-        }
-        if (s) break;
-    }
-    uint32_t done = k; /* modules whose mark is borrowed */
-    dst->n_modules = s ? 0 : k;
-    if (!s) {
-#define COPY_OF(p) ((p) ? dst->modules[(p)->mark] : NULL)
-        for (uint32_t i = 0; i < src->n_modules; i++) {
-            const struct bpcc_module *m = src->modules[i];
-            if (m->dead) continue;
-            struct bpcc_module *c = dst->modules[m->mark];
-            c->parent = COPY_OF(m->parent);
-            c->first_child = COPY_OF(m->first_child);
-            c->last_child = COPY_OF(m->last_child);
-            c->next_sibling = COPY_OF(m->next_sibling);
-        }
-        if (bpcc_strmap_copy(&dst->module_index, &src->module_index)) s = BPCC_ERR_NOMEM;
-        else BPCC_STRMAP_FOREACH(&dst->module_index, e) {
-            const struct bpcc_module *m = present(e->value);
-            e->value = m ? COPY_OF(m) : &gone;
-        }
-#undef COPY_OF
-    }
-    /* the marks back */
-    k = 0;
-    for (uint32_t i = 0; i < src->n_modules && k < done; i++)
-        if (!src->modules[i]->dead) src->modules[i]->mark = marks[k++];
-    bpcc_xfree(marks);
-    return s;
 }
 
 void bpcc_graph_compact_modules(struct bpcc_graph *g)
@@ -283,6 +219,18 @@ void bpcc_node_resolve_module(struct bpcc_node *n)
     remember(n, n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, n->target) : NULL);
 }
 
+void bpcc_graph_forget_modules(struct bpcc_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        g->modules[i]->caller = NULL;
+        g->modules[i]->many_callers = false;
+    }
+    for (struct bpcc_node *n = g->first; n; n = n->next) {
+        n->module = NULL;
+        n->module_type = NULL;
+    }
+}
+
 void bpcc_graph_resolve_modules(struct bpcc_graph *g)
 {
     /* only the call_module nodes whose remembered module is gone are looked up */
@@ -310,6 +258,7 @@ struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i)
 enum bpcc_status bpcc_graph_remove_module(struct bpcc_graph *g, const char *name,
                                           struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     struct bpcc_module *m = bpcc_graph_find_module(g, name);
     if (!m) return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "no module '%s'", name);
     bpcc_graph_unlink_module(g, m);
@@ -331,18 +280,21 @@ const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const cha
 void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from)
 {
     BPCC_ASSERT(m->graph == from->graph && m->attrs.n == 0);
+    if (!BPCC_UNDO_MODULE(m, m->attrs) || !BPCC_UNDO_MODULE(m, m->attrs_cap) || !BPCC_UNDO_MODULE(from, from->attrs_cap))
+        return;
     m->attrs = from->attrs;
     m->attrs_cap = from->attrs_cap = 0;
 }
 
 enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n)
 {
+    if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
     if (n < m->attrs.n) n = m->attrs.n; /* a shared array is copied whole */
     if (n <= m->attrs_cap) return BPCC_OK;
     struct bpcc_value *a = &m->attrs;
     struct bpcc_value *items = BPCC_ARENA_NEWN(&m->graph->arena, struct bpcc_value, n);
     const char **keys = BPCC_ARENA_NEWN(&m->graph->arena, const char *, n);
-    if (!items || !keys) return BPCC_ERR_NOMEM;
+    if (!items || !keys || !BPCC_UNDO_MODULE(m, m->attrs) || !BPCC_UNDO_MODULE(m, m->attrs_cap)) return BPCC_ERR_NOMEM;
     if (a->n) {
         memcpy(items, a->u.seq.items, a->n * sizeof *items);
         memcpy(keys, a->u.seq.keys, a->n * sizeof *keys);
@@ -356,6 +308,7 @@ enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n)
 enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
                                       const struct bpcc_value *v, struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(m->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     struct bpcc_graph *g = m->graph;
     if (bpcc_value_has_nodes(v))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
@@ -370,6 +323,7 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
                                       : bpcc_diag_error(d, s, NULL, 0, 0, "attribute nests too deep");
     if (i < a->n) {
         if (bpcc_module_reserve_attrs(m, a->n)) return bpcc_diag_nomem(d); /* copies a shared array */
+        if (!BPCC_UNDO_MODULE(m, a->u.seq.items[i])) return bpcc_diag_nomem(d);
         a->u.seq.items[i] = copy;
         return BPCC_OK;
     }
@@ -377,6 +331,8 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
     if (!k) return bpcc_diag_nomem(d);
     if (a->n >= m->attrs_cap && bpcc_module_reserve_attrs(m, a->n ? 2 * a->n : 4))
         return bpcc_diag_nomem(d);
+    /* the entries past the count need no records: the count's puts them out of reach */
+    if (!BPCC_UNDO_MODULE(m, a->n)) return bpcc_diag_nomem(d);
     a->u.seq.keys[a->n] = k;
     a->u.seq.items[a->n] = copy;
     a->n++;
@@ -406,21 +362,31 @@ static uint32_t slot_of(const char *interned, uint32_t n_slots)
     return (uint32_t)(h >> 7) & (n_slots - 1);
 }
 
-static bool index_tensors(struct bpcc_module *m)
+static void fill_index(struct bpcc_module *m, uint32_t *slots, uint32_t n)
 {
-    uint32_t n = 64;
-    while (n < 2 * m->cap_tensors) n *= 2;
-    uint32_t *slots = BPCC_ARENA_NEWN(&m->graph->arena, uint32_t, n);
-    if (!slots) return false;
     memset(slots, 0, n * sizeof *slots);
     for (uint32_t i = 0; i < m->n_tensors; i++) {
         uint32_t k = slot_of(m->tensors[i].name, n);
         while (slots[k]) k = (k + 1) & (n - 1);
         slots[k] = i + 1;
     }
+}
+
+static bool index_tensors(struct bpcc_module *m)
+{
+    uint32_t n = 64;
+    while (n < 2 * m->cap_tensors) n *= 2;
+    uint32_t *slots = BPCC_ARENA_NEWN(&m->graph->arena, uint32_t, n);
+    if (!slots || !BPCC_UNDO_MODULE(m, m->tensor_slots) || !BPCC_UNDO_MODULE(m, m->n_tensor_slots)) return false;
+    fill_index(m, slots, n);
     m->tensor_slots = slots;
     m->n_tensor_slots = n;
     return true;
+}
+
+void bpcc_module_reindex_tensors(struct bpcc_module *m)
+{
+    if (m->tensor_slots) fill_index(m, m->tensor_slots, m->n_tensor_slots);
 }
 
 /* a big module's index asked for a name interned in m's graph (the entries' names are too, so
@@ -457,7 +423,9 @@ static bool grow_tensors(struct bpcc_module *m, uint32_t want)
     uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
     while (cap < want) cap *= 2;
     struct module_tensor *p = BPCC_ARENA_NEWN(&m->graph->arena, struct module_tensor, cap);
-    if (!p) return false;
+    if (!p || !BPCC_UNDO_MODULE(m, m->tensors) || !BPCC_UNDO_MODULE(m, m->cap_tensors) ||
+        !BPCC_UNDO_MODULE(m, m->tensor_slots))
+        return false;
     if (m->n_tensors) memcpy(p, m->tensors, m->n_tensors * sizeof *p);
     m->tensors = p;
     m->cap_tensors = cap;
@@ -469,27 +437,34 @@ static bool grow_tensors(struct bpcc_module *m, uint32_t want)
 }
 
 /* the entry `at` given t, or, at < 0, a new entry where there is room (nm interned in m's graph) */
-static void store_tensor(struct bpcc_module *m, int64_t at, const char *nm, enum bpcc_tensor_role role,
+/* false when out of memory for a pass's log (nothing changed then) */
+static bool store_tensor(struct bpcc_module *m, int64_t at, const char *nm, enum bpcc_tensor_role role,
                          struct bpcc_tensor *t)
 {
     if (at >= 0) {
+        if (!BPCC_UNDO_MODULE(m, m->tensors[at])) return false;
         m->tensors[at].role = role;
         m->tensors[at].t = t;
-        return;
+        return true;
     }
     BPCC_ASSERT(m->n_tensors < m->cap_tensors);
+    /* the entry past the count needs no record (the count's puts it out of reach), nor does the
+    ** index: a playback builds each index again (bpcc_module_reindex_tensors) */
+    if (!BPCC_UNDO_MODULE(m, m->n_tensors)) return false;
     m->tensors[m->n_tensors++] = (struct module_tensor){nm, role, t};
     if (m->tensor_slots) {
         uint32_t k = slot_of(nm, m->n_tensor_slots);
         while (m->tensor_slots[k]) k = (k + 1) & (m->n_tensor_slots - 1);
         m->tensor_slots[k] = m->n_tensors;
     }
+    return true;
 }
 
 enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
                                         enum bpcc_tensor_role role, struct bpcc_tensor *t,
                                         struct bpcc_diag *d)
 {
+    if (bpcc_undo_failed(m->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
     if ((unsigned)role >= BPCC_TENSOR_ROLE_COUNT || !t || !name)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor attribute");
     struct bpcc_graph *g = m->graph;
@@ -507,12 +482,12 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
         if (!nm && !(nm = bpcc_graph_intern(g, name))) return bpcc_diag_nomem(d);
         return bpcc_module_add_tensor(m, nm, role, t) ? bpcc_diag_nomem(d) : BPCC_OK;
     }
-    store_tensor(m, at, nm, role, t);
-    return BPCC_OK;
+    return store_tensor(m, at, nm, role, t) ? BPCC_OK : bpcc_diag_nomem(d);
 }
 
 enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra)
 {
+    if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
     if (extra > UINT32_MAX - m->n_tensors) return BPCC_ERR_LIMIT;
     return grow_tensors(m, m->n_tensors + extra) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
@@ -520,15 +495,16 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
 enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                         struct bpcc_tensor *t)
 {
-    if (!grow_tensors(m, m->n_tensors + 1)) return BPCC_ERR_NOMEM;
-    store_tensor(m, -1, interned, role, t);
-    return BPCC_OK;
+    if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
+    return grow_tensors(m, m->n_tensors + 1) && store_tensor(m, -1, interned, role, t) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
 void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                             struct bpcc_tensor *t)
 {
-    store_tensor(m, m->tensor_slots ? find_indexed_tensor(m, interned) : find_tensor(m, interned), interned, role, t);
+    /* out of memory for a pass's log: left out, and the pass fails (bpcc_undo_failed) */
+    (void)store_tensor(m, m->tensor_slots ? find_indexed_tensor(m, interned) : find_tensor(m, interned), interned, role,
+                       t);
 }
 
 size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)

@@ -106,9 +106,8 @@ enum bpcc_status bpcc_value_str_new(struct bpcc_graph *g, enum bpcc_value_kind k
     return BPCC_OK;
 }
 
-/* shared: strings keep their (interned) pointers, for snapshots of the same graph */
 static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
-                                 const struct bpcc_value *src, int depth, bool shared)
+                                 const struct bpcc_value *src, int depth)
 {
     if (depth > BPCC_MAX_VALUE_DEPTH) return BPCC_ERR_LIMIT;
     *dst = *src;
@@ -116,7 +115,6 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
     case BPCC_VAL_STR:
     case BPCC_VAL_SYMBOL:
     case BPCC_VAL_DEVICE:
-        if (shared) return BPCC_OK;
         dst->u.s = bpcc_graph_intern(g, src->u.s);
         return dst->u.s ? BPCC_OK : BPCC_ERR_NOMEM;
     case BPCC_VAL_LIST:
@@ -126,10 +124,8 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
         enum bpcc_status s = bpcc_value_seq_new(g, src->kind, src->n, dst);
         if (s) return s;
         for (uint32_t i = 0; i < src->n; i++) {
-            if ((s = copy_rec(g, &dst->u.seq.items[i], &src->u.seq.items[i], depth + 1, shared))) return s;
-            if (src->kind == BPCC_VAL_DICT && shared) {
-                dst->u.seq.keys[i] = src->u.seq.keys[i];
-            } else if (src->kind == BPCC_VAL_DICT) {
+            if ((s = copy_rec(g, &dst->u.seq.items[i], &src->u.seq.items[i], depth + 1))) return s;
+            if (src->kind == BPCC_VAL_DICT) {
                 dst->u.seq.keys[i] = bpcc_graph_intern(g, src->u.seq.keys[i]);
                 if (!dst->u.seq.keys[i]) return BPCC_ERR_NOMEM;
             }
@@ -137,7 +133,6 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
         return BPCC_OK;
     }
     case BPCC_VAL_TTYPE: {
-        if (shared) return BPCC_OK;
         dst->u.ttype.dims = NULL; /* nothing of src's kept */
         if (!src->n) return BPCC_OK;
         dst->u.ttype.dims = bpcc_graph_intern_dims(g, src->u.ttype.dims, src->n);
@@ -151,12 +146,7 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
 enum bpcc_status bpcc_value_copy(struct bpcc_graph *g, struct bpcc_value *dst,
                                  const struct bpcc_value *src)
 {
-    return copy_rec(g, dst, src, 0, false);
-}
-
-enum bpcc_status bpcc_value_copy_shared(struct bpcc_graph *g, struct bpcc_value *dst, const struct bpcc_value *src)
-{
-    return copy_rec(g, dst, src, 0, true);
+    return copy_rec(g, dst, src, 0);
 }
 
 void bpcc_value_visit_nodes(struct bpcc_value *v, void (*fn)(struct bpcc_value *ref, void *ud),

@@ -433,7 +433,6 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
 enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
                               uint32_t *n_quantized_out, uint32_t *n_modules_out, struct bpcc_diag *d)
 {
-    struct bpcc_graph *snap;
-    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
-    return s ? s : bpcc_graph_end_pass(g, snap, convert_in_place(g, c, m, n_quantized_out, n_modules_out, d));
+    enum bpcc_status s = bpcc_graph_begin_pass(g, d);
+    return s ? s : bpcc_graph_end_pass(g, convert_in_place(g, c, m, n_quantized_out, n_modules_out, d), d);
 }

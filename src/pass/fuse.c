@@ -738,8 +738,13 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
 enum bpcc_status bpcc_fuse(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_fuse_options *o,
                            char **explain_out, struct bpcc_diag *d)
 {
-    struct bpcc_graph *snap;
     if (explain_out) *explain_out = NULL;
-    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
-    return s ? s : bpcc_graph_end_pass(g, snap, fuse_in_place(g, c, o, explain_out, d));
+    enum bpcc_status s = bpcc_graph_begin_pass(g, d);
+    if (s) return s;
+    /* the end may still fail the pass (a change its undo log found no memory for) */
+    if ((s = bpcc_graph_end_pass(g, fuse_in_place(g, c, o, explain_out, d), d)) && explain_out) {
+        bpcc_xfree(*explain_out);
+        *explain_out = NULL;
+    }
+    return s;
 }

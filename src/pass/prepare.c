@@ -636,11 +636,7 @@ static enum bpcc_status input_ref(struct input_ctx *c, struct bpcc_value *ref)
         if (s) return s;
     }
     if (obs == arg) return BPCC_OK;
-    enum bpcc_status s = bpcc_graph_add_use(obs, c->node);
-    if (s) return bpcc_diag_nomem(p->d);
-    ref->u.node = obs;
-    bpcc_graph_remove_use(arg, c->node);
-    return BPCC_OK;
+    return bpcc_node_set_ref(c->node, ref, obs) ? bpcc_diag_nomem(p->d) : BPCC_OK;
 }
 
 static enum bpcc_status input_value(struct input_ctx *c, struct bpcc_value *v)
@@ -879,11 +875,7 @@ static enum bpcc_status output_value(struct prep *p, struct bpcc_node *out, stru
     struct bpcc_node *obs;
     enum bpcc_status s = insert_observer(p, arg, &qc->activation, "graph output", out, &obs);
     if (s) return s;
-    s = bpcc_graph_add_use(obs, out);
-    if (s) return bpcc_diag_nomem(p->d);
-    v->u.node = obs;
-    bpcc_graph_remove_use(arg, out);
-    return BPCC_OK;
+    return bpcc_node_set_ref(out, v, obs) ? bpcc_diag_nomem(p->d) : BPCC_OK;
 }
 
 /* }================================================ */
@@ -1137,8 +1129,13 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
                               const struct bpcc_prepare_options *o, struct bpcc_prepare_report **out,
                               struct bpcc_diag *d)
 {
-    struct bpcc_graph *snap;
     if (out) *out = NULL;
-    enum bpcc_status s = bpcc_graph_snapshot(g, &snap, d);
-    return s ? s : bpcc_graph_end_pass(g, snap, prepare_in_place(g, c, m, o, out, d));
+    enum bpcc_status s = bpcc_graph_begin_pass(g, d);
+    if (s) return s;
+    /* the end may still fail the pass (a change its undo log found no memory for) */
+    if ((s = bpcc_graph_end_pass(g, prepare_in_place(g, c, m, o, out, d), d)) && out) {
+        bpcc_prepare_report_free(*out);
+        *out = NULL;
+    }
+    return s;
 }
