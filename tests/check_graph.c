@@ -155,6 +155,29 @@ START_TEST(erased_names_stay_reserved_through_a_restore)
 }
 END_TEST
 
+/* A failed pass puts back a long users array as it was, in order (its record is longer than a
+** packed undo record holds: 700 users of 16 bytes), and the uses the pass added and removed. */
+START_TEST(a_failed_pass_gives_a_node_its_many_users_back_in_order)
+{
+    struct bpcc_node *x = placeholder("x"), *users[700];
+    for (int i = 0; i < 700; i++) users[i] = mk(BPCC_NODE_CALL_FUNCTION, NULL, "torch.relu", refs(1, x));
+    struct bpcc_node *y = placeholder("y");
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_erase(users[3], &d), BPCC_OK); /* moves 696 entries down */
+    ck_assert_int_eq(bpcc_node_replace_input(users[500], x, y, &d), BPCC_OK);
+    mk(BPCC_NODE_CALL_FUNCTION, NULL, "torch.relu", refs(1, x));
+    ck_assert_uint_eq(bpcc_node_n_users(x), 699);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH);
+    ck_assert_uint_eq(bpcc_node_n_users(x), 700);
+    for (uint32_t i = 0; i < 700; i++) ck_assert_ptr_eq(bpcc_node_user(x, i), users[i]);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 0);
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(users[500]), 0)->u.node, x);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 702);
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, users[3]));
+    ck_assert_msg(bpcc_graph_verify(g, &d) == BPCC_OK, "%s", tu_msg(&d));
+}
+END_TEST
+
 /* A failed pass frees the names it gave; the ids it handed out are handed out again, and the next
 ** failed pass must tell the nodes that have them from its own. */
 START_TEST(names_come_back_through_two_restores)
@@ -706,6 +729,7 @@ int main(void)
     tcase_add_test(tc, erase_refuses_nodes_with_users);
     tcase_add_test(tc, erased_names_stay_reserved_through_a_restore);
     tcase_add_test(tc, names_come_back_through_two_restores);
+    tcase_add_test(tc, a_failed_pass_gives_a_node_its_many_users_back_in_order);
     tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, references_to_other_graphs_are_refused);

@@ -12,7 +12,11 @@
 ** the passes' time at 1M nodes; the log costs a few records per object the pass changes.
 **
 ** Records lie one after another in a chain of chunks, newest chunk first: the old bytes (padded to
-** 8), then a trailer {addr, size, kind}, so each chunk is read backwards from its end. Chunks, not
+** 8), then a trailer word, so each chunk is read backwards from its end. The trailer packs the
+** address (48 bits, where user space lives on x86-64 and AArch64), the size (13 bits) and the kind
+** (3 bits): a record of a pointer or a count is 16 bytes. A record that does not fit (a long users
+** array, an address above 2^48) puts its address and size in two words of their own before a
+** trailer of kind UNDO_LONG. Chunks, not
 ** one buffer grown by realloc: a realloc copies, and the copies it leaves behind stay resident in
 ** the heap (at 1M nodes that was more than the log itself). A record that finds no memory is
 ** not made, and neither is the change it was for: the log stays complete. The mutator fails with
@@ -27,6 +31,7 @@ enum undo_kind {
     UNDO_NAME,       /* addr: an interned node name whose slot was free */
     UNDO_MODULE,     /* addr: a module index key; the old value, NULL when the key was absent */
     UNDO_BASE,       /* addr: a numbering base that was new */
+    UNDO_LONG,       /* the record's addr, then its size | kind << 32, in the two words before */
 };
 
 /* The addresses recorded last, direct-mapped: a place recorded once in a pass needs no second
@@ -39,11 +44,8 @@ struct undo_seen {
     size_t size;
 };
 
-struct undo_trailer {
-    void *addr;
-    uint32_t size;
-    uint32_t kind;
-};
+#define TRAILER_ADDR_BITS 48
+#define TRAILER_SIZE_MAX ((1u << 13) - 1)
 
 #define PAD8(n) (((n) + 7) & ~(size_t)7)
 
@@ -80,7 +82,9 @@ static bool record(struct bpcc_graph *g, enum undo_kind kind, void *addr, const 
         seen = &u->seen[((h >> 3) ^ (h >> 15)) & (UNDO_SEEN - 1)];
         if (seen->addr == addr && seen->size >= size && !u->failed) return true;
     }
-    size_t need = PAD8(size) + sizeof(struct undo_trailer);
+    uintptr_t a = (uintptr_t)addr;
+    bool packed = a >> TRAILER_ADDR_BITS == 0 && size <= TRAILER_SIZE_MAX;
+    size_t need = PAD8(size) + (packed ? 8 : 24);
     if (u->failed || ((!u->head || u->head->used + need > u->head->cap) && !grow(u, need))) {
         u->failed = true;
         return false;
@@ -88,9 +92,10 @@ static bool record(struct bpcc_graph *g, enum undo_kind kind, void *addr, const 
     struct undo_chunk *c = u->head;
     if (size) memcpy(c->data + c->used, old, size);
     c->used += PAD8(size);
-    struct undo_trailer t = {addr, (uint32_t)size, kind};
-    memcpy(c->data + c->used, &t, sizeof t);
-    c->used += sizeof t;
+    uint64_t w[3] = {a, size | (uint64_t)kind << 32, (uint64_t)UNDO_LONG << 61};
+    if (packed) w[2] = a | (uint64_t)size << TRAILER_ADDR_BITS | (uint64_t)kind << 61;
+    memcpy(c->data + c->used, packed ? &w[2] : w, need - PAD8(size));
+    c->used += need - PAD8(size);
     if (seen) *seen = (struct undo_seen){addr, size};
     return true;
 }
@@ -188,12 +193,29 @@ static void play_back(struct bpcc_graph *g)
 {
     struct bpcc_undo *u = &g->undo;
     for (struct undo_chunk *c = u->head; c; c = c->prev) while (c->used) {
-        struct undo_trailer t;
-        c->used -= sizeof t;
-        memcpy(&t, c->data + c->used, sizeof t);
+        struct {
+            void *addr;
+            size_t size;
+            enum undo_kind kind;
+        } t;
+        uint64_t w;
+        c->used -= 8;
+        memcpy(&w, c->data + c->used, 8);
+        if ((enum undo_kind)(w >> 61) == UNDO_LONG) {
+            uint64_t l[2];
+            c->used -= 16;
+            memcpy(l, c->data + c->used, 16);
+            t.addr = (void *)(uintptr_t)l[0];
+            t.size = (uint32_t)l[1];
+            t.kind = (enum undo_kind)(l[1] >> 32);
+        } else {
+            t.addr = (void *)(uintptr_t)(w & (((uint64_t)1 << TRAILER_ADDR_BITS) - 1));
+            t.size = (size_t)(w >> TRAILER_ADDR_BITS) & TRAILER_SIZE_MAX;
+            t.kind = (enum undo_kind)(w >> 61);
+        }
         c->used -= PAD8(t.size);
         const unsigned char *old = c->data + c->used;
-        switch ((enum undo_kind)t.kind) {
+        switch (t.kind) {
         case UNDO_BYTES:
             memcpy(t.addr, old, t.size);
             break;
@@ -218,6 +240,9 @@ static void play_back(struct bpcc_graph *g)
             if (e) bpcc_strmap_remove(&g->bases, e);
             break;
         }
+        case UNDO_LONG:
+            BPCC_ASSERT(!"undo: a long record's kind is never LONG");
+            break;
         }
     }
     g->first = u->first;
