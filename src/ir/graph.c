@@ -320,7 +320,8 @@ static enum bpcc_status check_arg_shapes(struct bpcc_graph *g, const struct bpcc
 ** them as the pass found them. */
 static bool link_last(struct bpcc_graph *g, struct bpcc_node *n)
 {
-    if (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) || (g->last && !BPCC_UNDO_NODE(g->last, g->last->next)))
+    if (g->undo.on && (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) ||
+                       (g->last && !BPCC_UNDO_NODE(g->last, g->last->next))))
         return false;
     n->prev = g->last;
     n->next = NULL;
@@ -331,8 +332,9 @@ static bool link_last(struct bpcc_graph *g, struct bpcc_node *n)
 
 static bool unlink_node(struct bpcc_graph *g, struct bpcc_node *n)
 {
-    if (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) || (n->prev && !BPCC_UNDO_NODE(n->prev, n->prev->next)) ||
-        (n->next && !BPCC_UNDO_NODE(n->next, n->next->prev)))
+    if (g->undo.on && (!BPCC_UNDO_NODE(n, n->prev) || !BPCC_UNDO_NODE(n, n->next) ||
+                       (n->prev && !BPCC_UNDO_NODE(n->prev, n->prev->next)) ||
+                       (n->next && !BPCC_UNDO_NODE(n->next, n->next->prev))))
         return false;
     if (n->prev) n->prev->next = n->next; else g->first = n->next;
     if (n->next) n->next->prev = n->prev; else g->last = n->prev;
