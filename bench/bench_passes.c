@@ -12,7 +12,7 @@
 **       "first_run_sys_ms": mostly the kernel zeroing fresh pages), and "weights_read_ms": one pass
 **       reading every weight (the floor for passes that must read them: batch-norm folding, weight
 **       observers).
-**       --no-rollback: the graph's passes take no snapshots (bpcc_graph_set_rollback), as in the
+**       --no-rollback: the graph's passes keep no undo log (bpcc_graph_set_rollback), as in the
 **       bpcc tool.
 **   bench_passes --gen N OUT.bpcc
 **       writes a synthetic model of about N nodes: units of conv -> bn -> relu -> conv -> bn ->

@@ -820,7 +820,7 @@ END_TEST
 START_TEST(every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow) { check_rollback(true); }
 END_TEST
 
-/* Rollback off: the same results, no snapshot's worth of allocations, and a pass that fails
+/* Rollback off: the same results, no undo log's allocations, and a pass that fails
 ** (at any allocation) leaves a graph that frees cleanly (valgrind and LSan check the leaks). */
 START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph)
 {
@@ -842,7 +842,7 @@ START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_
         uint64_t a_off = bpcc_alloc_fail_at(0, false);
         char *fon = fingerprint(on.g), *foff = fingerprint(off.g);
         ck_assert_msg(!strcmp(fon, foff), "%s: the model differs without rollback", names[k]);
-        /* calibrate stores all or nothing without a snapshot, so it allocates the same either way */
+        /* calibrate stores all or nothing without an undo log, so it allocates the same either way */
         if (k == PASS_CALIBRATE)
             ck_assert_msg(a_off == a_on, "%s: %llu allocations without rollback, %llu with", names[k],
                           (unsigned long long)a_off, (unsigned long long)a_on);
