@@ -743,18 +743,18 @@ static char *tiny_batch(void) { return tu_write_batch("x", 4, (int64_t[]){1, 3, 
 
 /* Each failure point of each pass in turn (heap allocations; with every_record, each record of
 ** the undo log as well): the pass fails with BPCC_ERR_NOMEM and leaves the graph as it was. */
-static void check_rollback(bool every_record)
+static void check_rollback(const char *model, const int64_t *batch_dims, bool every_record)
 {
     bpcc_undo_grow_by_record(every_record);
     struct bpcc_diag d;
     bpcc_diag_init(&d);
-    struct flow f = {.batch = tiny_batch()};
+    struct flow f = {.batch = tu_write_batch("x", 4, batch_dims, ramp23)};
     ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &f.c, &d), BPCC_OK);
     ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &f.m, &d), BPCC_OK);
-    ck_assert_msg(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_msg(bpcc_graph_load(model, &f.g, &d) == BPCC_OK, "%s", tu_msg(&d));
     /* the same passes on a graph that no allocation failure touched */
     struct flow ref = f;
-    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &ref.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_load(model, &ref.g, &d), BPCC_OK);
     static const char *const names[] = {"fuse", "prepare", "calibrate", "convert"};
     for (int k = PASS_FUSE; k <= PASS_CONVERT; k++) {
         ck_assert_int_eq(pass(&ref, (enum pass_kind)k, &d), BPCC_OK);
@@ -796,7 +796,7 @@ static void check_rollback(bool every_record)
     bpcc_graph_free(ref.g);
     /* and a failure that is not an allocation: convert on a graph that is not calibrated */
     bpcc_graph_free(f.g);
-    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_load(model, &f.g, &d), BPCC_OK);
     ck_assert_int_eq(pass(&f, PASS_PREPARE, &d), BPCC_OK);
     char *before = fingerprint(f.g);
     ck_assert_int_eq(pass(&f, PASS_CONVERT, &d), BPCC_ERR_GRAPH);
@@ -812,12 +812,21 @@ static void check_rollback(bool every_record)
     bpcc_undo_grow_by_record(false);
 }
 
-START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails) { check_rollback(false); }
+#define TINY_RESNET FIXTURES_DIR "/torch/tiny_resnet.bpcc", (int64_t[]){1, 3, 8, 8}
+
+START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails) { check_rollback(TINY_RESNET, false); }
 END_TEST
 
 /* A change whose undo record finds no memory is left out, and the pass fails and is played back:
-** the mutators that cannot fail (moving a node, unlinking a module) included. */
-START_TEST(every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow) { check_rollback(true); }
+** the mutators that cannot fail (moving a node, unlinking a module) included. On the three
+** models exported from PyTorch: conv-bn-relu chains with residual adds; functional ops (F.relu,
+** torch.cat, linear); blocks with shared modules and submodules. */
+START_TEST(every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow)
+{
+    check_rollback(TINY_RESNET, true);
+    check_rollback(FIXTURES_DIR "/torch/tiny_functional.bpcc", (int64_t[]){2, 3, 4, 4}, true);
+    check_rollback(FIXTURES_DIR "/torch/tiny_blocks.bpcc", (int64_t[]){1, 4, 4, 4}, true);
+}
 END_TEST
 
 /* Rollback off: the same results, no undo log's allocations, and a pass that fails
