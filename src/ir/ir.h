@@ -167,7 +167,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct 
 /* false when the change could not be recorded (undo.c): nothing changed then */
 BPCC_INTERNAL bool bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user);
 /* One argument slot of user (ref, a NODE value inside its args or kwargs) refers to `to` instead,
-** the uses following; BPCC_ERR_NOMEM, nothing changed, when out of memory. */
+** the uses following. BPCC_ERR_NOMEM when out of memory: nothing changed (while a pass records,
+** what did change is in its log, which the failing pass plays back). */
 BPCC_INTERNAL enum bpcc_status bpcc_node_set_ref(struct bpcc_node *user, struct bpcc_value *ref, struct bpcc_node *to);
 
 /* Passes leave their graph untouched when they fail (undo.c): bpcc_graph_begin_pass starts the
