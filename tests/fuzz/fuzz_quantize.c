@@ -2,7 +2,8 @@
 ** built-in fbgemm backend and mapping): small declared tensors get data, then fuse -> prepare ->
 ** one calibration run on inputs of the traced shapes -> store the qparams -> convert; the result
 ** must verify and print, run through the interpreter, and go through the numeric suite against
-** the fused float graph. Bad graphs may be refused at any step, never crash or leak. */
+** the fused float graph. Bad graphs may be refused at any step, never crash or leak; a convert
+** that refuses one leaves it as it was (the same text). */
 #include "fuzz_util.h"
 
 #include <stdlib.h>
@@ -24,9 +25,17 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         bpcc_graph_parse(text, strlen(text), "fused.bpcc", &f, &d))
         goto out;
     fuzz_bind_tensors(f);
-    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || fuzz_run_twice(g, &e, &d) || bpcc_calibrate_store(g, e, &d) ||
-        bpcc_convert(g, c, q, NULL, NULL, &d))
+    if (bpcc_prepare(g, c, q, NULL, NULL, &d) || fuzz_run_twice(g, &e, &d) || bpcc_calibrate_store(g, e, &d))
         goto out;
+    char *before = NULL, *after = NULL;
+    if (bpcc_graph_print(g, "w.safetensors", &before, NULL, &d)) goto out;
+    if (bpcc_convert(g, c, q, NULL, NULL, &d)) {
+        if (bpcc_graph_print(g, "w.safetensors", &after, NULL, &d) == BPCC_OK && strcmp(before, after)) abort();
+        bpcc_free(after);
+        bpcc_free(before);
+        goto out;
+    }
+    bpcc_free(before);
     struct bpcc_diag dv;
     bpcc_diag_init(&dv);
     if (bpcc_graph_verify(g, &dv) != BPCC_OK) abort(); /* convert must leave a valid graph */
