@@ -217,30 +217,25 @@ enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *use
     return BPCC_OK;
 }
 
-/* the users from i on leave their places: recorded, false when that is out of memory */
-static bool undo_users_from(struct bpcc_node *def, uint32_t i)
+/* def's user entry i goes, the ones after it moving down (recorded first: false, nothing changed,
+** when that is out of memory) */
+static bool drop_user_at(struct bpcc_node *def, uint32_t i)
 {
-    return bpcc_undo_node(def, &def->users[i], (def->n_users - i) * sizeof *def->users) &&
-           BPCC_UNDO_NODE(def, def->n_users);
-}
-
-static void drop_user_at(struct bpcc_node *def, uint32_t i)
-{
+    if (!bpcc_undo_node(def, &def->users[i], (def->n_users - i) * sizeof *def->users) ||
+        !BPCC_UNDO_NODE(def, def->n_users))
+        return false;
     memmove(&def->users[i], &def->users[i + 1], (def->n_users - i - 1) * sizeof *def->users);
     def->n_users--;
+    return true;
 }
 
 bool bpcc_graph_remove_use(struct bpcc_node *def, struct bpcc_node *user)
 {
     for (uint32_t i = 0; i < def->n_users; i++)
         if (def->users[i].node == user) {
-            if (def->users[i].count > 1) {
-                if (!BPCC_UNDO_NODE(def, def->users[i].count)) return false;
-                def->users[i].count--;
-            } else {
-                if (!undo_users_from(def, i)) return false;
-                drop_user_at(def, i);
-            }
+            if (def->users[i].count == 1) return drop_user_at(def, i);
+            if (!BPCC_UNDO_NODE(def, def->users[i].count)) return false;
+            def->users[i].count--;
             return true;
         }
     BPCC_ASSERT(!"remove_use: not a user");
@@ -601,9 +596,7 @@ static bool swap_refs(struct bpcc_node *user, struct bpcc_node *from, uint32_t i
     BPCC_ASSERT(c.n == from->users[i].count);
     for (uint32_t k = 0; k < c.n; k++)
         if (bpcc_graph_add_use(to, user)) return false; /* room was reserved: only the log can fail */
-    if (!undo_users_from(from, i)) return false;
-    drop_user_at(from, i);
-    return true;
+    return drop_user_at(from, i);
 }
 
 /* Make room for `extra` more distinct users, so that later add_use calls cannot fail. */
