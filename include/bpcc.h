@@ -482,7 +482,9 @@ BPCC_API uint32_t bpcc_tensor_ndim(const struct bpcc_tensor *t);
 BPCC_API const int64_t *bpcc_tensor_dims(const struct bpcc_tensor *t);
 BPCC_API uint64_t bpcc_tensor_numel(const struct bpcc_tensor *t);
 BPCC_API size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t);
-/* Element data, little-endian, row-major, aligned to the element size. NULL if unbound. */
+/* Element data, little-endian, row-major, aligned to the element size. NULL if unbound. The
+** caller may write it: what the library derived from the data (the per-channel range batch-norm
+** folding keeps for convert's weight observers) is forgotten here, so later passes read it anew. */
 BPCC_API void *bpcc_tensor_data(struct bpcc_tensor *t);
 
 /*

@@ -1768,7 +1768,8 @@ END_TEST
 
 /* A MinMaxObserver's scan finds the extremes and a NaN wherever they sit: in each lane of each of
 ** the vectorized scan's accumulators (blocks of 32 with AVX2, then of 16), in the scalar tail, in
-** tensors shorter than a block. Per-channel rows take the same scan. */
+** tensors shorter than a block. Per-channel rows take the same scan, and so does batch-norm
+** folding's, which writes the scaled weights as it goes. */
 START_TEST(minmax_observers_find_the_extremes_and_nan_anywhere)
 {
     const int sizes[] = {1, 3, 15, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 100, 1027};
@@ -1777,7 +1778,7 @@ START_TEST(minmax_observers_find_the_extremes_and_nan_anywhere)
     char why[128];
     for (size_t k = 0; k < BPCC_ARRAY_LEN(sizes); k++) {
         int n = sizes[k];
-        float *x = malloc(n * sizeof *x);
+        float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
         int64_t dims[1] = {n};
         for (int p = 0; p < n; p++) {
             for (int i = 0; i < n; i++) x[i] = (float)((i * 37) % 101) / 101.0f - 0.5f;
@@ -1796,8 +1797,15 @@ START_TEST(minmax_observers_find_the_extremes_and_nan_anywhere)
             ck_assert_msg(o.min[0] == lo && o.max[0] == hi, "n %d, min at %d, max at %d: %g, %g; want %g, %g", n, p,
                           q, (double)o.min[0], (double)o.max[0], (double)lo, (double)hi);
             bpcc_obs_release(&o);
+            /* batch-norm folding's scan: every product written, and the range of the products */
+            float sl, sh;
+            ck_assert(bpcc_obs_scale_minmax(x, (uint64_t)n, -0.75f, y, &sl, &sh));
+            for (int i = 0; i < n; i++) ck_assert_msg(y[i] == x[i] * -0.75f, "n %d: product %d", n, i);
+            ck_assert_msg(sl == hi * -0.75f && sh == lo * -0.75f, "n %d, min at %d, max at %d: scaled %g, %g", n, p,
+                          q, (double)sl, (double)sh);
             /* a NaN there instead is refused and named */
             x[p] = NAN;
+            ck_assert(!bpcc_obs_scale_minmax(x, (uint64_t)n, 2.0f, y, &sl, &sh));
             ck_assert_int_eq(bpcc_obs_init(&o, &spec), BPCC_OK);
             ck_assert_int_eq(bpcc_obs_observe(&o, x, 1, dims, why, sizeof why), BPCC_ERR_GRAPH);
             char at[48];
@@ -1806,6 +1814,7 @@ START_TEST(minmax_observers_find_the_extremes_and_nan_anywhere)
             bpcc_obs_release(&o);
         }
         free(x);
+        free(y);
     }
 }
 END_TEST

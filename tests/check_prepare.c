@@ -829,6 +829,114 @@ START_TEST(every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow)
 }
 END_TEST
 
+/* the weights of the conv modules batch norms were folded into (conv1, conv2 of tiny_resnet),
+** after fusion: ConvReLU2d's child 0 or a plain Conv2d */
+static uint32_t folded_weights(struct bpcc_graph *g, struct bpcc_tensor **out)
+{
+    static const char *const names[] = {"conv1.0", "conv2"};
+    for (uint32_t i = 0; i < 2; i++) {
+        struct bpcc_module *m = bpcc_graph_find_module(g, names[i]);
+        ck_assert_msg(m, "no module %s", names[i]);
+        out[i] = bpcc_module_tensor(m, "weight");
+        ck_assert_ptr_nonnull(out[i]);
+    }
+    return 2;
+}
+
+/* fuse -> prepare -> calibrate -> convert on tiny_resnet with qconfig mapping `q`; `between` runs
+** on the fused graph */
+static char *quantized(const char *q, void (*between)(struct bpcc_graph *), float *conv1_scales)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct flow f = {.batch = tu_write_batch("x", 4, (int64_t[]){1, 3, 8, 8}, ramp23)};
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &f.c, &d), BPCC_OK);
+    ck_assert_msg(bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &f.m, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &f.g, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&f, PASS_FUSE, &d), BPCC_OK);
+    between(f.g);
+    for (int k = PASS_PREPARE; k <= PASS_CONVERT; k++) ck_assert_msg(pass(&f, (enum pass_kind)k, &d) == BPCC_OK, "%s", tu_msg(&d));
+    char *fp = fingerprint(f.g);
+    /* conv1's weight scales (8 channels, or 1 per tensor; the reference conv inside ConvReLU2d) */
+    const struct bpcc_module *conv1 = bpcc_graph_find_module(f.g, "conv1.0");
+    ck_assert_ptr_nonnull(conv1);
+    struct bpcc_tensor *ws = bpcc_module_tensor(conv1, "weight_scale");
+    ck_assert_ptr_nonnull(ws);
+    ck_assert_uint_le(bpcc_tensor_numel(ws), 8);
+    memcpy(conv1_scales, bpcc_tensor_data(ws), bpcc_tensor_numel(ws) * sizeof(float));
+    bpcc_graph_free(f.g);
+    bpcc_qconfig_free(f.m);
+    bpcc_config_free(f.c);
+    unlink(f.batch);
+    free((char *)f.batch);
+    return fp;
+}
+
+/* folding left each weight its per-channel range: the min and max of each output channel */
+static void check_ranges(struct bpcc_graph *g)
+{
+    struct bpcc_tensor *w[2];
+    for (uint32_t i = 0, n = folded_weights(g, w); i < n; i++) {
+        const float *r = w[i]->axis0_range, *x = w[i]->data;
+        ck_assert_ptr_nonnull(r);
+        uint64_t C = (uint64_t)w[i]->dims[0], inner = bpcc_tensor_numel(w[i]) / C;
+        for (uint64_t c = 0; c < C; c++) {
+            float lo = x[c * inner], hi = lo;
+            for (uint64_t k = 1; k < inner; k++) {
+                lo = fminf(lo, x[c * inner + k]);
+                hi = fmaxf(hi, x[c * inner + k]);
+            }
+            ck_assert(r[c] == lo && r[C + c] == hi);
+        }
+    }
+}
+
+/* through the public accessor, which drops the range (the caller may write) */
+static void drop_ranges(struct bpcc_graph *g)
+{
+    struct bpcc_tensor *w[2];
+    for (uint32_t i = 0, n = folded_weights(g, w); i < n; i++) {
+        ck_assert_ptr_nonnull(bpcc_tensor_data(w[i]));
+        ck_assert_ptr_null(w[i]->axis0_range);
+    }
+}
+
+/* ... and a caller that writes: the weights doubled, as weight equalization might */
+static void double_weights(struct bpcc_graph *g)
+{
+    struct bpcc_tensor *w[2];
+    for (uint32_t i = 0, n = folded_weights(g, w); i < n; i++) {
+        float *x = bpcc_tensor_data(w[i]);
+        for (uint64_t k = 0; k < bpcc_tensor_numel(w[i]); k++) x[k] *= 2.0f;
+    }
+}
+
+/* Batch-norm folding keeps each folded weight's per-channel range, and convert's MinMax-family
+** weight observers take it instead of reading the weight again: the quantized model is the same
+** byte for byte as when they read it, per channel and per tensor; a weight written through
+** bpcc_tensor_data after fusion is read again (its doubled values double the weight scales). */
+START_TEST(folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives)
+{
+    static const char *const mappings[] = {
+        "global: {activation: {observer: MinMaxObserver}, weight: {observer: PerChannelMinMaxObserver, dtype: qint8, "
+        "qscheme: per_channel_symmetric}}\n",
+        "global: " QC_A "\n",
+        "global: {activation: {observer: MinMaxObserver}, weight: {observer: MovingAveragePerChannelMinMaxObserver, "
+        "dtype: qint8, qscheme: per_channel_affine}}\n",
+    };
+    for (uint32_t i = 0; i < sizeof mappings / sizeof *mappings; i++) {
+        float sk[8] = {0}, sr[8] = {0}, sd[8] = {0};
+        char *kept = quantized(mappings[i], check_ranges, sk), *read = quantized(mappings[i], drop_ranges, sr);
+        ck_assert_msg(!strcmp(kept, read), "mapping %u: the model differs when convert reads the weights", i);
+        char *doubled = quantized(mappings[i], double_weights, sd);
+        for (int c = 0; c < 8; c++) ck_assert_msg(sd[c] == 2.0f * sr[c], "channel %d: %g, not 2 x %g", c, sd[c], sr[c]);
+        free(kept);
+        free(read);
+        free(doubled);
+    }
+}
+END_TEST
+
 /* Rollback off: the same results, no undo log's allocations, and a pass that fails
 ** (at any allocation) leaves a graph that frees cleanly (valgrind and LSan check the leaks). */
 START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph)
@@ -923,6 +1031,7 @@ int main(void)
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow);
     tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
+    tcase_add_test(tc, folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives);
     suite_add_tcase(s, tc);
     return tu_run(s);
 }

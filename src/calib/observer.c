@@ -69,15 +69,19 @@ static bool moving(const struct obs_state *o)
 ** a zero (-0 and +0 compare equal, as they do to torch.aminmax, and give the same qparams); NaN is
 ** detected apart. */
 /* The whole blocks of 4 W elements, W-lane vectors V: returns how many elements it took; lo, hi
-** and bad take them in. A macro, so that the SSE2 and AVX2 builds are one text. */
-#define MINMAX_BLOCKS(V, W, LOAD, STORE, MIN, MAX, UNORD, OR, ZERO, MASK)                                \
+** and bad take them in. Each loaded vector goes through XF first and is then handed to PUT with its
+** offset (the plain scan: neither does anything; the folding scan: a multiply and a store). A
+** macro, so that the SSE2 and AVX2 builds of both are one text. */
+#define MINMAX_BLOCKS(V, W, LOAD, STORE, MIN, MAX, UNORD, OR, ZERO, MASK, XF, PUT)                         \
     do {                                                                                                 \
         if (n < 4 * W) return 0;                                                                         \
-        V l0 = LOAD(x), l1 = LOAD(x + W), l2 = LOAD(x + 2 * W), l3 = LOAD(x + 3 * W);                    \
+        V l0 = XF(LOAD(x)), l1 = XF(LOAD(x + W)), l2 = XF(LOAD(x + 2 * W)), l3 = XF(LOAD(x + 3 * W));    \
         V h0 = l0, h1 = l1, h2 = l2, h3 = l3, b = ZERO();                                                \
         uint64_t i = 0;                                                                                  \
         for (; i + 4 * W <= n; i += 4 * W) {                                                             \
-            V v0 = LOAD(x + i), v1 = LOAD(x + i + W), v2 = LOAD(x + i + 2 * W), v3 = LOAD(x + i + 3 * W); \
+            V v0 = XF(LOAD(x + i)), v1 = XF(LOAD(x + i + W)), v2 = XF(LOAD(x + i + 2 * W)),              \
+              v3 = XF(LOAD(x + i + 3 * W));                                                              \
+            PUT(i, v0, v1, v2, v3);                                                                      \
             b = OR(b, OR(UNORD(v0, v1), UNORD(v2, v3)));                                                 \
             l0 = MIN(l0, v0), h0 = MAX(h0, v0);                                                          \
             l1 = MIN(l1, v1), h1 = MAX(h1, v1);                                                          \
@@ -94,26 +98,57 @@ static bool moving(const struct obs_state *o)
         *bad |= MASK(b);                                                                                 \
         return i;                                                                                        \
     } while (0)
+#define AS_IS(v) (v)
+#define NO_PUT(i, v0, v1, v2, v3) ((void)0)
 
 #ifdef __SSE2__
+#define SCALED128(v) _mm_mul_ps(v, sv)
+#define PUT128(i, v0, v1, v2, v3) \
+    (_mm_storeu_ps(dst + (i), v0), _mm_storeu_ps(dst + (i) + 4, v1), _mm_storeu_ps(dst + (i) + 8, v2), \
+     _mm_storeu_ps(dst + (i) + 12, v3))
 static uint64_t minmax_sse2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
 {
     MINMAX_BLOCKS(__m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_min_ps, _mm_max_ps, _mm_cmpunord_ps, _mm_or_ps,
-                  _mm_setzero_ps, _mm_movemask_ps);
+                  _mm_setzero_ps, _mm_movemask_ps, AS_IS, NO_PUT);
 }
+
+static uint64_t scale_minmax_sse2(const float *x, uint64_t n, float s, float *dst, float *lo, float *hi, int *bad)
+{
+    __m128 sv = _mm_set1_ps(s);
+    MINMAX_BLOCKS(__m128, 4, _mm_loadu_ps, _mm_storeu_ps, _mm_min_ps, _mm_max_ps, _mm_cmpunord_ps, _mm_or_ps,
+                  _mm_setzero_ps, _mm_movemask_ps, SCALED128, PUT128);
+}
+#undef SCALED128
+#undef PUT128
 #endif
 
 #ifdef BPCC_AVX2_CLONES
 #include <immintrin.h>
 #define UNORD256(a, b) _mm256_cmp_ps(a, b, _CMP_UNORD_Q)
+#define SCALED256(v) _mm256_mul_ps(v, sv)
+#define PUT256(i, v0, v1, v2, v3) \
+    (_mm256_storeu_ps(dst + (i), v0), _mm256_storeu_ps(dst + (i) + 8, v1), _mm256_storeu_ps(dst + (i) + 16, v2), \
+     _mm256_storeu_ps(dst + (i) + 24, v3))
 __attribute__((target("avx2"))) static uint64_t minmax_avx2(const float *x, uint64_t n, float *lo, float *hi, int *bad)
 {
     MINMAX_BLOCKS(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_min_ps, _mm256_max_ps, UNORD256,
-                  _mm256_or_ps, _mm256_setzero_ps, _mm256_movemask_ps);
+                  _mm256_or_ps, _mm256_setzero_ps, _mm256_movemask_ps, AS_IS, NO_PUT);
+}
+
+__attribute__((target("avx2"))) static uint64_t scale_minmax_avx2(const float *x, uint64_t n, float s, float *dst,
+                                                                  float *lo, float *hi, int *bad)
+{
+    __m256 sv = _mm256_set1_ps(s);
+    MINMAX_BLOCKS(__m256, 8, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_min_ps, _mm256_max_ps, UNORD256,
+                  _mm256_or_ps, _mm256_setzero_ps, _mm256_movemask_ps, SCALED256, PUT256);
 }
 #undef UNORD256
+#undef SCALED256
+#undef PUT256
 #endif
 #undef MINMAX_BLOCKS
+#undef AS_IS
+#undef NO_PUT
 
 BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, float *hi_out)
 {
@@ -135,6 +170,29 @@ BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, floa
     *lo_out = lo;
     *hi_out = hi;
     return bad != 0;
+}
+
+bool bpcc_obs_scale_minmax(const float *x, uint64_t n, float s, float *dst, float *lo_out, float *hi_out)
+{
+    float lo = x[0] * s, hi = lo;
+    uint64_t i = 0;
+    int bad = 0;
+#ifdef BPCC_AVX2_CLONES
+    if (bpcc_cpu_avx2()) i = scale_minmax_avx2(x, n, s, dst, &lo, &hi, &bad);
+#endif
+#ifdef __SSE2__
+    i += scale_minmax_sse2(x + i, n - i, s, dst + i, &lo, &hi, &bad);
+#endif
+    for (; i < n; i++) {
+        float v = x[i] * s;
+        dst[i] = v;
+        bad |= v != v;
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    *lo_out = lo;
+    *hi_out = hi;
+    return !bad;
 }
 
 /* {==================== HistogramObserver ==================== */
@@ -608,6 +666,63 @@ enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *o, float *new_
 
 /* }================================================ */
 
+/* one batch's range of a per-tensor observer */
+static void take_tensor(struct obs_state *o, float lo, float hi)
+{
+    float c = (float)o->spec.averaging_constant;
+    if (moving(o) && !(o->min[0] == INFINITY && o->max[0] == -INFINITY)) {
+        o->min[0] = o->min[0] + c * (lo - o->min[0]);
+        o->max[0] = o->max[0] + c * (hi - o->max[0]);
+    } else if (moving(o)) {
+        o->min[0] = lo;
+        o->max[0] = hi;
+    } else {
+        o->min[0] = lo < o->min[0] ? lo : o->min[0];
+        o->max[0] = hi > o->max[0] ? hi : o->max[0];
+    }
+    o->batches++;
+}
+
+/* one batch's per-channel ranges (C of them, malloc'd: kept by the first batch, freed after) */
+static void take_channels(struct obs_state *o, float *lo, float *hi, uint64_t C)
+{
+    float c = (float)o->spec.averaging_constant;
+    if (!o->n) {
+        o->min = lo;
+        o->max = hi;
+        o->n = (uint32_t)C;
+    } else {
+        for (uint64_t ch = 0; ch < C; ch++) {
+            if (moving(o)) {
+                o->min[ch] = o->min[ch] + c * (lo[ch] - o->min[ch]);
+                o->max[ch] = o->max[ch] + c * (hi[ch] - o->max[ch]);
+            } else {
+                o->min[ch] = lo[ch] < o->min[ch] ? lo[ch] : o->min[ch];
+                o->max[ch] = hi[ch] > o->max[ch] ? hi[ch] : o->max[ch];
+            }
+        }
+        bpcc_xfree(lo);
+        bpcc_xfree(hi);
+    }
+    o->batches++;
+}
+
+static bool channel_axis(const struct obs_state *o, uint32_t ndim, int64_t *axis, char *why, size_t n_why)
+{
+    *axis = o->spec.ch_axis < 0 ? o->spec.ch_axis + ndim : o->spec.ch_axis;
+    if (*axis >= 0 && *axis < (int64_t)ndim) return true;
+    snprintf(why, n_why, "ch_axis %lld is out of range for a %u-dimensional tensor", (long long)o->spec.ch_axis, ndim);
+    return false;
+}
+
+static bool same_channels(const struct obs_state *o, uint64_t C, int64_t axis, char *why, size_t n_why)
+{
+    if (!o->n || o->n == C) return true;
+    snprintf(why, n_why, "the observed tensor has %llu channels on axis %lld, earlier batches had %u",
+             (unsigned long long)C, (long long)axis, o->n);
+    return false;
+}
+
 BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim, const int64_t *dims, char *why,
                                   size_t n_why)
 {
@@ -632,37 +747,17 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
         return BPCC_ERR_GRAPH;
     }
     if (o->spec.cls == OC_HISTOGRAM) return histogram_observe(o, x, numel, why, n_why);
-    float c = (float)o->spec.averaging_constant;
     if (!o->per_channel) {
-        float lo = o->lo_scratch, hi = o->hi_scratch;
-        if (moving(o) && !(o->min[0] == INFINITY && o->max[0] == -INFINITY)) {
-            o->min[0] = o->min[0] + c * (lo - o->min[0]);
-            o->max[0] = o->max[0] + c * (hi - o->max[0]);
-        } else if (moving(o)) {
-            o->min[0] = lo;
-            o->max[0] = hi;
-        } else {
-            o->min[0] = lo < o->min[0] ? lo : o->min[0];
-            o->max[0] = hi > o->max[0] ? hi : o->max[0];
-        }
-        o->batches++;
+        take_tensor(o, o->lo_scratch, o->hi_scratch);
         return BPCC_OK;
     }
     /* per channel: the channel axis first, the rest flattened */
-    int64_t axis = o->spec.ch_axis;
-    if (axis < 0) axis += ndim;
-    if (axis < 0 || axis >= (int64_t)ndim) {
-        snprintf(why, n_why, "ch_axis %lld is out of range for a %u-dimensional tensor", (long long)o->spec.ch_axis, ndim);
-        return BPCC_ERR_GRAPH;
-    }
+    int64_t axis;
+    if (!channel_axis(o, ndim, &axis, why, n_why)) return BPCC_ERR_GRAPH;
     uint64_t C = (uint64_t)dims[axis], inner = 1, outer = 1;
     for (uint32_t i = (uint32_t)axis + 1; i < ndim; i++) inner *= (uint64_t)dims[i];
     for (uint32_t i = 0; i < (uint32_t)axis; i++) outer *= (uint64_t)dims[i];
-    if (o->n && o->n != C) {
-        snprintf(why, n_why, "the observed tensor has %llu channels on axis %lld, earlier batches had %u",
-                 (unsigned long long)C, (long long)axis, o->n);
-        return BPCC_ERR_GRAPH;
-    }
+    if (!same_channels(o, C, axis, why, n_why)) return BPCC_ERR_GRAPH;
     float *lo = bpcc_malloc(C * sizeof *lo), *hi = bpcc_malloc(C * sizeof *hi);
     if (!lo || !hi) {
         bpcc_xfree(lo);
@@ -688,24 +783,43 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
         snprintf(why, n_why, "the observed tensor holds NaN (element %llu)", (unsigned long long)i);
         return BPCC_ERR_GRAPH;
     }
-    if (!o->n) {
-        o->min = lo;
-        o->max = hi;
-        o->n = (uint32_t)C;
-    } else {
-        for (uint64_t ch = 0; ch < C; ch++) {
-            if (moving(o)) {
-                o->min[ch] = o->min[ch] + c * (lo[ch] - o->min[ch]);
-                o->max[ch] = o->max[ch] + c * (hi[ch] - o->max[ch]);
-            } else {
-                o->min[ch] = lo[ch] < o->min[ch] ? lo[ch] : o->min[ch];
-                o->max[ch] = hi[ch] > o->max[ch] ? hi[ch] : o->max[ch];
-            }
+    take_channels(o, lo, hi, C);
+    return BPCC_OK;
+}
+
+bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float *hi) { return !minmax_scan(x, n, lo, hi); }
+
+enum bpcc_status bpcc_obs_observe_range(struct obs_state *o, const float *range, uint32_t ndim, const int64_t *dims,
+                                        bool *used)
+{
+    *used = false;
+    if (!bpcc_obs_has_stats(o->spec.cls) || o->spec.cls == OC_HISTOGRAM || !ndim) return BPCC_OK;
+    uint64_t C = (uint64_t)dims[0], numel = 1;
+    for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
+    if (!numel) return BPCC_OK;
+    if (!o->per_channel) {
+        /* the tensor's range is its channels' (min and max do not depend on the order) */
+        float lo = range[0], hi = range[C];
+        for (uint64_t ch = 1; ch < C; ch++) {
+            lo = range[ch] < lo ? range[ch] : lo;
+            hi = range[C + ch] > hi ? range[C + ch] : hi;
         }
+        take_tensor(o, lo, hi);
+        *used = true;
+        return BPCC_OK;
+    }
+    int64_t axis = o->spec.ch_axis < 0 ? o->spec.ch_axis + ndim : o->spec.ch_axis;
+    if (axis != 0 || (o->n && o->n != C)) return BPCC_OK; /* observe() scans (or says what is wrong) */
+    float *lo = bpcc_malloc(C * sizeof *lo), *hi = bpcc_malloc(C * sizeof *hi);
+    if (!lo || !hi) {
         bpcc_xfree(lo);
         bpcc_xfree(hi);
+        return BPCC_ERR_NOMEM;
     }
-    o->batches++;
+    memcpy(lo, range, C * sizeof *lo);
+    memcpy(hi, range + C, C * sizeof *hi);
+    take_channels(o, lo, hi, C);
+    *used = true;
     return BPCC_OK;
 }
 

@@ -26,6 +26,19 @@ BPCC_INTERNAL void bpcc_obs_release(struct obs_state *o);
 ** BPCC_ERR_GRAPH with the reason in why. */
 BPCC_INTERNAL enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim,
                                                 const int64_t *dims, char *why, size_t n_why);
+/* The min and max of n floats as bpcc_obs_observe's scan finds them; false when one is NaN. */
+BPCC_INTERNAL bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float *hi);
+/* dst[k] = x[k] * s for n > 0 floats, and the min and max of dst as bpcc_obs_minmax finds them, in
+** one pass (batch-norm folding); false when one is NaN. */
+BPCC_INTERNAL bool bpcc_obs_scale_minmax(const float *x, uint64_t n, float s, float *dst, float *lo, float *hi);
+/* Observe a tensor of dims (ndim >= 1, no NaN) by its range along axis 0 instead of its elements:
+** range holds dims[0] minima, then dims[0] maxima, each of a channel's elements as the
+** per-channel scan finds them (bpcc_tensor's axis0_range). Gives what bpcc_obs_observe gives on the
+** tensor (per tensor, a zero's sign may differ in the min or max, which no qparams depend on).
+** *used false (and nothing done) where the range does not serve: a HistogramObserver, a channel
+** axis other than 0, channels that differ from earlier batches; then bpcc_obs_observe. */
+BPCC_INTERNAL enum bpcc_status bpcc_obs_observe_range(struct obs_state *o, const float *range, uint32_t ndim,
+                                                      const int64_t *dims, bool *used);
 /* calculate_qparams: n values of scale (float32) and zero point (an integer, or a float for
 ** per_channel_affine_float_qparams), malloc'd. Observers without qparams (Placeholder, Noop,
 ** ReuseInput) give n = 0. */

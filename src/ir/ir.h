@@ -49,6 +49,12 @@ struct bpcc_tensor {
     void *data;     /* NULL while unbound (parsed, weights not read) */
     size_t nbytes;
     uint32_t src_line, src_col;
+    /* NULL, or for a float32 tensor of ndim >= 1 without NaN the min of each slice along axis 0,
+    ** then the max of each, as a per-channel weight observer finds them (bpcc_obs_observe_range):
+    ** batch-norm folding writes a weight and its range in one pass, so that convert's weight
+    ** observers need not read the weight again. Dropped by bpcc_tensor_data, through which the
+    ** data may change. */
+    const float *axis0_range;
     int64_t dims[]; /* ndim of them */
 };
 

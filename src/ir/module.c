@@ -574,7 +574,11 @@ enum bpcc_dtype bpcc_tensor_dtype(const struct bpcc_tensor *t) { return t->dtype
 uint32_t bpcc_tensor_ndim(const struct bpcc_tensor *t) { return t->ndim; }
 const int64_t *bpcc_tensor_dims(const struct bpcc_tensor *t) { return t->dims; }
 size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t) { return t->nbytes; }
-void *bpcc_tensor_data(struct bpcc_tensor *t) { return t->data; }
+void *bpcc_tensor_data(struct bpcc_tensor *t)
+{
+    t->axis0_range = NULL; /* the caller may write the data */
+    return t->data;
+}
 
 uint64_t bpcc_tensor_numel(const struct bpcc_tensor *t)
 {

@@ -322,7 +322,9 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     struct obs_state st;
     if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
     char why[200];
-    enum bpcc_status s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
+    bool used = false;
+    enum bpcc_status s = w->axis0_range ? bpcc_obs_observe_range(&st, w->axis0_range, w->ndim, w->dims, &used) : BPCC_OK;
+    if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
     float *sc = NULL;
     double *zp = NULL;
     uint32_t nq = 0;

@@ -4,6 +4,7 @@
 ** fold batch norms numerically in eval mode exactly as torch.nn.utils.fusion does (float32).
 */
 #include "pass.h"
+#include "../calib/observer.h"
 
 #include <math.h>
 
@@ -152,14 +153,29 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
     uint64_t outer = 1, inner = 1;
     for (int i = 0; i < out_axis; i++) outer *= (uint64_t)w->dims[i];
     for (uint32_t i = (uint32_t)out_axis + 1; i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
+    /* each output channel's range too, while its run is in cache (out_axis 0): convert's
+    ** weight observer then need not read the weight again */
+    float *range = out_axis == 0 && inner ? bpcc_arena_alloc_uninit(&fc->g->arena, 2 * C * sizeof(float), _Alignof(float))
+                                          : NULL;
+    bool ranged = range != NULL;
     for (uint64_t c = 0; c < C; c++) {
         float r = 1.0f / sqrtf(RV[c] + eps);
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
         float scale = gamma * r;
+        NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
+        if (ranged) {
+            /* out_axis 0: the channel is one run. Its range as the per-channel scan combines a
+            ** channel's runs: from its first element on. */
+            float lo, hi, *run = NW + c * inner;
+            ranged = bpcc_obs_scale_minmax(W + c * inner, inner, scale, run, &lo, &hi);
+            range[c] = lo < run[0] ? lo : run[0];
+            range[C + c] = hi > run[0] ? hi : run[0];
+            if (ranged) continue;
+        }
         for (uint64_t o = 0; o < outer; o++)
             scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
-        NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
     }
+    if (ranged) nw->axis0_range = range;
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
     if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, fc->d);
     return s;
