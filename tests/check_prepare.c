@@ -877,7 +877,7 @@ static void check_ranges(struct bpcc_graph *g)
 {
     struct bpcc_tensor *w[2];
     for (uint32_t i = 0, n = folded_weights(g, w); i < n; i++) {
-        const float *r = w[i]->axis0_range, *x = w[i]->data;
+        const float *r = bpcc_tensor_range(w[i]), *x = w[i]->data;
         ck_assert_ptr_nonnull(r);
         uint64_t C = (uint64_t)w[i]->dims[0], inner = bpcc_tensor_numel(w[i]) / C;
         for (uint64_t c = 0; c < C; c++) {
@@ -897,7 +897,7 @@ static void drop_ranges(struct bpcc_graph *g)
     struct bpcc_tensor *w[2];
     for (uint32_t i = 0, n = folded_weights(g, w); i < n; i++) {
         ck_assert_ptr_nonnull(bpcc_tensor_data(w[i]));
-        ck_assert_ptr_null(w[i]->axis0_range);
+        ck_assert_ptr_null(bpcc_tensor_range(w[i]));
     }
 }
 

@@ -33,7 +33,7 @@ BPCC_INTERNAL bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float 
 BPCC_INTERNAL bool bpcc_obs_scale_minmax(const float *x, uint64_t n, float s, float *dst, float *lo, float *hi);
 /* Observe a tensor of dims (ndim >= 1, no NaN) by its range along axis 0 instead of its elements:
 ** range holds dims[0] minima, then dims[0] maxima, each of a channel's elements as the
-** per-channel scan finds them (bpcc_tensor's axis0_range). Gives what bpcc_obs_observe gives on the
+** per-channel scan finds them (bpcc_tensor_range). Gives what bpcc_obs_observe gives on the
 ** tensor (per tensor, a zero's sign may differ in the min or max, which no qparams depend on).
 ** *used false (and nothing done) where the range does not serve: a HistogramObserver, a channel
 ** axis other than 0, channels that differ from earlier batches; then bpcc_obs_observe. */

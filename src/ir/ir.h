@@ -45,18 +45,25 @@ struct bpcc_node { /* the small fields together: no padding (184 bytes on LP64) 
 ** would be two thirds of the header. */
 struct bpcc_tensor {
     enum bpcc_dtype dtype;
-    uint32_t ndim;
+    uint16_t ndim;
+    uint16_t flags; /* BPCC_TENSOR_RANGED */
     void *data;     /* NULL while unbound (parsed, weights not read) */
     size_t nbytes;
     uint32_t src_line, src_col;
-    /* NULL, or for a float32 tensor of ndim >= 1 without NaN the min of each slice along axis 0,
-    ** then the max of each, as a per-channel weight observer finds them (bpcc_obs_observe_range):
-    ** batch-norm folding writes a weight and its range in one pass, so that convert's weight
-    ** observers need not read the weight again. Dropped by bpcc_tensor_data, through which the
-    ** data may change. */
-    const float *axis0_range;
-    int64_t dims[]; /* ndim of them */
+    int64_t dims[]; /* ndim of them; then, in a header made by bpcc_tensor_new_ranged, the range */
 };
+
+/* The header holds its data's range after the dims, valid: for a float32 tensor of ndim >= 1
+** without NaN, the min of each slice along axis 0, then the max of each (2 dims[0] floats), as a
+** per-channel weight observer finds them (bpcc_obs_observe_range). Batch-norm folding writes a
+** weight and its range in one pass, so that convert's weight observers need not read the weight
+** again. Dropped by bpcc_tensor_data, through which the data may change. Only such headers pay
+** for a range. */
+#define BPCC_TENSOR_RANGED 1u
+static inline const float *bpcc_tensor_range(const struct bpcc_tensor *t)
+{
+    return t->flags & BPCC_TENSOR_RANGED ? (const float *)(t->dims + t->ndim) : NULL;
+}
 
 struct module_tensor {
     const char *name;
@@ -253,6 +260,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
 /* a zeroed header for a tensor of rank ndim (<= BPCC_MAX_DIMS) in g's arena, ndim set; NULL when out of memory */
 BPCC_INTERNAL struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim);
+/* An uninitialized float32 tensor whose header has room for its range: the caller writes the
+** 2 dims[0] floats at *range and then sets BPCC_TENSOR_RANGED (never for ndim 0) */
+BPCC_INTERNAL enum bpcc_status bpcc_tensor_new_ranged(struct bpcc_graph *g, uint32_t ndim, const int64_t *dims,
+                                                      float **range, struct bpcc_tensor **out, struct bpcc_diag *d);
 /* bpcc_tensor_new without zeroing the data: the caller writes every element */
 BPCC_INTERNAL enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim,
                                                       const int64_t *dims, struct bpcc_tensor **out, struct bpcc_diag *d);

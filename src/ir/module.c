@@ -526,21 +526,24 @@ size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
     return (size_t)n;
 }
 
-struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim)
+/* a zeroed header for ndim dims and `extra` bytes after them */
+static struct bpcc_tensor *header(struct bpcc_arena *a, uint32_t ndim, size_t extra)
 {
     BPCC_ASSERT(ndim <= BPCC_MAX_DIMS);
-    struct bpcc_tensor *t = bpcc_arena_alloc(a, sizeof *t + ndim * sizeof t->dims[0], _Alignof(struct bpcc_tensor));
-    if (t) t->ndim = ndim;
+    struct bpcc_tensor *t = bpcc_arena_alloc(a, sizeof *t + ndim * sizeof t->dims[0] + extra, _Alignof(struct bpcc_tensor));
+    if (t) t->ndim = (uint16_t)ndim;
     return t;
 }
 
+struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim) { return header(a, ndim, 0); }
+
 static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
-                                   bool zero, struct bpcc_tensor **out, struct bpcc_diag *d)
+                                   bool zero, size_t extra, struct bpcc_tensor **out, struct bpcc_diag *d)
 {
     *out = NULL;
     if ((unsigned)dtype >= BPCC_DTYPE_COUNT || bpcc_dtype_size(dtype) == 0 || ndim > BPCC_MAX_DIMS)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid tensor dtype or rank");
-    struct bpcc_tensor *t = bpcc_tensor_header(&g->arena, ndim);
+    struct bpcc_tensor *t = header(&g->arena, ndim, extra);
     if (!t) return bpcc_diag_nomem(d);
     t->dtype = dtype;
     for (uint32_t i = 0; i < ndim; i++) t->dims[i] = dims[i];
@@ -561,13 +564,22 @@ static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, 
 enum bpcc_status bpcc_tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
                                  struct bpcc_tensor **out, struct bpcc_diag *d)
 {
-    return tensor_new(g, dtype, ndim, dims, true, out, d);
+    return tensor_new(g, dtype, ndim, dims, true, 0, out, d);
 }
 
 enum bpcc_status bpcc_tensor_new_uninit(struct bpcc_graph *g, enum bpcc_dtype dtype, uint32_t ndim, const int64_t *dims,
                                         struct bpcc_tensor **out, struct bpcc_diag *d)
 {
-    return tensor_new(g, dtype, ndim, dims, false, out, d);
+    return tensor_new(g, dtype, ndim, dims, false, 0, out, d);
+}
+
+enum bpcc_status bpcc_tensor_new_ranged(struct bpcc_graph *g, uint32_t ndim, const int64_t *dims, float **range,
+                                        struct bpcc_tensor **out, struct bpcc_diag *d)
+{
+    BPCC_ASSERT(ndim >= 1 && dims[0] >= 0);
+    enum bpcc_status s = tensor_new(g, BPCC_DTYPE_F32, ndim, dims, false, 2 * (size_t)dims[0] * sizeof(float), out, d);
+    *range = s ? NULL : (float *)((*out)->dims + ndim);
+    return s;
 }
 
 enum bpcc_dtype bpcc_tensor_dtype(const struct bpcc_tensor *t) { return t->dtype; }
@@ -576,7 +588,7 @@ const int64_t *bpcc_tensor_dims(const struct bpcc_tensor *t) { return t->dims; }
 size_t bpcc_tensor_nbytes(const struct bpcc_tensor *t) { return t->nbytes; }
 void *bpcc_tensor_data(struct bpcc_tensor *t)
 {
-    t->axis0_range = NULL; /* the caller may write the data */
+    t->flags &= (uint16_t)~BPCC_TENSOR_RANGED; /* the caller may write the data */
     return t->data;
 }
 

@@ -323,7 +323,8 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
     char why[200];
     bool used = false;
-    enum bpcc_status s = w->axis0_range ? bpcc_obs_observe_range(&st, w->axis0_range, w->ndim, w->dims, &used) : BPCC_OK;
+    const float *range = bpcc_tensor_range(w);
+    enum bpcc_status s = range ? bpcc_obs_observe_range(&st, range, w->ndim, w->dims, &used) : BPCC_OK;
     if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
     float *sc = NULL;
     double *zp = NULL;

@@ -143,7 +143,11 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
     float eps = (float)attr_float(bn, "eps", 1e-5);
     struct bpcc_tensor *nw, *nb;
     int64_t cdim[1] = {(int64_t)C};
-    enum bpcc_status s = bpcc_tensor_new_uninit(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
+    /* each output channel's range too, found as the weight is written (out_axis 0): convert's
+    ** weight observer then need not read the weight again */
+    float *range = NULL;
+    enum bpcc_status s = out_axis == 0 ? bpcc_tensor_new_ranged(fc->g, w->ndim, w->dims, &range, &nw, fc->d)
+                                       : bpcc_tensor_new_uninit(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
     if (!s) s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, 1, cdim, &nb, fc->d);
     if (s) return s;
     const float *W = w->data, *B = b ? b->data : NULL, *RM = rm->data, *RV = rv->data;
@@ -153,11 +157,7 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
     uint64_t outer = 1, inner = 1;
     for (int i = 0; i < out_axis; i++) outer *= (uint64_t)w->dims[i];
     for (uint32_t i = (uint32_t)out_axis + 1; i < w->ndim; i++) inner *= (uint64_t)w->dims[i];
-    /* each output channel's range too, while its run is in cache (out_axis 0): convert's
-    ** weight observer then need not read the weight again */
-    float *range = out_axis == 0 && inner ? bpcc_arena_alloc_uninit(&fc->g->arena, 2 * C * sizeof(float), _Alignof(float))
-                                          : NULL;
-    bool ranged = range != NULL;
+    bool ranged = range && inner;
     for (uint64_t c = 0; c < C; c++) {
         float r = 1.0f / sqrtf(RV[c] + eps);
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
@@ -175,7 +175,7 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
         for (uint64_t o = 0; o < outer; o++)
             scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
     }
-    if (ranged) nw->axis0_range = range;
+    if (ranged) nw->flags |= BPCC_TENSOR_RANGED;
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
     if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, fc->d);
     return s;
