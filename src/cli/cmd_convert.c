@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char convert_help[] =
     "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT\n"
@@ -17,19 +18,20 @@ static const char convert_help[] =
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
-    "                     [--explain] [--threads N] [--no-sqnr]\n"
+    "                     [--explain] [--threads N] [--no-sqnr] [--time]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
     "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
-    "forward passes per batch).\n";
+    "forward passes per batch). --time then prints how long each step took (wall clock): loading\n"
+    "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving.\n";
 
 struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
-    bool explain, no_sqnr;
+    bool explain, no_sqnr, time;
     struct cli_files data;
 };
 
@@ -48,9 +50,10 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             in_data = true;
             continue;
         }
-        if (want_data && (!strcmp(o, "--explain") || !strcmp(o, "--no-sqnr"))) {
+        if (want_data && (!strcmp(o, "--explain") || !strcmp(o, "--no-sqnr") || !strcmp(o, "--time"))) {
             if (o[2] == 'e') a->explain = true;
-            else a->no_sqnr = true;
+            else if (o[2] == 'n') a->no_sqnr = true;
+            else a->time = true;
             in_data = false;
             continue;
         }
@@ -89,6 +92,40 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
 
 static void free_args(struct cargs *a) { cli_free_files(&a->data); }
 
+/* --time: the steps of a run and the wall clock each took */
+enum step { STEP_LOAD, STEP_FUSE, STEP_PREPARE, STEP_CALIBRATE, STEP_CONVERT, STEP_SQNR, STEP_SAVE, STEP_COUNT };
+struct clock {
+    struct timespec last;
+    double ms[STEP_COUNT];
+};
+
+static void clock_start(struct clock *k)
+{
+    memset(k, 0, sizeof *k);
+    clock_gettime(CLOCK_MONOTONIC, &k->last);
+}
+
+/* the time since the last lap goes to step */
+static void lap(struct clock *k, enum step step)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    k->ms[step] += (double)(t.tv_sec - k->last.tv_sec) * 1e3 + (double)(t.tv_nsec - k->last.tv_nsec) / 1e6;
+    k->last = t;
+}
+
+static void print_times(const struct clock *k)
+{
+    static const char *const names[STEP_COUNT] = {"load", "fuse", "prepare", "calibrate", "convert", "sqnr", "save"};
+    double total = 0;
+    printf("time:");
+    for (int i = 0; i < STEP_COUNT; i++) {
+        printf("%s %s %.1f ms", i ? "," : "", names[i], k->ms[i]);
+        total += k->ms[i];
+    }
+    printf("; total %.1f ms\n", total);
+}
+
 static int run(struct cargs *a, bool one_shot)
 {
     struct bpcc_diag d;
@@ -99,14 +136,18 @@ static int run(struct cargs *a, bool one_shot)
     struct bpcc_prepare_report *r = NULL;
     char *plan = NULL;
     uint32_t n0 = 0, n_fused = 0, n_obs = 0, nq = 0, nm = 0;
+    struct clock k;
+    clock_start(&k);
     enum bpcc_status s = bpcc_config_load(a->backend, NULL, &c, &d);
     if (!s) s = bpcc_qconfig_load(a->qconfig, NULL, &m, &d);
     if (!s) s = bpcc_graph_load(a->model, &g, &d);
     if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
+    lap(&k, STEP_LOAD);
     if (!s && one_shot) {
         n0 = bpcc_graph_n_nodes(g);
         s = bpcc_fuse(g, c, NULL, NULL, &d);
         if (!s) n_fused = n0 - bpcc_graph_n_nodes(g);
+        lap(&k, STEP_FUSE);
         if (!s) s = bpcc_prepare(g, c, m, NULL, &r, &d);
         if (!s && a->plan) s = bpcc_prepare_plan_json(r, 2, &plan, &d);
         if (!s && a->explain) {
@@ -117,12 +158,15 @@ static int run(struct cargs *a, bool one_shot)
         }
         for (uint32_t i = 0; !s && i < bpcc_graph_n_modules(g); i++)
             n_obs += !strncmp(bpcc_module_type(bpcc_graph_module(g, i)), "torch.ao.quantization.", 22);
+        lap(&k, STEP_PREPARE);
         if (!s) {
             struct bpcc_calibrate_options o = {.threads = a->threads};
             s = bpcc_calibrate(g, (const char *const *)a->data.v, a->data.n, &o, &d);
         }
+        lap(&k, STEP_CALIBRATE);
     }
     if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
+    lap(&k, STEP_CONVERT);
     double db = 0;
     if (!s && one_shot && !a->no_sqnr) { /* the float model, reloaded, against the quantized one on the batches */
         struct bpcc_graph *f;
@@ -132,8 +176,10 @@ static int run(struct cargs *a, bool one_shot)
             bpcc_graph_free(f);
         }
     }
+    lap(&k, STEP_SQNR);
     if (!s) s = bpcc_graph_save(g, a->out, &d);
     if (!s && plan) s = cli_write_text(a->plan, plan, &d);
+    lap(&k, STEP_SAVE);
     bpcc_free(plan);
     bpcc_prepare_report_free(r);
     bpcc_graph_free(g);
@@ -147,6 +193,7 @@ static int run(struct cargs *a, bool one_shot)
         printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
                "%u reference modules, %s -> %s\n", a->model, n0, n_fused, n_obs, a->data.n, a->data.n == 1 ? "" : "es",
                nq, nm, sq, a->out);
+        if (a->time) print_times(&k);
     }
     return EXIT_OK;
 }
