@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Whole-process quantization with one calibration batch, bpcc against PyTorch in one run.
 
-bpcc: the `bpcc quantize ... --no-sqnr --threads 1` process (start, load, fuse, prepare, the batch,
-convert, save). PyTorch 1.13, one thread: prepare_fx + the batch + convert_to_reference_fx
+bpcc: the `bpcc quantize ... --no-sqnr --threads 1 --time` process (start, load, fuse, prepare, the
+batch, convert, save), with the medians of the step times it prints. PyTorch 1.13, one thread: prepare_fx + the batch + convert_to_reference_fx
 (1) in this already running Python with the model in memory (import excluded) and (2) as a
 process of its own that imports torch, loads the model saved with torch.save and the batch, and
 runs the same flow (import included). Medians of RUNS, with min and max.
@@ -55,10 +55,19 @@ def stats(xs):
     return [statistics.median(xs), min(xs), max(xs)]
 
 
-def wall(cmd, env=None):
+def wall(cmd, env=None, steps=None):
+    """the command's wall clock; with `steps` (a dict of lists), the step times `bpcc quantize --time`
+    printed are appended to it"""
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0
+    r = subprocess.run(cmd, check=True, env=env, stdout=subprocess.PIPE if steps is not None else subprocess.DEVNULL,
+                       text=True)
+    t = time.perf_counter() - t0
+    if steps is not None:
+        line = [l for l in r.stdout.splitlines() if l.startswith("time: ")][-1]
+        for part in line[len("time: "):].split("; ")[0].split(", "):
+            step, ms, _ = part.split(" ")
+            steps.setdefault(step, []).append(float(ms))
+    return t
 
 
 def bench(bpcc, name, runs, size):
@@ -77,8 +86,10 @@ def bench(bpcc, name, runs, size):
         env = dict(os.environ)
         env.pop("OPENBLAS_CORETYPE", None)  # set by importing torch; let bpcc choose
         env.pop("OPENBLAS_NUM_THREADS", None)
+        steps = {}
         tb = [wall([bpcc, "quantize", src, "-b", "fbgemm", "-q", "fbgemm", "--data", batch, "-o",
-                    os.path.join(tmp, "q.bpcc"), "--no-sqnr", "--threads", "1"], env) for _ in range(runs)]
+                    os.path.join(tmp, "q.bpcc"), "--no-sqnr", "--threads", "1", "--time"], env, steps)
+              for _ in range(runs)]
         tp = [wall([sys.executable, os.path.join(tmp, "flow.py"), os.path.join(tmp, "m.pt"), os.path.join(tmp, "x.pt"),
                     os.path.join(tmp, "q.pt")]) for _ in range(runs)]
     tt = []
@@ -90,7 +101,8 @@ def bench(bpcc, name, runs, size):
             p(x)
             convert_to_reference_fx(p, backend_config=get_fbgemm_backend_config())
             tt.append(time.perf_counter() - t0)
-    r = {"model": name, "bpcc_process": stats(tb), "torch_in_process": stats(tt), "torch_process": stats(tp)}
+    r = {"model": name, "bpcc_process": stats(tb), "torch_in_process": stats(tt), "torch_process": stats(tp),
+         "bpcc_steps_ms": {k: statistics.median(v) for k, v in steps.items()}}
     r["ratio_import_excluded"] = r["torch_in_process"][0] / r["bpcc_process"][0]
     r["ratio_import_included"] = r["torch_process"][0] / r["bpcc_process"][0]
     return r

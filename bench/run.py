@@ -207,16 +207,21 @@ def document(res):
             ms(b["passes"][1]), ms(b["passes"][2]), ms(b["weights_read_ms"]), ms(t["passes"][0]), ms(t["passes"][1]),
             ms(t["passes"][2]), r["ratio"]))
     L += ["", "### 2. Whole process, one calibration batch [1, 3, 224, 224]", "",
-          "bpcc: `bpcc quantize -b fbgemm -q fbgemm --no-sqnr --threads 1` as a process (start, load, passes "
+          "bpcc: `bpcc quantize -b fbgemm -q fbgemm --no-sqnr --threads 1 --time` as a process (start, load, passes "
           "without rollback undo logs, the batch, save). PyTorch: prepare_fx + the batch + convert_to_reference_fx in a running Python (import "
           "excluded), and as a process that imports torch, loads the model (torch.load) and saves the result "
-          "(import included). Outputs go to /dev/shm for both.", "",
-          "| model | bpcc process | PyTorch, import excluded | ratio | PyTorch process, import included | ratio |",
-          "|---|---|---|---|---|---|"]
+          "(import included). Outputs go to /dev/shm for both. bpcc's steps: the medians of what `--time` "
+          "printed in its runs (load: the configs and the model; calibrate: the batch and the qparams; the "
+          "process's start and exit are the rest).", "",
+          "| model | bpcc process | bpcc's steps (load, fuse, prepare, calibrate, convert, save) | PyTorch, import "
+          "excluded | ratio | PyTorch process, import included | ratio |",
+          "|---|---|---|---|---|---|---|"]
     for r in res["quantize"]:
-        L.append("| %s | %.3f s [%.3f–%.3f] | %.3f s | %.1f× | %.2f s | %.1f× |" % (
-            r["model"], *r["bpcc_process"], r["torch_in_process"][0], r["ratio_import_excluded"], r["torch_process"][0],
-            r["ratio_import_included"]))
+        st = r.get("bpcc_steps_ms", {})
+        steps = ", ".join("%.1f" % st[k] for k in ("load", "fuse", "prepare", "calibrate", "convert", "save") if k in st)
+        L.append("| %s | %.3f s [%.3f–%.3f] | %s ms | %.3f s | %.1f× | %.2f s | %.1f× |" % (
+            r["model"], *r["bpcc_process"], steps, r["torch_in_process"][0], r["ratio_import_excluded"],
+            r["torch_process"][0], r["ratio_import_included"]))
     L += ["", "### 3. Calibration throughput, one thread (%d batches of [1, 3, 224, 224], MinMax observers)" %
           res["calib_batches"], "",
           "Both timed warm (one batch first, not counted), three pairs of runs taken in turn: medians [min–max]; "
