@@ -25,7 +25,7 @@ static const char quantize_help[] =
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
     "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
-    "forward passes per batch). --time then prints how long each step took (wall clock): loading\n"
+    "forward passes per batch). --time also prints how long each step took (wall clock): loading\n"
     "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving.\n";
 
 struct cargs {
@@ -94,19 +94,19 @@ static void free_args(struct cargs *a) { cli_free_files(&a->data); }
 
 /* --time: the steps of a run and the wall clock each took */
 enum step { STEP_LOAD, STEP_FUSE, STEP_PREPARE, STEP_CALIBRATE, STEP_CONVERT, STEP_SQNR, STEP_SAVE, STEP_COUNT };
-struct clock {
+struct step_clock {
     struct timespec last;
     double ms[STEP_COUNT];
 };
 
-static void clock_start(struct clock *k)
+static void clock_start(struct step_clock *k)
 {
     memset(k, 0, sizeof *k);
     clock_gettime(CLOCK_MONOTONIC, &k->last);
 }
 
 /* the time since the last lap goes to step */
-static void lap(struct clock *k, enum step step)
+static void lap(struct step_clock *k, enum step step)
 {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -114,7 +114,7 @@ static void lap(struct clock *k, enum step step)
     k->last = t;
 }
 
-static void print_times(const struct clock *k)
+static void print_times(const struct step_clock *k)
 {
     static const char *const names[STEP_COUNT] = {"load", "fuse", "prepare", "calibrate", "convert", "sqnr", "save"};
     double total = 0;
@@ -136,7 +136,7 @@ static int run(struct cargs *a, bool one_shot)
     struct bpcc_prepare_report *r = NULL;
     char *plan = NULL;
     uint32_t n0 = 0, n_fused = 0, n_obs = 0, nq = 0, nm = 0;
-    struct clock k;
+    struct step_clock k;
     clock_start(&k);
     enum bpcc_status s = bpcc_config_load(a->backend, NULL, &c, &d);
     if (!s) s = bpcc_qconfig_load(a->qconfig, NULL, &m, &d);
