@@ -190,8 +190,9 @@ bool bpcc_obs_scale_minmax(const float *x, uint64_t n, float s, float *dst, floa
         lo = v < lo ? v : lo;
         hi = v > hi ? v : hi;
     }
-    *lo_out = lo;
-    *hi_out = hi;
+    /* as the per-channel scan combines a channel's runs, from its first element on (a zero's sign) */
+    *lo_out = lo < dst[0] ? lo : dst[0];
+    *hi_out = hi > dst[0] ? hi : dst[0];
     return !bad;
 }
 
@@ -786,8 +787,6 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
     take_channels(o, lo, hi, C);
     return BPCC_OK;
 }
-
-bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float *hi) { return !minmax_scan(x, n, lo, hi); }
 
 enum bpcc_status bpcc_obs_observe_range(struct obs_state *o, const float *range, uint32_t ndim, const int64_t *dims,
                                         bool *used)

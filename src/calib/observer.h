@@ -26,10 +26,9 @@ BPCC_INTERNAL void bpcc_obs_release(struct obs_state *o);
 ** BPCC_ERR_GRAPH with the reason in why. */
 BPCC_INTERNAL enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim,
                                                 const int64_t *dims, char *why, size_t n_why);
-/* The min and max of n floats as bpcc_obs_observe's scan finds them; false when one is NaN. */
-BPCC_INTERNAL bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float *hi);
-/* dst[k] = x[k] * s for n > 0 floats, and the min and max of dst as bpcc_obs_minmax finds them, in
-** one pass (batch-norm folding); false when one is NaN. */
+/* dst[k] = x[k] * s for n > 0 floats, and the min and max of dst as a per-channel
+** bpcc_obs_observe finds them for a channel of one run, in one pass (batch-norm folding); false
+** when one is NaN. */
 BPCC_INTERNAL bool bpcc_obs_scale_minmax(const float *x, uint64_t n, float s, float *dst, float *lo, float *hi);
 /* Observe a tensor of dims (ndim >= 1, no NaN) by its range along axis 0 instead of its elements:
 ** range holds dims[0] minima, then dims[0] maxima, each of a channel's elements as the

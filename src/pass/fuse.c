@@ -163,13 +163,8 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
         float gamma = G ? G[c] : 1.0f, beta = BE ? BE[c] : 0.0f, bias = B ? B[c] : 0.0f;
         float scale = gamma * r;
         NB[c] = linear ? (bias - RM[c]) * scale + beta : (bias - RM[c]) * r * gamma + beta;
-        if (ranged) {
-            /* out_axis 0: the channel is one run. Its range as the per-channel scan combines a
-            ** channel's runs: from its first element on. */
-            float lo, hi, *run = NW + c * inner;
-            ranged = bpcc_obs_scale_minmax(W + c * inner, inner, scale, run, &lo, &hi);
-            range[c] = lo < run[0] ? lo : run[0];
-            range[C + c] = hi > run[0] ? hi : run[0];
+        if (ranged) { /* out_axis 0: the channel is one run */
+            ranged = bpcc_obs_scale_minmax(W + c * inner, inner, scale, NW + c * inner, &range[c], &range[C + c]);
             if (ranged) continue;
         }
         for (uint64_t o = 0; o < outer; o++)
