@@ -401,6 +401,68 @@ START_TEST(removed_modules_are_gone_through_a_restore)
 }
 END_TEST
 
+/* Node and module names are two namespaces kept in one slot per name: a node and a module of one
+** name are found apart, a name one kind has does not number the other's, and a failed pass gives
+** each back as it was, also where the pass gave a name its second owner, replaced the module of a
+** node's name, or made a module and the node that calls it under a new name (an observer). */
+START_TEST(a_name_holds_its_node_and_its_module_apart_through_a_restore)
+{
+    struct bpcc_module *ma, *mb, *ma2, *mo, *mc;
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x)); /* the node first */
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.ReLU", &ma, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "b", "torch.nn.Tanh", &mb, &d), BPCC_OK); /* the module first */
+    struct bpcc_node *b = mk(BPCC_NODE_CALL_MODULE, "b", "b", refs(1, a));
+    ck_assert_str_eq(bpcc_node_name(b), "b");
+    ck_assert_int_eq(bpcc_graph_add_module(g, "b_1", "torch.nn.Tanh", NULL, &d), BPCC_OK);
+    ck_assert_str_eq(bpcc_node_name(mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.relu", refs(1, x))), "b_1");
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "a"), a);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "a"), ma);
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "b"), b);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "b"), mb);
+    ck_assert_ptr_eq(bpcc_node_module(b), mb);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.ReLU", NULL, &d), BPCC_ERR_INVALID);
+    bpcc_diag_init(&d);
+
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_remove_module(g, "a", &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "a"), a);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.GELU", &ma2, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "obs", "torch.nn.Identity", &mo, &d), BPCC_OK);
+    struct bpcc_node *o = mk(BPCC_NODE_CALL_MODULE, "obs", "obs", refs(1, b));
+    ck_assert_str_eq(bpcc_node_name(o), "obs");
+    ck_assert_ptr_eq(bpcc_node_module(o), mo);
+    struct bpcc_node *c = mk(BPCC_NODE_CALL_FUNCTION, "c", "torch.relu", refs(1, o)); /* a node, then its name's module */
+    ck_assert_int_eq(bpcc_graph_add_module(g, "c", "torch.nn.ReLU", &mc, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "c"), c);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "a"), ma2);
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
+
+    ck_assert_ptr_eq(bpcc_graph_find_node(g, "a"), a);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "a"), ma);
+    ck_assert_str_eq(bpcc_module_type(ma), "torch.nn.ReLU");
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "b"), mb);
+    ck_assert_ptr_eq(bpcc_node_module(b), mb);
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "obs"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "obs"));
+    ck_assert_ptr_null(bpcc_graph_find_node(g, "c"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "c"));
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 3);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4);
+    /* the pass's names are free again, each kind's apart: no obs_1, c_1 */
+    ck_assert_str_eq(bpcc_node_name(mk(BPCC_NODE_CALL_MODULE, "obs", "b", refs(1, b))), "obs");
+    ck_assert_int_eq(bpcc_graph_add_module(g, "c", "torch.nn.ReLU", &mc, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "c"), mc);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "obs", "torch.nn.Identity", &mo, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "obs"), mo);
+    ck_assert_ptr_eq(bpcc_node_module(bpcc_graph_find_node(g, "obs")), mb);
+    ck_assert_str_eq(bpcc_node_name(mk(BPCC_NODE_CALL_FUNCTION, "c", "torch.relu", refs(1, a))), "c");
+    struct bpcc_node *obs = bpcc_graph_find_node(g, "obs");
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, obs));
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
 /* The module a call_module node remembers is only used while it is the table's under the target. */
 START_TEST(a_node_finds_the_module_its_target_names_now)
 {
@@ -731,6 +793,7 @@ int main(void)
     tcase_add_test(tc, names_come_back_through_two_restores);
     tcase_add_test(tc, a_failed_pass_gives_a_node_its_many_users_back_in_order);
     tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
+    tcase_add_test(tc, a_name_holds_its_node_and_its_module_apart_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

@@ -7,7 +7,7 @@
 */
 #include "ir.h"
 
-/* Every name ever given to a node keeps the node in its intern slot's value (bpcc_intern_value),
+/* Every name ever given to a node keeps the node in its intern slot's value (bpcc_name_node),
 ** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
 ** does not touch the table, whose probe is a cache miss on a big graph. g->bases: FX-style
 ** numbering state, base name -> the last number handed out (an int64_t in the arena), keyed by
@@ -16,8 +16,40 @@
 /* the live node a name's slot value holds, or NULL (none, or an erased node) */
 static struct bpcc_node *live(void *v)
 {
-    struct bpcc_node *n = v;
+    struct bpcc_node *n = bpcc_name_node(v);
     return n && !n->dead ? n : NULL;
+}
+
+bool bpcc_name_make_room(struct bpcc_graph *g, void **slot)
+{
+    uintptr_t p = (uintptr_t)*slot;
+    if (!p || (p & BPCC_NAME_BOTH)) return true;
+    struct name_owners *o = BPCC_ARENA_NEW(&g->arena, struct name_owners);
+    if (!o) return false;
+    o->node = bpcc_name_node(*slot);
+    o->module = bpcc_name_module(*slot);
+    *slot = (void *)((uintptr_t)o | BPCC_NAME_BOTH);
+    return true;
+}
+
+static struct name_owners *owners(void *v) { return (struct name_owners *)((uintptr_t)v & ~(uintptr_t)3); }
+
+void bpcc_name_put_node(void **slot, struct bpcc_node *n)
+{
+    if ((uintptr_t)*slot & BPCC_NAME_BOTH) owners(*slot)->node = n;
+    else {
+        BPCC_ASSERT(!bpcc_name_module(*slot));
+        *slot = n;
+    }
+}
+
+void bpcc_name_put_module(void **slot, struct bpcc_module *m)
+{
+    if ((uintptr_t)*slot & BPCC_NAME_BOTH) owners(*slot)->module = m;
+    else {
+        BPCC_ASSERT(!bpcc_name_node(*slot));
+        *slot = m ? (void *)((uintptr_t)m | BPCC_NAME_MODULE) : NULL;
+    }
 }
 
 static const char *const node_kind_names[BPCC_NODE_KIND_COUNT] = {
@@ -154,7 +186,7 @@ static bool unique_name(struct bpcc_graph *g, const char *candidate, struct name
     if (num <= 0) num = last ? *last : 0;
     struct name c = name_of(buf);
     void **v;
-    while ((v = bpcc_intern_slot(&g->intern, buf, c.len, c.hash, &c.s, NULL)) && *v) {
+    while ((v = bpcc_intern_slot(&g->intern, buf, c.len, c.hash, &c.s, NULL)) && bpcc_name_node(*v)) {
         num++;
         buf[base_len] = '_';
         c.len = base_len + 1 + bpcc_format_i64(num, buf + base_len + 1);
@@ -363,7 +395,6 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     n->graph = g;
     n->kind = kind;
     n->target = target;
-    bpcc_node_resolve_module(n);
     struct bpcc_value empty_tuple = {.kind = BPCC_VAL_TUPLE};
     struct bpcc_value empty_dict = {.kind = BPCC_VAL_DICT};
     if (!args) args = &empty_tuple;
@@ -383,7 +414,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     if (!slot && name && bpcc_node_name_valid(name)) {
         nm = name_of(name);
         if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s, NULL))) return bpcc_diag_nomem(d);
-        if (*slot) slot = NULL; /* taken: numbered below */
+        if (bpcc_name_node(*slot)) slot = NULL; /* taken: numbered below */
     }
     if (!slot) {
         char cand[256];
@@ -391,6 +422,9 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
         else default_candidate(kind, n->target, cand, sizeof cand);
         if (!unique_name(g, cand, &nm, &slot)) return bpcc_diag_nomem(d);
     }
+    if (!bpcc_name_make_room(g, slot)) return bpcc_diag_nomem(d);
+    /* a call_module node named as its module (an observer's) finds the module in its name's slot */
+    bpcc_node_resolve_module(n, nm.s == target ? slot : NULL);
     n->name = nm.s;
     n->id = g->next_id; /* a new node's own fields need no records (ir.h: bpcc_undo_node) */
     if (!bpcc_undo_name(g, nm.s)) return bpcc_diag_nomem(d);
@@ -404,7 +438,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
         remove_uses(n, &n->kwargs);
         return bpcc_diag_nomem(d);
     }
-    *slot = n;
+    bpcc_name_put_node(slot, n);
     g->next_id++;
     g->n_nodes++;
     if (out) *out = n;
@@ -433,7 +467,7 @@ enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_
                                            struct bpcc_diag *d)
 {
     if (out) *out = NULL;
-    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target || *slot)
+    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target || bpcc_name_node(*slot))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind, target or name");
     return node_make(g, kind, name, slot, target, args, kwargs, true, out, d);
 }
@@ -562,7 +596,7 @@ enum bpcc_status bpcc_node_set_target(struct bpcc_node *n, const char *target,
     const char *t = bpcc_graph_intern(n->graph, target);
     if (!t || !BPCC_UNDO_NODE(n, n->target)) return bpcc_diag_nomem(d);
     n->target = t;
-    bpcc_node_resolve_module(n);
+    bpcc_node_resolve_module(n, NULL);
     return BPCC_OK;
 }
 

@@ -80,7 +80,7 @@ struct bpcc_module { /* the 4-byte fields together: no padding (136 bytes on LP6
     uint32_t n_tensor_slots;  /* the index below: open addressing on the interned name */
     uint32_t src_line, src_col;
     uint32_t mark;  /* scratch for passes */
-    bool dead;      /* unlinked: not in the index; dropped from `modules` at the next compaction */
+    bool dead;      /* unlinked: lookups read it as none; dropped from `modules` at the next compaction */
     bool many_callers; /* more than one node has remembered it (see bpcc_node_module) */
     bool fresh;     /* made by the pass running (undo.c): changes to it need no records */
     struct module_tensor *tensors;
@@ -114,6 +114,8 @@ struct bpcc_graph {
     ** through a few dense pages instead of one node per page among args, names and tensors
     ** (1M-node synthetic model: fuse and prepare ~15 % faster) */
     struct bpcc_arena nodes;
+    /* every name of the graph, once; a name's slot value (bpcc_intern_value) holds what has that
+    ** name: the node and the module (see bpcc_name_node) */
     struct bpcc_intern intern;
     struct bpcc_node *first, *last;
     uint32_t n_nodes, next_id;
@@ -126,13 +128,48 @@ struct bpcc_graph {
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
     uint32_t module_epoch; /* moves on when a module more than one node remembered goes */
-    struct bpcc_strmap module_index; /* module name -> module (unlinked ones stay, dead: module.c) */
     const char *source_file;   /* interned: the text file this graph was parsed from */
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
     bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes keep no undo log */
     struct bpcc_safetensors *weights; /* kept open: tensors point into its mapping */
 };
+
+/* What a name of a graph names, kept in the name's intern slot value (no second index of the same
+** strings: the slot that interning a name finds is where its node or module is looked up):
+** - the node: every node ever given the name, also once it is erased (dead; the name stays
+**   reserved), and
+** - the module: the last one added under the name, also once it is unlinked (dead; adding a module
+**   under the name takes the slot over).
+** Node and module names are separate namespaces, and a call_module node often has its module's
+** name (an observer's activation_post_process_<n>): a slot with both holds a struct name_owners,
+** allocated once in the graph's arena. The value's low bits say which (NULL: nothing). */
+struct name_owners {
+    struct bpcc_node *node;
+    struct bpcc_module *module;
+};
+#define BPCC_NAME_MODULE 1u
+#define BPCC_NAME_BOTH 2u
+static inline struct bpcc_node *bpcc_name_node(const void *v)
+{
+    uintptr_t p = (uintptr_t)v;
+    if (p & BPCC_NAME_BOTH) return ((const struct name_owners *)(p & ~(uintptr_t)3))->node;
+    return p & BPCC_NAME_MODULE ? NULL : (struct bpcc_node *)p;
+}
+static inline struct bpcc_module *bpcc_name_module(const void *v)
+{
+    uintptr_t p = (uintptr_t)v;
+    if (p & BPCC_NAME_BOTH) return ((const struct name_owners *)(p & ~(uintptr_t)3))->module;
+    return p & BPCC_NAME_MODULE ? (struct bpcc_module *)(p & ~(uintptr_t)3) : NULL;
+}
+/* The slot can take a node and a module without allocating (bpcc_name_put_node / _module then
+** cannot fail): a slot holding one of them takes its struct name_owners now. false when out of
+** memory (the slot unchanged). */
+BPCC_INTERNAL bool bpcc_name_make_room(struct bpcc_graph *g, void **slot);
+/* the slot's node or module becomes n or m (NULL allowed: what a playback puts back); a slot that
+** holds the other one has room (bpcc_name_make_room) */
+BPCC_INTERNAL void bpcc_name_put_node(void **slot, struct bpcc_node *n);
+BPCC_INTERNAL void bpcc_name_put_module(void **slot, struct bpcc_module *m);
 
 /* value.c */
 BPCC_INTERNAL enum bpcc_status bpcc_value_copy(struct bpcc_graph *g, struct bpcc_value *dst,
@@ -165,9 +202,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bp
                                                    struct bpcc_node **out, struct bpcc_diag *d);
 /* For a reader that names nodes as it goes (the text parser), which takes a name's slot in the
 ** graph's intern table (bpcc_intern_slot; the slot lasts while g->intern.table.epoch does):
-** bpcc_graph_slot_node, the node the slot names, or NULL; bpcc_graph_node_new_named,
+** bpcc_graph_slot_node, the live node the slot names, or NULL; bpcc_graph_node_new_named,
 ** bpcc_graph_node_new with args/kwargs adopted, target interned in g and name interned with its
-** free, still valid slot (a name bpcc_node_name_valid accepts). */
+** still valid slot that no node has (a module may: bpcc_name_node), a name bpcc_node_name_valid
+** accepts. */
 BPCC_INTERNAL struct bpcc_node *bpcc_graph_slot_node(void *const *slot);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind,
                                                          const char *name, void **slot, const char *target,
@@ -200,10 +238,11 @@ BPCC_INTERNAL void bpcc_graph_release_undo(struct bpcc_graph *g);
 BPCC_INTERNAL void bpcc_undo_grow_by_record(bool on);
 /* the `size` bytes at addr, about to change */
 BPCC_INTERNAL bool bpcc_undo_bytes(struct bpcc_graph *g, void *addr, size_t size);
-/* an interned name whose free slot is about to name a node */
+/* an interned name whose slot, without a node until now, is about to name one */
 BPCC_INTERNAL bool bpcc_undo_name(struct bpcc_graph *g, const char *interned);
-/* a module index entry (by its interned key) about to change; old: its value, NULL if absent */
-BPCC_INTERNAL bool bpcc_undo_module_entry(struct bpcc_graph *g, const char *key, void *old);
+/* the module of an interned name's slot (bpcc_name_module) about to change; old: it, NULL if none.
+** Both are played back into slots made room in (bpcc_name_make_room) before the change. */
+BPCC_INTERNAL bool bpcc_undo_module_entry(struct bpcc_graph *g, const char *key, struct bpcc_module *old);
 /* a numbering base (interned) about to enter g->bases */
 BPCC_INTERNAL bool bpcc_undo_base(struct bpcc_graph *g, const char *base);
 #define BPCC_UNDO(g, lvalue) (!(g)->undo.on || bpcc_undo_bytes((g), &(lvalue), sizeof(lvalue)))
@@ -238,7 +277,9 @@ BPCC_INTERNAL struct bpcc_module *bpcc_node_module(const struct bpcc_node *n);
 BPCC_INTERNAL const char *bpcc_node_module_type(const struct bpcc_node *n);
 /* m->type = type (interned in m's graph); the nodes remembering m forget its type */
 BPCC_INTERNAL void bpcc_module_set_type(struct bpcc_module *m, const char *type);
-BPCC_INTERNAL void bpcc_node_resolve_module(struct bpcc_node *n);
+/* n remembers the module its target names (call_module nodes; others none); target_slot, when
+** not NULL, is the intern slot of n's target, which holds it */
+BPCC_INTERNAL void bpcc_node_resolve_module(struct bpcc_node *n, void *const *target_slot);
 BPCC_INTERNAL void bpcc_graph_resolve_modules(struct bpcc_graph *g);
 /* every node forgets its remembered module and every module its callers (after an undo playback
 ** the caches may name modules the failed pass made; bpcc_graph_resolve_modules fills them again) */
@@ -251,11 +292,11 @@ BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph 
                                                         const char **leaf_out);
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* bpcc_graph_add_module where a name in use is no error but *out NULL: a caller looking for a free
-** name asks the index once per candidate instead of a lookup and then an add */
+** name probes the table once per candidate instead of a lookup and then an add */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *g, const char *name, const char *type,
                                                              struct bpcc_module **out, struct bpcc_diag *d);
-/* Unlink m and its submodules (O(subtree)): marked dead, lookups no longer find them (their index
-** entries stay, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
+/* Unlink m and its submodules (O(subtree)): marked dead, lookups no longer find them (their names'
+** slots keep them, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
 ** objects stay valid (graph arena). */
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
 /* a zeroed header for a tensor of rank ndim (<= BPCC_MAX_DIMS) in g's arena, ndim set; NULL when out of memory */

@@ -11,20 +11,19 @@ const char *bpcc_tensor_role_name(enum bpcc_tensor_role r)
 }
 
 
-/* The module index keeps the entries of unlinked modules (dead, their memory kept): taking an
-** entry out was a probe of the table, a cache miss per module on a big graph, and fusion unlinks
-** three modules per group. Lookups read a dead module as none, and adding a module under its name
-** takes its entry over. */
+/* A module is found through its name's intern slot (bpcc_name_module), which keeps an unlinked
+** module (dead, its memory kept): taking it out was a probe of the table, a cache miss per module
+** on a big graph, and fusion unlinks three modules per group. Lookups read a dead module as none,
+** and adding a module under its name takes the slot over. */
 
-static struct bpcc_module *present(void *v)
+static struct bpcc_module *present(const void *v)
 {
-    struct bpcc_module *m = v;
+    struct bpcc_module *m = bpcc_name_module(v);
     return m && !m->dead ? m : NULL;
 }
 
 void bpcc_graph_release_modules(struct bpcc_graph *g)
 {
-    bpcc_strmap_release(&g->module_index);
     bpcc_xfree(g->modules);
     g->modules = NULL;
     g->n_modules = g->cap_modules = 0;
@@ -38,36 +37,35 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
     if (out) *out = NULL;
     if (!name || !type)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module needs a name and a type");
-    /* one hash of the name for the index entry and the intern table; the entry is found or made
-    ** by one probe, and taken out again if what follows runs out of memory */
+    /* the type first: interning moves the slots, and the name's slot is held to the end. One probe
+    ** of the table interns the name and finds what has it. */
+    const char *itype = bpcc_graph_intern(g, type);
+    if (!itype) return bpcc_diag_nomem(d);
     size_t len = strlen(name);
-    uint32_t h = bpcc_str_hash(name, len);
-    bool added;
-    struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&g->module_index, name, len, h, &added);
-    if (!e) return bpcc_diag_nomem(d);
-    if (!added && present(e->value))
+    const char *iname;
+    void **slot = bpcc_intern_slot(&g->intern, name, len, bpcc_str_hash(name, len), &iname, NULL);
+    if (!slot) return bpcc_diag_nomem(d);
+    struct bpcc_module *was = bpcc_name_module(*slot);
+    if (was && !was->dead)
         return if_free ? BPCC_OK : bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
-    struct bpcc_module *m = NULL;
+    if (!bpcc_name_make_room(g, slot)) return bpcc_diag_nomem(d);
     if (g->n_modules == g->cap_modules) {
         uint32_t cap = g->cap_modules ? g->cap_modules * 2 : 16;
         struct bpcc_module **p = bpcc_realloc(g->modules, cap * sizeof *p);
-        if (!p) goto nomem;
+        if (!p) return bpcc_diag_nomem(d);
         g->modules = p;
         g->cap_modules = cap;
     }
-    if (!(m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module))) goto nomem;
+    struct bpcc_module *m = BPCC_ARENA_NEW(&g->arena, struct bpcc_module);
+    if (!m) return bpcc_diag_nomem(d);
     m->graph = g;
-    /* a dead module's entry taken over holds the name interned already (fusion puts its result
-    ** where the conv was): no probe of the intern table */
-    m->name = added ? bpcc_intern_nh(&g->intern, name, len, h) : e->key;
-    m->type = bpcc_graph_intern(g, type);
-    if (!m->name || !m->type) goto nomem;
+    m->name = iname;
+    m->type = itype;
     m->attrs.kind = BPCC_VAL_DICT;
-    /* a pass's log: the entry as it was (its key is the same string either way); the table of
-    ** modules and its count need no records (undo.c keeps them as the pass found them) */
-    if (!bpcc_undo_module_made(g, m) || !bpcc_undo_module_entry(g, m->name, added ? NULL : e->value)) goto nomem;
-    e->key = m->name; /* the entry's key until now was the caller's string */
-    e->value = m;
+    /* a pass's log: the slot's module as it was; the table of modules and its count need no
+    ** records (undo.c keeps them as the pass found them) */
+    if (!bpcc_undo_module_made(g, m) || !bpcc_undo_module_entry(g, m->name, was)) return bpcc_diag_nomem(d);
+    bpcc_name_put_module(slot, m);
     g->modules[g->n_modules++] = m;
     /* link into the tree under the nearest ancestor in the table */
     char buf[512];
@@ -95,9 +93,6 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
     if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     if (out) *out = m;
     return BPCC_OK;
-nomem:
-    if (added) bpcc_strmap_remove(&g->module_index, e);
-    return bpcc_diag_nomem(d);
 }
 
 enum bpcc_status bpcc_graph_add_module(struct bpcc_graph *g, const char *name, const char *type,
@@ -128,7 +123,7 @@ static void unlink_rec(struct bpcc_graph *g, struct bpcc_module *m)
 {
     for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) unlink_rec(g, c);
     if (!BPCC_UNDO_MODULE(m, m->dead)) return;
-    m->dead = true; /* its index entry stays (see `present`) */
+    m->dead = true; /* its name's slot keeps it (see `present`) */
     forget_callers(g, m);
 }
 
@@ -173,8 +168,9 @@ void bpcc_graph_compact_modules(struct bpcc_graph *g)
 
 struct bpcc_module *bpcc_graph_find_module(const struct bpcc_graph *g, const char *name)
 {
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&g->module_index, name);
-    return e ? present(e->value) : NULL;
+    size_t len = strlen(name);
+    void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
+    return v ? present(*v) : NULL;
 }
 
 /* n's remembered module is still the one the table gives for its target: it is in the table (a
@@ -214,9 +210,10 @@ static void remember(struct bpcc_node *n, struct bpcc_module *m)
     else if (m && m->caller != n) m->many_callers = true;
 }
 
-void bpcc_node_resolve_module(struct bpcc_node *n)
+void bpcc_node_resolve_module(struct bpcc_node *n, void *const *target_slot)
 {
-    remember(n, n->kind == BPCC_NODE_CALL_MODULE ? bpcc_graph_find_module(n->graph, n->target) : NULL);
+    if (n->kind != BPCC_NODE_CALL_MODULE) remember(n, NULL);
+    else remember(n, target_slot ? present(*target_slot) : bpcc_graph_find_module(n->graph, n->target));
 }
 
 void bpcc_graph_forget_modules(struct bpcc_graph *g)
@@ -243,9 +240,9 @@ struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char
 {
     const char *dot = strrchr(target, '.');
     size_t len = dot ? (size_t)(dot - target) : 0;
-    const struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->module_index, target, len, bpcc_str_hash(target, len));
+    void **v = bpcc_intern_value(&g->intern, target, len, bpcc_str_hash(target, len));
     if (leaf_out) *leaf_out = dot ? dot + 1 : target;
-    return e ? present(e->value) : NULL;
+    return v ? present(*v) : NULL;
 }
 
 uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g) { return g->n_modules; }

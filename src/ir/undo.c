@@ -4,8 +4,8 @@
 ** the pass first records the bytes it overwrites; a failure plays the records back, newest first,
 ** so each place ends with the value it had before its first change. Objects the pass made itself
 ** need no records: once the old objects are back, nothing reaches the new ones (nodes are told
-** apart by id, see bpcc_undo_node). Names and module index entries are recorded by their key, not
-** by address, because their tables move when they grow. What the pass allocated stays allocated
+** apart by id, see bpcc_undo_node). A name's node and module are recorded by the name, not
+** by address, because the intern table moves when it grows. What the pass allocated stays allocated
 ** until the graph is freed, as with any arena memory.
 **
 ** A snapshot of the whole structure cost a copy of every node and module per pass, a quarter of
@@ -28,8 +28,8 @@
 
 enum undo_kind {
     UNDO_BYTES,      /* old bytes of `addr` */
-    UNDO_NAME,       /* addr: an interned node name whose slot was free */
-    UNDO_MODULE,     /* addr: a module index key; the old value, NULL when the key was absent */
+    UNDO_NAME,       /* addr: an interned name whose slot had no node */
+    UNDO_MODULE,     /* addr: an interned module name; the slot's module before (NULL: none) */
     UNDO_BASE,       /* addr: a numbering base that was new */
     UNDO_LONG,       /* the record's addr, then its size | kind << 32, in the two words before */
 };
@@ -110,7 +110,7 @@ bool bpcc_undo_name(struct bpcc_graph *g, const char *interned)
     return record(g, UNDO_NAME, (void *)interned, NULL, 0);
 }
 
-bool bpcc_undo_module_entry(struct bpcc_graph *g, const char *key, void *old)
+bool bpcc_undo_module_entry(struct bpcc_graph *g, const char *key, struct bpcc_module *old)
 {
     return record(g, UNDO_MODULE, (void *)key, &old, sizeof old);
 }
@@ -181,8 +181,8 @@ static void drop(struct bpcc_undo *u)
     *u = (struct bpcc_undo){0};
 }
 
-/* the slot of an index key recorded by its interned pointer (the key is there: tables only lose
-** keys to the playback itself, which puts back what was there first) */
+/* the slot of a numbering base recorded by its interned pointer (the key is there: the table only
+** loses keys to the playback itself, which puts back what was there first) */
 static struct bpcc_strmap_slot *entry(struct bpcc_strmap *m, const char *key)
 {
     size_t len = strlen(key);
@@ -219,20 +219,18 @@ static void play_back(struct bpcc_graph *g)
         case UNDO_BYTES:
             memcpy(t.addr, old, t.size);
             break;
-        case UNDO_NAME: {
+        case UNDO_NAME:
+        case UNDO_MODULE: { /* the name's slot was made room in before it changed: no allocation */
             size_t len = strlen(t.addr);
             void **v = bpcc_intern_value(&g->intern, t.addr, len, bpcc_str_hash(t.addr, len));
             BPCC_ASSERT(v);
-            *v = NULL;
-            break;
-        }
-        case UNDO_MODULE: {
-            struct bpcc_strmap_slot *e = entry(&g->module_index, t.addr);
-            void *was;
-            memcpy(&was, old, sizeof was);
-            BPCC_ASSERT(e);
-            if (was) e->value = was;
-            else bpcc_strmap_remove(&g->module_index, e);
+            if (t.kind == UNDO_NAME) {
+                bpcc_name_put_node(v, NULL);
+            } else {
+                struct bpcc_module *was;
+                memcpy(&was, old, sizeof was);
+                bpcc_name_put_module(v, was);
+            }
             break;
         }
         case UNDO_BASE: { /* recorded before it is put: absent when the put failed */

@@ -82,8 +82,8 @@ static void **claim_name(struct conv *cv, struct bpcc_module *root, const char *
 {
     bool added;
     void **slot = bpcc_intern_slot(&cv->g->intern, name, len, bpcc_str_hash(name, len), str, &added);
-    *is_free = slot && (added || (!bpcc_module_tensor(root, *str) && !bpcc_module_attr(root, *str) &&
-                                  !bpcc_graph_find_module(cv->g, *str)));
+    const struct bpcc_module *m = slot ? bpcc_name_module(*slot) : NULL;
+    *is_free = slot && (added || (!bpcc_module_tensor(root, *str) && !bpcc_module_attr(root, *str) && (!m || m->dead)));
     return slot;
 }
 
@@ -120,7 +120,7 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t s
     }
     if (!slot || bpcc_module_add_tensor(root, str, BPCC_TENSOR_BUFFER, t)) return bpcc_diag_nomem(cv->d);
     enum bpcc_status s;
-    if (*slot || !bpcc_node_name_valid(str)) /* a node has the name, or it is none: named as FX names */
+    if (bpcc_name_node(*slot) || !bpcc_node_name_valid(str)) /* a node has the name, or it is none: named as FX names */
         s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, out, cv->d);
     else
         s = bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, out, cv->d);

@@ -712,7 +712,7 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
         struct bpcc_module *old = bpcc_node_module(p->root);
         if (old) bpcc_graph_unlink_module(g, old);
         if ((s = run_fuser(p->def, &p->fc)) || (s = rewire(g, p, d))) break;
-        bpcc_node_resolve_module(p->root); /* the fused module, while its index slot is at hand */
+        bpcc_node_resolve_module(p->root, NULL); /* the fused module, while its name's slot is at hand */
         if (explain_out) {
             const struct bpcc_module *fm = bpcc_node_module(p->root);
             bpcc_buf_printf(&ex, "%s -> %s (%s): ", p->root->name, fm ? fm->type : "?",
