@@ -228,6 +228,55 @@ START_TEST(set_args_updates_use_def)
 }
 END_TEST
 
+/* kwargs, metadata and scope, which most nodes lack (the node holds a pointer, NULL for none): the
+** accessors give an empty dict and none, kwargs' nodes are uses like args', setting them empty
+** gives the node none again, and a failed pass gives each back. */
+START_TEST(kwargs_meta_and_scope_are_kept_only_where_present)
+{
+    struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+    struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.add", refs(1, x));
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, a));
+    ck_assert(bpcc_node_kwargs(a)->kind == BPCC_VAL_DICT && bpcc_node_kwargs(a)->n == 0);
+    ck_assert_int_eq(bpcc_node_meta(a)->kind, BPCC_VAL_NONE);
+    const char *type = "?";
+    ck_assert_ptr_null(bpcc_node_scope(a, &type));
+    ck_assert_ptr_null(type);
+    ck_assert_ptr_null(a->kwargs);
+    /* kwargs {other: y}: a use of y */
+    const char *key = "other";
+    struct bpcc_value item = bpcc_value_node(y), kw = {.kind = BPCC_VAL_DICT, .n = 1, .u.seq = {&item, &key}};
+    ck_assert_int_eq(bpcc_node_set_args(a, NULL, &kw, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 1);
+    ck_assert_ptr_eq(bpcc_value_get(bpcc_node_kwargs(a), "other")->u.node, y);
+    int64_t dims[] = {2, 3};
+    struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = 2, .u.ttype = {BPCC_DTYPE_F32, dims}};
+    ck_assert_int_eq(bpcc_node_set_meta(a, &tt, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_scope(a, "blk", "torch.nn.Module", &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    /* a failed pass that empties all three */
+    struct bpcc_value empty = {.kind = BPCC_VAL_DICT}, none = bpcc_value_none();
+    ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_args(a, NULL, &empty, &d), BPCC_OK);
+    ck_assert_ptr_null(a->kwargs);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 0);
+    ck_assert_int_eq(bpcc_node_set_meta(a, &none, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_scope(a, NULL, NULL, &d), BPCC_OK);
+    ck_assert_ptr_null(bpcc_node_scope(a, NULL));
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 1);
+    ck_assert_ptr_eq(bpcc_value_get(bpcc_node_kwargs(a), "other")->u.node, y);
+    ck_assert(bpcc_node_meta(a)->kind == BPCC_VAL_TTYPE && bpcc_node_meta(a)->u.ttype.dims[1] == 3);
+    ck_assert_str_eq(bpcc_node_scope(a, &type), "blk");
+    ck_assert_str_eq(type, "torch.nn.Module");
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    /* emptied for good: none held, the use gone */
+    ck_assert_int_eq(bpcc_node_set_args(a, NULL, &empty, &d), BPCC_OK);
+    ck_assert_ptr_null(a->kwargs);
+    ck_assert_uint_eq(bpcc_node_n_users(y), 0);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+}
+END_TEST
+
 START_TEST(references_to_other_graphs_are_refused)
 {
     struct bpcc_graph *other;
@@ -641,7 +690,7 @@ START_TEST(a_restore_brings_back_the_attributes_as_they_were)
 END_TEST
 
 /* Tensor types of one shape share one dims array in the graph (they are immutable), also across
-** a failed pass. */
+** a failed pass, and nodes' metadata of one dtype and shape is one value. */
 START_TEST(tensor_types_of_one_shape_share_their_dims)
 {
     struct bpcc_node *x = placeholder("x"), *y = placeholder("y"), *z = placeholder("z");
@@ -672,6 +721,21 @@ START_TEST(tensor_types_of_one_shape_share_their_dims)
     ck_assert(bpcc_node_meta(z)->n == 3 && bpcc_node_meta(z)->u.ttype.dims[2] == 3);
     ck_assert_int_eq(bpcc_node_set_meta(y, &a, &d), BPCC_OK);
     ck_assert_ptr_eq(bpcc_node_meta(y)->u.ttype.dims, bpcc_node_meta(x)->u.ttype.dims);
+    ck_assert_ptr_eq(bpcc_node_meta(y), bpcc_node_meta(x));
+    ck_assert_ptr_ne(bpcc_node_meta(y), mz); /* the same dims, another dtype */
+    ck_assert_int_eq(bpcc_node_meta(z)->u.ttype.dtype, BPCC_DTYPE_F32);
+    /* none: a node made without, and one set so */
+    struct bpcc_value none = bpcc_value_none();
+    ck_assert_int_eq(bpcc_node_meta(placeholder("w"))->kind, BPCC_VAL_NONE);
+    ck_assert_int_eq(bpcc_node_set_meta(x, &none, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_meta(x)->kind, BPCC_VAL_NONE);
+    /* a tuple of them: its own copy, holding the shared dims */
+    struct bpcc_value items[2] = {a, e}, tup = {.kind = BPCC_VAL_TUPLE, .n = 2, .u.seq = {items, NULL}};
+    ck_assert_int_eq(bpcc_node_set_meta(x, &tup, &d), BPCC_OK);
+    const struct bpcc_value *mt = bpcc_node_meta(x);
+    ck_assert(mt->kind == BPCC_VAL_TUPLE && mt->n == 2 && mt->u.seq.items != items);
+    ck_assert_ptr_eq(mt->u.seq.items[0].u.ttype.dims, bpcc_node_meta(y)->u.ttype.dims);
+    ck_assert_ptr_eq(mt->u.seq.items[1].u.ttype.dims, bpcc_node_meta(z)->u.ttype.dims);
 }
 END_TEST
 
@@ -795,6 +859,7 @@ int main(void)
     tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
     tcase_add_test(tc, a_name_holds_its_node_and_its_module_apart_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
+    tcase_add_test(tc, kwargs_meta_and_scope_are_kept_only_where_present);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);
     tcase_add_test(tc, topo_sort_reports_cycles);

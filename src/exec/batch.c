@@ -47,7 +47,7 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
                                 "integers or bools: token ids, masks)", name, bpcc_dtype_name(dt), p->name);
             break;
         }
-        const struct bpcc_value *m = &p->meta;
+        const struct bpcc_value *m = bpcc_node_meta(p);
         if (m->kind == BPCC_VAL_TTYPE) {
             bool ok = m->n == nd;
             for (uint32_t j = 1; ok && j < nd; j++) ok = m->u.ttype.dims[j] == dims[j];

@@ -843,8 +843,9 @@ static enum bpcc_status cast(const struct xargs *a, enum cast how, struct xval *
         const struct bpcc_value *iv = NULL;
         for (uint32_t i = 1; i < a->node->args.n && !iv; i++)
             if (a->node->args.u.seq.items[i].kind == BPCC_VAL_DTYPE) iv = &a->node->args.u.seq.items[i];
-        for (uint32_t k = 0; k < a->node->kwargs.n && !iv; k++)
-            if (!strcmp(a->node->kwargs.u.seq.keys[k], "dtype")) iv = &a->node->kwargs.u.seq.items[k];
+        const struct bpcc_value *kw = bpcc_node_kwargs(a->node);
+        for (uint32_t k = 0; k < kw->n && !iv; k++)
+            if (!strcmp(kw->u.seq.keys[k], "dtype")) iv = &kw->u.seq.items[k];
         const struct xval *o = bpcc_xarg(a, 1, "other");
         if (iv && iv->kind == BPCC_VAL_DTYPE) {
             if (iv->u.dtype == BPCC_DTYPE_I64 || iv->u.dtype == BPCC_DTYPE_I32) how = C_INT;

@@ -273,8 +273,9 @@ bool bpcc_xarg_dtype(const struct xargs *a, uint32_t i, const char *name, enum b
 {
     /* dtypes reach kernels as XV_OTHER from the IR's DTYPE values: read them from the node */
     const struct bpcc_value *iv = i < a->node->args.n ? &a->node->args.u.seq.items[i] : NULL;
-    for (uint32_t k = 0; !iv && k < a->node->kwargs.n; k++)
-        if (!strcmp(a->node->kwargs.u.seq.keys[k], name)) iv = &a->node->kwargs.u.seq.items[k];
+    const struct bpcc_value *kw = bpcc_node_kwargs(a->node);
+    for (uint32_t k = 0; !iv && k < kw->n; k++)
+        if (!strcmp(kw->u.seq.keys[k], name)) iv = &kw->u.seq.items[k];
     if (!iv || iv->kind != BPCC_VAL_DTYPE) {
         bpcc_xerr(a, "argument %s must be a dtype", name);
         return false;
@@ -671,7 +672,8 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
 {
     struct xval *pos = NULL, *kw = NULL;
     enum bpcc_status s = BPCC_OK;
-    uint32_t np = n->args.n, nk = n->kwargs.n;
+    const struct bpcc_value *kwv = bpcc_node_kwargs(n);
+    uint32_t np = n->args.n, nk = kwv->n;
     pos = bpcc_malloc((np ? np : 1) * sizeof *pos);
     kw = bpcc_malloc((nk ? nk : 1) * sizeof *kw);
     if (!pos || !kw) s = bpcc_diag_nomem(d);
@@ -679,8 +681,8 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
     for (; !s && done_p < np; done_p++)
         if (arg_value(e, &n->args.u.seq.items[done_p], &pos[done_p])) s = bpcc_diag_nomem(d);
     for (; !s && done_k < nk; done_k++)
-        if (arg_value(e, &n->kwargs.u.seq.items[done_k], &kw[done_k])) s = bpcc_diag_nomem(d);
-    struct xargs a = {.node = n, .n = np, .pos = pos, .n_kw = nk, .kw_names = n->kwargs.u.seq.keys, .kw = kw,
+        if (arg_value(e, &kwv->u.seq.items[done_k], &kw[done_k])) s = bpcc_diag_nomem(d);
+    struct xargs a = {.node = n, .n = np, .pos = pos, .n_kw = nk, .kw_names = kwv->u.seq.keys, .kw = kw,
                       .d = d, .ctx = &e->ctx};
     /* the first argument dies with this call when this is its last use: the kernel may take its
     ** tensor (changed in place) as the result, which then leaves the argument's slot */
@@ -782,7 +784,7 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
     memset(e->uses, 0, (e->n_ids + 1) * sizeof *e->uses);
     for (const struct bpcc_node *n = g->first; n; n = n->next) {
         bpcc_value_visit_nodes((struct bpcc_value *)&n->args, count_use, e);
-        bpcc_value_visit_nodes((struct bpcc_value *)&n->kwargs, count_use, e);
+        if (n->kwargs) bpcc_value_visit_nodes(n->kwargs, count_use, e);
     }
     uint32_t k = 0;
     enum bpcc_status s = BPCC_OK;
@@ -820,7 +822,7 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
         if (s) break;
         if (!e->uses[n->id]) bpcc_xval_release(&e->slot[n->id]);
         bpcc_value_visit_nodes((struct bpcc_value *)&n->args, drop_use, e);
-        bpcc_value_visit_nodes((struct bpcc_value *)&n->kwargs, drop_use, e);
+        if (n->kwargs) bpcc_value_visit_nodes(n->kwargs, drop_use, e);
     }
     for (uint32_t i = 0; i <= e->n_ids; i++) bpcc_xval_release(&e->slot[i]);
     return s;

@@ -161,13 +161,13 @@ static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
               bpcc_json_put(o, "op", json_string(bpcc_node_kind_name(n->kind))) &&
               bpcc_json_put(o, "target", json_string(n->target)) &&
               bpcc_json_put(o, "args", bpcc_value_to_json(&n->args, true)) &&
-              bpcc_json_put(o, "kwargs", bpcc_value_to_json(&n->kwargs, true)) &&
+              bpcc_json_put(o, "kwargs", bpcc_value_to_json(bpcc_node_kwargs(n), true)) &&
               (users = put_array(o, "users")) != NULL;
     for (uint32_t i = 0; ok && i < n->n_users; i++)
         ok = json_array_append_new(users, json_string(n->users[i].node->name)) == 0;
-    ok = ok && bpcc_json_put(o, "meta", meta_json(&n->meta));
-    if (ok && n->scope_path) {
-        json_t *sc = json_pack("[ss]", n->scope_path, n->scope_type);
+    ok = ok && bpcc_json_put(o, "meta", meta_json(bpcc_node_meta(n)));
+    if (ok && n->scope) {
+        json_t *sc = json_pack("[ss]", n->scope[0], n->scope[1]);
         ok = bpcc_json_put(o, "scope", sc);
     }
     struct bpcc_qparams q;

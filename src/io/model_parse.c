@@ -784,15 +784,16 @@ static enum bpcc_status parse_node(struct parser *ps)
     }
     struct bpcc_value meta = bpcc_value_none();
     if (accept(ps, ':') && parse_meta(ps, &meta, 0)) return ps->status;
-    const char *scope_path = NULL, *scope_type = NULL;
+    const char **scope = NULL;
     if (accept(ps, '@')) {
         const char *sat = NULL;
-        scope_path = parse_name(ps, "a scope module path", &sat);
-        if (!scope_path) return ps->status;
-        if (!*scope_path) return fail_at(ps, sat, "a scope names a submodule; the root scope is written by leaving '@' out");
+        if (!(scope = BPCC_ARENA_NEWN(&ps->g->arena, const char *, 2))) return nomem(ps);
+        scope[0] = parse_name(ps, "a scope module path", &sat);
+        if (!scope[0]) return ps->status;
+        if (!*scope[0]) return fail_at(ps, sat, "a scope names a submodule; the root scope is written by leaving '@' out");
         if (expect(ps, ':')) return ps->status;
-        scope_type = parse_name(ps, "the scope's module type", NULL);
-        if (!scope_type) return ps->status;
+        scope[1] = parse_name(ps, "the scope's module type", NULL);
+        if (!scope[1]) return ps->status;
     }
     if (expect_eol(ps)) return ps->status;
     if (kind == BPCC_NODE_OUTPUT && bpcc_graph_output(ps->g))
@@ -812,9 +813,8 @@ static enum bpcc_status parse_node(struct parser *ps)
         s = bpcc_graph_node_new_named(ps->g, kind, name, slot, target, &args, &kwargs, &node, NULL);
     }
     if (s) return s == BPCC_ERR_NOMEM ? nomem(ps) : fail_at(ps, at, "invalid node");
-    node->meta = meta;
-    node->scope_path = scope_path;
-    node->scope_type = scope_type;
+    if (bpcc_graph_meta(ps->g, &meta, &node->meta)) return nomem(ps);
+    node->scope = scope;
     node->src_line = ps->line;
     node->src_col = col_of(ps, at);
     return BPCC_OK;

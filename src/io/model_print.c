@@ -181,19 +181,19 @@ static enum bpcc_status print_graph(const struct bpcc_graph *g, const char *weig
         print_name(b, n->target);
         bpcc_buf_addc(b, ' ');
         bpcc_print_value(b, &n->args);
-        if (n->kwargs.n) {
+        if (n->kwargs) {
             bpcc_buf_addc(b, ' ');
-            bpcc_print_value(b, &n->kwargs);
+            bpcc_print_value(b, n->kwargs);
         }
-        if (n->meta.kind != BPCC_VAL_NONE) {
+        if (n->meta) {
             bpcc_buf_adds(b, " : ");
-            bpcc_print_value(b, &n->meta);
+            bpcc_print_value(b, n->meta);
         }
-        if (n->scope_path) {
+        if (n->scope) {
             bpcc_buf_adds(b, " @ ");
-            print_name(b, n->scope_path);
+            print_name(b, n->scope[0]);
             bpcc_buf_adds(b, " : ");
-            print_name(b, n->scope_type);
+            print_name(b, n->scope[1]);
         }
         bpcc_buf_addc(b, '\n');
         line_done(b, sink);

@@ -89,6 +89,7 @@ enum bpcc_status bpcc_graph_new(struct bpcc_graph **out, struct bpcc_diag *d)
 static void release_tables(struct bpcc_graph *g)
 {
     bpcc_strmap_release(&g->shapes);
+    bpcc_strmap_release(&g->metas);
     bpcc_strmap_release(&g->bases);
     bpcc_graph_release_modules(g);
     bpcc_intern_release(&g->intern);
@@ -121,6 +122,37 @@ const int64_t *bpcc_graph_intern_dims(struct bpcc_graph *g, const int64_t *dims,
     if (!copy) return NULL;
     memcpy(copy, dims, len);
     return bpcc_strmap_put(&g->shapes, (const char *)copy, len, h, NULL) ? NULL : copy;
+}
+
+enum bpcc_status bpcc_graph_meta(struct bpcc_graph *g, const struct bpcc_value *meta, const struct bpcc_value **out)
+{
+    *out = NULL;
+    if (meta->kind == BPCC_VAL_NONE) return BPCC_OK;
+    struct bpcc_value *v;
+    if (meta->kind != BPCC_VAL_TTYPE || meta->n > BPCC_MAX_DIMS) {
+        if (!(v = BPCC_ARENA_NEW(&g->arena, struct bpcc_value))) return BPCC_ERR_NOMEM;
+        enum bpcc_status s = bpcc_value_copy(g, v, meta);
+        if (!s) *out = v;
+        return s;
+    }
+    int64_t key[1 + BPCC_MAX_DIMS];
+    key[0] = meta->u.ttype.dtype;
+    if (meta->n) memcpy(key + 1, meta->u.ttype.dims, meta->n * sizeof *key);
+    size_t len = (1 + (size_t)meta->n) * sizeof *key;
+    uint32_t h = bpcc_str_hash((const char *)key, len);
+    struct bpcc_strmap_slot *e = bpcc_strmap_get(&g->metas, (const char *)key, len, h);
+    if (e) {
+        *out = e->value;
+        return BPCC_OK;
+    }
+    int64_t *copy = BPCC_ARENA_NEWN(&g->arena, int64_t, 1 + meta->n);
+    if (!copy || !(v = BPCC_ARENA_NEW(&g->arena, struct bpcc_value))) return BPCC_ERR_NOMEM;
+    memcpy(copy, key, len);
+    *v = (struct bpcc_value){.kind = BPCC_VAL_TTYPE, .n = meta->n, .u.ttype = {meta->u.ttype.dtype, NULL}};
+    if (meta->n && !(v->u.ttype.dims = bpcc_graph_intern_dims(g, copy + 1, meta->n))) return BPCC_ERR_NOMEM;
+    if (bpcc_strmap_put(&g->metas, (const char *)copy, len, h, v)) return BPCC_ERR_NOMEM;
+    *out = v;
+    return BPCC_OK;
 }
 
 /* {==================== names ==================== */
@@ -305,8 +337,10 @@ static void remove_ref(struct bpcc_value *ref, void *ud)
 }
 
 /* Register the uses in v; on failure undo the ones made, so the graph is unchanged. */
+/* v: NULL for none (a node's empty kwargs) */
 static enum bpcc_status add_uses(struct bpcc_node *user, struct bpcc_value *v)
 {
+    if (!v) return BPCC_OK;
     struct use_ctx c = {user, user->graph, BPCC_OK, 0};
     bpcc_value_visit_nodes(v, add_ref, &c);
     if (c.status) {
@@ -319,6 +353,7 @@ static enum bpcc_status add_uses(struct bpcc_node *user, struct bpcc_value *v)
 
 static void remove_uses(struct bpcc_node *user, struct bpcc_value *v)
 {
+    if (!v) return;
     struct use_ctx c = {user, user->graph, BPCC_OK, UINT32_MAX};
     bpcc_value_visit_nodes(v, remove_ref, &c);
 }
@@ -378,6 +413,22 @@ enum bpcc_status bpcc_graph_create_node(struct bpcc_graph *g, enum bpcc_node_kin
     return bpcc_graph_node_new(g, kind, name, target, args, kwargs, false, out, d);
 }
 
+/* A node's kwargs for a DICT (NULL: none): NULL when empty, else in g's arena, its items taken
+** over (`adopt`, already in g's arena) or copied */
+static enum bpcc_status kwargs_of(struct bpcc_graph *g, const struct bpcc_value *kwargs, bool adopt,
+                                  struct bpcc_value **out)
+{
+    *out = NULL;
+    if (!kwargs || !kwargs->n) return BPCC_OK;
+    struct bpcc_value *v = BPCC_ARENA_NEW(&g->arena, struct bpcc_value);
+    if (!v) return BPCC_ERR_NOMEM;
+    enum bpcc_status s = BPCC_OK;
+    if (adopt) *v = *kwargs;
+    else s = bpcc_value_copy(g, v, kwargs);
+    if (!s) *out = v;
+    return s;
+}
+
 /* a new node of g with target `target` (interned in g); named `name` in its free intern slot
 ** `slot` when the caller has them (nothing interned since the slot was taken), else after `name`
 ** as bpcc_graph_node_new names it */
@@ -396,17 +447,13 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     n->kind = kind;
     n->target = target;
     struct bpcc_value empty_tuple = {.kind = BPCC_VAL_TUPLE};
-    struct bpcc_value empty_dict = {.kind = BPCC_VAL_DICT};
     if (!args) args = &empty_tuple;
-    if (!kwargs) kwargs = &empty_dict;
-    if (adopt) {
-        n->args = *args;
-        n->kwargs = *kwargs;
-    } else if ((s = bpcc_value_copy(g, &n->args, args)) ||
-               (s = bpcc_value_copy(g, &n->kwargs, kwargs)))
+    if (adopt) n->args = *args;
+    else s = bpcc_value_copy(g, &n->args, args);
+    if (!s) s = kwargs_of(g, kwargs, adopt, &n->kwargs);
+    if (s)
         return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
                                    : bpcc_diag_error(d, s, NULL, 0, 0, "node arguments nest too deep");
-    n->meta.kind = BPCC_VAL_NONE;
 
     /* the name's intern slot: every name ever given keeps its node there (reserved below, once
     ** nothing can fail; nothing is interned in between, so the slot stays valid) */
@@ -429,13 +476,13 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     n->id = g->next_id; /* a new node's own fields need no records (ir.h: bpcc_undo_node) */
     if (!bpcc_undo_name(g, nm.s)) return bpcc_diag_nomem(d);
     if ((s = add_uses(n, &n->args))) return bpcc_diag_nomem(d);
-    if ((s = add_uses(n, &n->kwargs))) {
+    if ((s = add_uses(n, n->kwargs))) {
         remove_uses(n, &n->args);
         return bpcc_diag_nomem(d);
     }
     if (!link_last(g, n)) {
         remove_uses(n, &n->args);
-        remove_uses(n, &n->kwargs);
+        remove_uses(n, n->kwargs);
         return bpcc_diag_nomem(d);
     }
     bpcc_name_put_node(slot, n);
@@ -501,31 +548,39 @@ const char *bpcc_node_target(const struct bpcc_node *n) { return n->target; }
 enum bpcc_node_kind bpcc_node_kind(const struct bpcc_node *n) { return n->kind; }
 uint32_t bpcc_node_id(const struct bpcc_node *n) { return n->id; }
 const struct bpcc_value *bpcc_node_args(const struct bpcc_node *n) { return &n->args; }
-const struct bpcc_value *bpcc_node_kwargs(const struct bpcc_node *n) { return &n->kwargs; }
-const struct bpcc_value *bpcc_node_meta(const struct bpcc_node *n) { return &n->meta; }
+const struct bpcc_value *bpcc_node_kwargs(const struct bpcc_node *n)
+{
+    static const struct bpcc_value empty = {.kind = BPCC_VAL_DICT};
+    return n->kwargs ? n->kwargs : &empty;
+}
+const struct bpcc_value *bpcc_node_meta(const struct bpcc_node *n)
+{
+    static const struct bpcc_value none = {.kind = BPCC_VAL_NONE};
+    return n->meta ? n->meta : &none;
+}
 
 const char *bpcc_node_scope(const struct bpcc_node *n, const char **type_out)
 {
-    if (type_out) *type_out = n->scope_type;
-    return n->scope_path;
+    if (type_out) *type_out = n->scope ? n->scope[1] : NULL;
+    return n->scope ? n->scope[0] : NULL;
 }
 
 enum bpcc_status bpcc_node_set_scope(struct bpcc_node *n, const char *path, const char *type,
                                      struct bpcc_diag *d)
 {
     if (bpcc_undo_failed(n->graph)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
-    if (!BPCC_UNDO_NODE(n, n->scope_path) || !BPCC_UNDO_NODE(n, n->scope_type)) return bpcc_diag_nomem(d);
+    if (!BPCC_UNDO_NODE(n, n->scope)) return bpcc_diag_nomem(d);
     if (!path || !*path) {
-        n->scope_path = n->scope_type = NULL;
+        n->scope = NULL;
         return BPCC_OK;
     }
     if (!type || !*type)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "node '%s': scope '%s' needs a module type",
                                n->name, path);
-    const char *p = bpcc_graph_intern(n->graph, path), *t = bpcc_graph_intern(n->graph, type);
-    if (!p || !t) return bpcc_diag_nomem(d);
-    n->scope_path = p;
-    n->scope_type = t;
+    const char **sc = BPCC_ARENA_NEWN(&n->graph->arena, const char *, 2);
+    if (!sc || !(sc[0] = bpcc_graph_intern(n->graph, path)) || !(sc[1] = bpcc_graph_intern(n->graph, type)))
+        return bpcc_diag_nomem(d);
+    n->scope = sc;
     return BPCC_OK;
 }
 uint32_t bpcc_node_n_users(const struct bpcc_node *n) { return n->n_users; }
@@ -552,9 +607,8 @@ enum bpcc_status bpcc_node_set_meta(struct bpcc_node *n, const struct bpcc_value
     if (!meta_ok(meta, 0))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0,
                                "node metadata must be tensor types or tuples of them");
-    struct bpcc_value copy;
-    enum bpcc_status s = bpcc_value_copy(n->graph, &copy, meta);
-    if (s || !BPCC_UNDO_NODE(n, n->meta)) return bpcc_diag_nomem(d);
+    const struct bpcc_value *copy;
+    if (bpcc_graph_meta(n->graph, meta, &copy) || !BPCC_UNDO_NODE(n, n->meta)) return bpcc_diag_nomem(d);
     n->meta = copy;
     return BPCC_OK;
 }
@@ -566,15 +620,14 @@ enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value
     struct bpcc_graph *g = n->graph;
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
-    struct bpcc_value na = n->args, nk = n->kwargs;
-    if ((args && (s = bpcc_value_copy(g, &na, args))) ||
-        (kwargs && (s = bpcc_value_copy(g, &nk, kwargs))))
+    struct bpcc_value na = n->args, *nk = n->kwargs;
+    if ((args && (s = bpcc_value_copy(g, &na, args))) || (kwargs && (s = kwargs_of(g, kwargs, false, &nk))))
         return s == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
                                    : bpcc_diag_error(d, s, NULL, 0, 0, "node arguments nest too deep");
     /* Register the new uses before dropping the old ones, so a failure changes nothing. */
     if ((args && !BPCC_UNDO_NODE(n, n->args)) || (kwargs && !BPCC_UNDO_NODE(n, n->kwargs))) return bpcc_diag_nomem(d);
     if (args && (s = add_uses(n, &na))) return bpcc_diag_nomem(d);
-    if (kwargs && (s = add_uses(n, &nk))) {
+    if (kwargs && (s = add_uses(n, nk))) {
         if (args) remove_uses(n, &na);
         return bpcc_diag_nomem(d);
     }
@@ -583,7 +636,7 @@ enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value
         n->args = na;
     }
     if (kwargs) {
-        remove_uses(n, &n->kwargs);
+        remove_uses(n, n->kwargs);
         n->kwargs = nk;
     }
     return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
@@ -625,7 +678,7 @@ static bool swap_refs(struct bpcc_node *user, struct bpcc_node *from, uint32_t i
 {
     struct swap_ctx c = {user, from, to, 0, false};
     bpcc_value_visit_nodes(&user->args, swap_ref, &c);
-    bpcc_value_visit_nodes(&user->kwargs, swap_ref, &c);
+    if (user->kwargs) bpcc_value_visit_nodes(user->kwargs, swap_ref, &c);
     if (c.failed) return false;
     BPCC_ASSERT(c.n == from->users[i].count);
     for (uint32_t k = 0; k < c.n; k++)
@@ -728,7 +781,7 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     struct bpcc_graph *g = n->graph;
     if (!BPCC_UNDO_NODE(n, n->dead)) return bpcc_diag_nomem(d);
     remove_uses(n, &n->args);
-    remove_uses(n, &n->kwargs);
+    remove_uses(n, n->kwargs);
     if (!unlink_node(g, n) || bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     n->dead = true; /* its name's slot keeps it (see the top of this file) */
     g->n_nodes--;
@@ -784,7 +837,7 @@ enum bpcc_status bpcc_graph_topo_sort(struct bpcc_graph *g, struct bpcc_diag *d)
             struct bpcc_node *t = stack[sp - 1];
             struct first_unplaced f = {NULL};
             bpcc_value_visit_nodes(&t->args, find_unplaced, &f);
-            if (!f.found) bpcc_value_visit_nodes(&t->kwargs, find_unplaced, &f);
+            if (!f.found && t->kwargs) bpcc_value_visit_nodes(t->kwargs, find_unplaced, &f);
             if (f.found) {
                 if (f.found->mark == 1) {
                     s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, f.found->src_line,

@@ -18,7 +18,7 @@ struct user_entry {
     uint32_t count; /* how many argument slots of `node` refer to the def */
 };
 
-struct bpcc_node { /* the small fields together: no padding (184 bytes on LP64) */
+struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) */
     uint32_t id;
     uint32_t n_users, cap_users;
     uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
@@ -28,11 +28,15 @@ struct bpcc_node { /* the small fields together: no padding (184 bytes on LP64) 
     bool dead;
     const char *name, *target; /* interned */
     struct bpcc_value args;    /* TUPLE */
-    struct bpcc_value kwargs;  /* DICT  */
-    struct bpcc_value meta;    /* NONE, TTYPE or a TUPLE/LIST of them */
+    struct bpcc_value *kwargs; /* a DICT, NULL when empty (most nodes: bpcc_node_kwargs gives an empty one) */
+    /* NULL (none), or a TTYPE or a TUPLE/LIST of them, read only: a TTYPE is the graph's one copy
+    ** for its dtype and shape (bpcc_graph_meta), as most nodes' are alike */
+    const struct bpcc_value *meta;
     /* The module the node was traced in (PyTorch's node_name_to_scope): its dotted path and
-    ** type, both interned; NULL for the root scope. call_module nodes take theirs from the target. */
-    const char *scope_path, *scope_type;
+    ** type, both interned, in an array of two in the graph's arena; NULL for the root scope (most
+    ** nodes: the array is only paid for where there is a scope). call_module nodes take theirs
+    ** from the target. */
+    const char *const *scope;
     struct bpcc_node *prev, *next;
     struct bpcc_graph *graph;
     struct user_entry *users;
@@ -125,6 +129,9 @@ struct bpcc_graph {
     /* the dims arrays of tensor types (TTYPE values), one per shape: keys are the dims' bytes
     ** (bpcc_graph_intern_dims); values never write through their const dims */
     struct bpcc_strmap shapes;
+    /* the TTYPE values of nodes' metadata, one per dtype and shape: keys are the dtype and the dims
+    ** as int64_t bytes, values the struct bpcc_value (bpcc_graph_meta) */
+    struct bpcc_strmap metas;
     struct bpcc_module **modules;
     uint32_t n_modules, cap_modules;
     uint32_t module_epoch; /* moves on when a module more than one node remembered goes */
@@ -193,6 +200,10 @@ BPCC_INTERNAL bool bpcc_node_name_valid(const char *s);
 /* the graph's one copy of dims[0 .. n) (int64_t-aligned, in g's arena; NULL when n is 0 or out of
 ** memory): a graph's values have few shapes, held by most nodes' meta */
 BPCC_INTERNAL const int64_t *bpcc_graph_intern_dims(struct bpcc_graph *g, const int64_t *dims, uint32_t n);
+/* A node's metadata for `meta` (NONE, TTYPE or a TUPLE/LIST of them, checked by the caller): NULL for
+** NONE, a TTYPE's one copy in g, else a copy in g's arena. BPCC_ERR_NOMEM when out of memory. */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_meta(struct bpcc_graph *g, const struct bpcc_value *meta,
+                                               const struct bpcc_value **out);
 /* bpcc_graph_create_node; with `adopt`, args/kwargs already live in g's arena and are taken
 ** over instead of copied. */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind kind,

@@ -72,7 +72,7 @@ static const struct bpcc_tensor *arg_tensor(const struct bpcc_graph *g, const st
 static const struct bpcc_value *arg(const struct bpcc_node *n, uint32_t i, const char *kw)
 {
     if (i < n->args.n) return &n->args.u.seq.items[i];
-    return n->kwargs.kind == BPCC_VAL_DICT ? bpcc_value_get(&n->kwargs, kw) : NULL;
+    return n->kwargs ? bpcc_value_get(n->kwargs, kw) : NULL;
 }
 
 /* q cleared (kind NONE, no axis): the answer when there are no qparams */

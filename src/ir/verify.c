@@ -80,7 +80,7 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
         ** was a cache miss per node on a big graph */
         struct ref_ctx c = {g, n, refs, pos, d, false};
         bpcc_value_visit_nodes(&n->args, count_ref, &c);
-        bpcc_value_visit_nodes(&n->kwargs, count_ref, &c);
+        if (n->kwargs) bpcc_value_visit_nodes(n->kwargs, count_ref, &c);
         bad |= c.bad;
         switch ((enum bpcc_node_kind)n->kind) {
         case BPCC_NODE_OUTPUT:
@@ -135,7 +135,7 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
                 const struct bpcc_node *u = n->users[i].node;
                 struct count_ctx c = {n, 0};
                 bpcc_value_visit_nodes((struct bpcc_value *)&u->args, count_def, &c);
-                bpcc_value_visit_nodes((struct bpcc_value *)&u->kwargs, count_def, &c);
+                if (u->kwargs) bpcc_value_visit_nodes(u->kwargs, count_def, &c);
                 if (u->dead || c.n != n->users[i].count)
                     bpcc_diag_error(d, BPCC_ERR_INTERNAL, file, n->src_line, n->src_col,
                                     "users of '%s' are out of date ('%s')", n->name, u->name);

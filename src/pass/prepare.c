@@ -202,7 +202,7 @@ static bool input_output_observed(const struct pattern_entry *e) { return e->inp
 ** (docs/PYTORCH_DIFFERENCES.md) */
 static bool recorded_not_float(const struct bpcc_node *n)
 {
-    return n->meta.kind == BPCC_VAL_TTYPE && bpcc_dtype_is_integral(n->meta.u.ttype.dtype);
+    return n->meta && n->meta->kind == BPCC_VAL_TTYPE && bpcc_dtype_is_integral(n->meta->u.ttype.dtype);
 }
 
 /* get_target_activation_dtype_for_node */
@@ -313,9 +313,9 @@ static bool arg_is(const struct pattern_entry *e, const struct bpcc_node *n, con
             int64_t ix = e->type_index_val[i];
             if (ix >= 0 && ix < (int64_t)n->args.n && arg_node(n, (uint32_t)ix) == arg) return true;
         }
-    for (uint32_t i = 0; i < n->kwargs.n; i++)
-        if (!strcmp(n->kwargs.u.seq.keys[i], key))
-            return n->kwargs.u.seq.items[i].kind == BPCC_VAL_NODE && n->kwargs.u.seq.items[i].u.node == arg;
+    const struct bpcc_value *kw = bpcc_node_kwargs(n);
+    for (uint32_t i = 0; i < kw->n; i++)
+        if (!strcmp(kw->u.seq.keys[i], key)) return kw->u.seq.items[i].kind == BPCC_VAL_NODE && kw->u.seq.items[i].u.node == arg;
     return false;
 }
 
@@ -340,8 +340,9 @@ static bool has_weight(const struct prep *p, const struct bpcc_node *n)
     const struct pattern_entry *e = function_entry(p, n);
     for (uint32_t i = 0; i < n->args.n; i++)
         if (n->args.u.seq.items[i].kind == BPCC_VAL_NODE && arg_is(e, n, n->args.u.seq.items[i].u.node, "weight")) return true;
-    for (uint32_t i = 0; i < n->kwargs.n; i++)
-        if (!strcmp(n->kwargs.u.seq.keys[i], "weight") && n->kwargs.u.seq.items[i].kind == BPCC_VAL_NODE) return true;
+    const struct bpcc_value *kw = bpcc_node_kwargs(n);
+    for (uint32_t i = 0; i < kw->n; i++)
+        if (!strcmp(kw->u.seq.keys[i], "weight") && kw->u.seq.items[i].kind == BPCC_VAL_NODE) return true;
     return false;
 }
 
@@ -420,7 +421,8 @@ static bool match_supported(struct prep *p, const struct prep_match *pm, const s
         char why[256] = "";
         struct check k = {p, pm->root, rx, qc, dc, why, sizeof why};
         bool ok = value_supported(&k, &pm->root->args);
-        for (uint32_t j = 0; ok && j < pm->root->kwargs.n; j++) ok = value_supported(&k, &pm->root->kwargs.u.seq.items[j]);
+        const struct bpcc_value *kw = bpcc_node_kwargs(pm->root);
+        for (uint32_t j = 0; ok && j < kw->n; j++) ok = value_supported(&k, &kw->u.seq.items[j]);
         if (ok && dc->output.dtype != BPCC_DTYPE_NONE) {
             if (ax->out != dc->output.dtype) {
                 snprintf(why, sizeof why, "output activation dtype %s, backend wants %s", bpcc_tdt_name(ax->out),
@@ -655,7 +657,7 @@ static enum bpcc_status insert_input_observers(struct prep *p, struct bpcc_node 
 {
     struct input_ctx c = {p, n, x, qc, arg_node(n, 0)};
     enum bpcc_status s = input_value(&c, &n->args);
-    for (uint32_t i = 0; !s && i < n->kwargs.n; i++) s = input_value(&c, &n->kwargs.u.seq.items[i]);
+    for (uint32_t i = 0; !s && n->kwargs && i < n->kwargs->n; i++) s = input_value(&c, &n->kwargs->u.seq.items[i]);
     return s;
 }
 
@@ -820,7 +822,7 @@ static enum bpcc_status replace_stubs(struct prep *p)
         if (!is_stub(node)) continue;
         const struct bpcc_module *m = bpcc_node_module(node);
         struct bpcc_node *in = arg_node(node, 0);
-        if (node->args.n != 1 || !in || node->kwargs.n)
+        if (node->args.n != 1 || !in || node->kwargs)
             return bpcc_diag_error(p->d, BPCC_ERR_GRAPH, g->source_file, node->src_line, node->src_col,
                                    "stub '%s' (%s) takes exactly one tensor argument", node->name, stub_type);
         const struct bpcc_value *attr = stub_kind(node) == 1 ? bpcc_module_attr(m, "observer") : NULL;

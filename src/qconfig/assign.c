@@ -265,7 +265,8 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
     const struct bpcc_graph *g = A->a->graph;
     struct pick p = {NULL, BPCC_QC_NOT_APPLICABLE, NULL};
     struct pick glob = global_pick(A->m);
-    const char *path = n->scope_path ? n->scope_path : "";
+    const char *stype, *spath = bpcc_node_scope(n, &stype);
+    const char *path = spath ? spath : "";
     enum bpcc_status s = BPCC_OK;
     switch ((enum bpcc_node_kind)n->kind) {
     case BPCC_NODE_GET_ATTR: {
@@ -280,12 +281,12 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
     }
     case BPCC_NODE_CALL_FUNCTION:
         p = object_type(A, n->target, glob);
-        p = type_or_name(A, n->scope_type, path, p);
+        p = type_or_name(A, stype, path, p);
         s = order(A, path, strlen(path), n->target, &p);
         break;
     case BPCC_NODE_CALL_METHOD:
         p = type_or_name(A, n->target, path, glob);
-        p = type_or_name(A, n->scope_type, path, p);
+        p = type_or_name(A, stype, path, p);
         break;
     case BPCC_NODE_CALL_MODULE: {
         const char *type = bpcc_node_module_type(n);
