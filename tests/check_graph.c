@@ -277,6 +277,59 @@ START_TEST(kwargs_meta_and_scope_are_kept_only_where_present)
 }
 END_TEST
 
+/* A node remade in place (convert's dequantize node, in its observer's place) keeps its users and
+** its place, takes its new name as a new node would, and leaves its old name reserved without
+** answering to it; a failed pass gives the node back as it was. */
+START_TEST(a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name)
+{
+    struct bpcc_module *m;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "obs", "torch.nn.Identity", &m, &d), BPCC_OK);
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *obs = mk(BPCC_NODE_CALL_MODULE, "obs", "obs", refs(1, x));
+    struct bpcc_node *u = mk(BPCC_NODE_CALL_FUNCTION, "u", "operator.add", refs(2, obs, obs));
+    struct bpcc_node *w = mk(BPCC_NODE_CALL_FUNCTION, "w", "operator.add", refs(2, u, obs));
+    mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, w));
+    ck_assert_ptr_eq(bpcc_node_module(obs), m);
+    for (int failed = 1; failed >= 0; failed--) {
+        ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+        struct bpcc_node *q = mk(BPCC_NODE_CALL_FUNCTION, NULL, "torch.quantize_per_tensor", refs(1, x));
+        bpcc_node_move_before(q, obs);
+        struct bpcc_value a = refs(1, q);
+        ck_assert_int_eq(bpcc_node_remake(obs, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a, &d), BPCC_OK);
+        ck_assert_str_eq(bpcc_node_name(obs), "dequantize");
+        ck_assert_int_eq(bpcc_node_kind(obs), BPCC_NODE_CALL_METHOD);
+        ck_assert_ptr_null(bpcc_node_module(obs));
+        ck_assert_ptr_eq(bpcc_graph_find_node(g, "dequantize"), obs);
+        ck_assert_ptr_null(bpcc_graph_find_node(g, "obs"));
+        ck_assert_uint_eq(bpcc_node_n_users(obs), 2);
+        ck_assert_ptr_eq(bpcc_node_user(obs, 0), u);
+        ck_assert_ptr_eq(bpcc_node_user(obs, 1), w);
+        ck_assert_uint_eq(bpcc_node_n_users(x), 1);
+        ck_assert_ptr_eq(bpcc_node_user(x, 0), q);
+        ck_assert_ptr_eq(bpcc_node_prev(obs), q);
+        ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+        if (failed) {
+            ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH);
+            ck_assert_str_eq(bpcc_node_name(obs), "obs");
+            ck_assert_int_eq(bpcc_node_kind(obs), BPCC_NODE_CALL_MODULE);
+            ck_assert_ptr_eq(bpcc_node_module(obs), m);
+            ck_assert_ptr_eq(bpcc_graph_find_node(g, "obs"), obs);
+            ck_assert_ptr_null(bpcc_graph_find_node(g, "dequantize"));
+            ck_assert_ptr_eq(bpcc_node_user(x, 0), obs);
+            ck_assert_uint_eq(bpcc_node_n_users(x), 1);
+            ck_assert_ptr_eq(bpcc_node_prev(obs), x);
+            ck_assert_uint_eq(bpcc_graph_n_nodes(g), 5);
+            ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+        } else {
+            ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_OK, &d), BPCC_OK);
+        }
+    }
+    /* the old name stays taken, as an erased node's does */
+    ck_assert_str_eq(bpcc_node_name(mk(BPCC_NODE_CALL_FUNCTION, "obs", "torch.relu", refs(1, x))), "obs_1");
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 7);
+}
+END_TEST
+
 START_TEST(references_to_other_graphs_are_refused)
 {
     struct bpcc_graph *other;
@@ -859,6 +912,7 @@ int main(void)
     tcase_add_test(tc, removed_modules_are_gone_through_a_restore);
     tcase_add_test(tc, a_name_holds_its_node_and_its_module_apart_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
+    tcase_add_test(tc, a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name);
     tcase_add_test(tc, kwargs_meta_and_scope_are_kept_only_where_present);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

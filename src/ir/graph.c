@@ -429,6 +429,27 @@ static enum bpcc_status kwargs_of(struct bpcc_graph *g, const struct bpcc_value 
     return s;
 }
 
+/* The name a new node of kind and target gets after `name` (NULL: after its target), as FX names it:
+** in *nm, with its intern slot, which has room for the node (bpcc_name_make_room; the slot lasts
+** until the next interning). NULL when out of memory. */
+static void **name_slot(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, const char *target,
+                        struct name *nm)
+{
+    void **slot = NULL;
+    if (name && bpcc_node_name_valid(name)) {
+        *nm = name_of(name);
+        if (!(slot = bpcc_intern_slot(&g->intern, name, nm->len, nm->hash, &nm->s, NULL))) return NULL;
+        if (bpcc_name_node(*slot)) slot = NULL; /* taken: numbered below */
+    }
+    if (!slot) {
+        char cand[256];
+        if (name) bpcc_str_cat(cand, sizeof cand, 0, name);
+        else default_candidate(kind, target, cand, sizeof cand);
+        if (!unique_name(g, cand, nm, &slot)) return NULL;
+    }
+    return bpcc_name_make_room(g, slot) ? slot : NULL;
+}
+
 /* a new node of g with target `target` (interned in g); named `name` in its free intern slot
 ** `slot` when the caller has them (nothing interned since the slot was taken), else after `name`
 ** as bpcc_graph_node_new names it */
@@ -458,18 +479,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     /* the name's intern slot: every name ever given keeps its node there (reserved below, once
     ** nothing can fail; nothing is interned in between, so the slot stays valid) */
     struct name nm = {.s = name};
-    if (!slot && name && bpcc_node_name_valid(name)) {
-        nm = name_of(name);
-        if (!(slot = bpcc_intern_slot(&g->intern, name, nm.len, nm.hash, &nm.s, NULL))) return bpcc_diag_nomem(d);
-        if (bpcc_name_node(*slot)) slot = NULL; /* taken: numbered below */
-    }
-    if (!slot) {
-        char cand[256];
-        if (name) bpcc_str_cat(cand, sizeof cand, 0, name);
-        else default_candidate(kind, n->target, cand, sizeof cand);
-        if (!unique_name(g, cand, &nm, &slot)) return bpcc_diag_nomem(d);
-    }
-    if (!bpcc_name_make_room(g, slot)) return bpcc_diag_nomem(d);
+    if (slot ? !bpcc_name_make_room(g, slot) : !(slot = name_slot(g, kind, name, target, &nm))) return bpcc_diag_nomem(d);
     /* a call_module node named as its module (an observer's) finds the module in its name's slot */
     bpcc_node_resolve_module(n, nm.s == target ? slot : NULL);
     n->name = nm.s;
@@ -531,7 +541,9 @@ struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *n
 struct bpcc_node *bpcc_graph_find_node_n(const struct bpcc_graph *g, const char *name, size_t len)
 {
     void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
-    return v ? live(*v) : NULL;
+    struct bpcc_node *n = v ? live(*v) : NULL;
+    /* a remade node answers to its name now only */
+    return n && n->renamed && (strncmp(n->name, name, len) || n->name[len]) ? NULL : n;
 }
 
 struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g)
@@ -639,6 +651,41 @@ enum bpcc_status bpcc_node_set_args(struct bpcc_node *n, const struct bpcc_value
         remove_uses(n, n->kwargs);
         n->kwargs = nk;
     }
+    return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
+}
+
+enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind, const char *name, const char *target,
+                                  const struct bpcc_value *args, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g = n->graph;
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
+    enum bpcc_status s = check_arg_shapes(g, args, NULL, d);
+    if (s) return s;
+    const char *t = bpcc_graph_intern(g, target);
+    struct name nm = {.s = name};
+    void **slot = t ? name_slot(g, kind, name, t, &nm) : NULL;
+    if (!slot) return bpcc_diag_nomem(d);
+    /* the records first: nothing has changed when one fails (the remembered module is a cache) */
+    if (!BPCC_UNDO_NODE(n, n->kind) || !BPCC_UNDO_NODE(n, n->renamed) || !BPCC_UNDO_NODE(n, n->name) ||
+        !BPCC_UNDO_NODE(n, n->target) || !BPCC_UNDO_NODE(n, n->args) || !BPCC_UNDO_NODE(n, n->kwargs) ||
+        !BPCC_UNDO_NODE(n, n->meta) || !BPCC_UNDO_NODE(n, n->scope) || !BPCC_UNDO_NODE(n, n->src_line) ||
+        !BPCC_UNDO_NODE(n, n->src_col) || !bpcc_undo_name(g, nm.s))
+        return bpcc_diag_nomem(d);
+    struct bpcc_value a = *args;
+    if (add_uses(n, &a)) return bpcc_diag_nomem(d);
+    remove_uses(n, &n->args);
+    remove_uses(n, n->kwargs);
+    n->kind = (uint8_t)kind;
+    n->target = t;
+    n->args = a;
+    n->kwargs = NULL;
+    n->meta = NULL;
+    n->scope = NULL;
+    n->src_line = n->src_col = 0;
+    n->name = nm.s;
+    n->renamed = true;
+    bpcc_node_resolve_module(n, nm.s == t ? slot : NULL);
+    bpcc_name_put_node(slot, n);
     return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
 }
 

@@ -26,6 +26,7 @@ struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) 
     uint32_t module_epoch;      /* with module_type: see bpcc_node_module */
     uint8_t kind;               /* enum bpcc_node_kind */
     bool dead;
+    bool renamed;               /* remade under a new name (bpcc_node_remake): its old names' slots still hold it */
     const char *name, *target; /* interned */
     struct bpcc_value args;    /* TUPLE */
     struct bpcc_value *kwargs; /* a DICT, NULL when empty (most nodes: bpcc_node_kwargs gives an empty one) */
@@ -211,6 +212,14 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bp
                                                    const struct bpcc_value *args,
                                                    const struct bpcc_value *kwargs, bool adopt,
                                                    struct bpcc_node **out, struct bpcc_diag *d);
+/* n becomes a node of `kind` with `target` and `args` (adopted: in g's arena), without kwargs,
+** metadata or scope, named after `name` as a new node would be: in place, keeping its id, its users
+** and its place in the list. Its old name stays reserved, as an erased node's does, but no longer
+** finds it. Convert makes its dequantize nodes so, of the observers they replace: the observers'
+** users need no change, and no node is allocated. */
+BPCC_INTERNAL enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind, const char *name,
+                                                const char *target, const struct bpcc_value *args,
+                                                struct bpcc_diag *d);
 /* For a reader that names nodes as it goes (the text parser), which takes a name's slot in the
 ** graph's intern table (bpcc_intern_slot; the slot lasts while g->intern.table.epoch does):
 ** bpcc_graph_slot_node, the live node the slot names, or NULL; bpcc_graph_node_new_named,

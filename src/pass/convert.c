@@ -152,17 +152,15 @@ static const char *module_path(struct conv *cv, const struct bpcc_node *obs, con
     return p ? p : "";
 }
 
-/* q.dequantize(), placed before `before` */
-static enum bpcc_status dequantize_before(struct conv *cv, struct bpcc_node *q, struct bpcc_node *before,
-                                          struct bpcc_node **out)
+/* The observer becomes q.dequantize() in place (q is before it): PyTorch makes the dequantize node
+** where the observer is, moves the observer's users onto it and erases the observer. The same
+** graph, names and order, without a node made, the users' arguments rewritten or a node left dead. */
+static enum bpcc_status dequantize_in_place(struct conv *cv, struct bpcc_node *q, struct bpcc_node *obs)
 {
     struct bpcc_value a1;
     if (bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
     a1.u.seq.items[0] = bpcc_value_node(q);
-    enum bpcc_status s = bpcc_graph_node_new(cv->g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, true,
-                                             out, cv->d);
-    if (!s) bpcc_node_move_before(*out, before);
-    return s;
+    return bpcc_node_remake(obs, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, cv->d);
 }
 
 static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
@@ -182,7 +180,6 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
                                                spec.compute_dtype == BPCC_DTYPE_F16);
     bool fp16 = !stat && !dyn && spec.dtype == BPCC_DTYPE_F16;
     enum bpcc_status s = BPCC_OK;
-    struct bpcc_node *last = NULL;
     if (!skip && stat) {
         const struct bpcc_tensor *sc = bpcc_module_tensor(m, "scale"), *zp = bpcc_module_tensor(m, "zero_point");
         if (!sc || !zp || !sc->data || !zp->data)
@@ -234,8 +231,9 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
                                 cv->d);
         if (s) return s;
         bpcc_node_move_before(q, obs);
-        s = dequantize_before(cv, q, obs, &last);
-        if (s) return s;
+        if ((s = dequantize_in_place(cv, q, obs))) return s;
+        cv->n_quantized++;
+        return BPCC_OK;
     } else if (!skip && (dyn || fp16)) {
         struct bpcc_value args;
         struct bpcc_node *q;
@@ -255,15 +253,14 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         }
         if (s) return s;
         bpcc_node_move_before(q, obs);
-        s = dequantize_before(cv, q, obs, &last);
-        if (s) return s;
+        if ((s = dequantize_in_place(cv, q, obs))) return s;
+        cv->n_quantized++;
+        return BPCC_OK;
     }
-    s = bpcc_node_replace_all_uses(obs, last ? last : in, NULL, cv->d);
+    /* dropped: its users take its input */
+    s = bpcc_node_replace_all_uses(obs, in, NULL, cv->d);
     if (!s) s = bpcc_node_erase(obs, cv->d);
-    if (!s) {
-        if (last) cv->n_quantized++;
-        else cv->n_dropped++;
-    }
+    if (!s) cv->n_dropped++;
     return s;
 }
 
