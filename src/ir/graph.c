@@ -659,6 +659,8 @@ enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind,
 {
     struct bpcc_graph *g = n->graph;
     if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d); /* a change was left out: the pass fails */
+    if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target || !args)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind, target or args");
     enum bpcc_status s = check_arg_shapes(g, args, NULL, d);
     if (s) return s;
     const char *t = bpcc_graph_intern(g, target);
