@@ -603,20 +603,73 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
 
 /* Everything a match needs, taken before any fusion changes the graph: PyTorch computes
 ** named_modules once, so a module shared by two matches is fused from its original both
-** times (and the later fusion's result is the one left at the shared path). */
-struct planned {
-    struct match m;
-    const struct pattern_entry *fuser;
-    const struct fuser_def *def;
-    struct bpcc_node *root;
-    struct fuse_call fc;
+** times (and the later fusion's result is the one left at the shared path). Compact, as a
+** graph can hold hundreds of thousands of matches (a struct match has room for
+** MATCH_MAX_LEAVES leaves, a fusion has two or three): the leaves of all plans are one array. */
+struct plan_leaf {
+    struct bpcc_node *node;        /* NULL where MatchAllNode matched a literal */
+    const struct pattern *pattern;
+    struct bpcc_module *mod;       /* NULL: not a module (not const: clones share their attributes) */
+    const char *op;                /* leaf_type */
 };
 
-static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, bool is_qat,
-                             const struct match *m, struct planned *p, struct bpcc_diag *d)
+struct planned {
+    const struct pattern_entry *entry, *fuser;
+    const struct fuser_def *def;
+    struct bpcc_node *anchor, *root;
+    struct bpcc_module *root_module; /* before fusion */
+    uint32_t first, n;               /* the plan's leaves, in pattern preorder */
+};
+
+struct plans {
+    struct planned *p;
+    struct plan_leaf *leaves;
+    uint32_t n, cap, n_leaves, cap_leaves;
+};
+
+/* bpcc_match_graph's `found`: the match's entry, anchor and leaves */
+static enum bpcc_status keep_match(const struct match *m, void *ud)
 {
-    memset(p, 0, sizeof *p);
-    p->m = *m;
+    struct plans *ps = ud;
+    if (ps->n == ps->cap) {
+        uint32_t cap = ps->cap ? 2 * ps->cap : 64;
+        struct planned *p = bpcc_realloc(ps->p, cap * sizeof *p);
+        if (!p) return BPCC_ERR_NOMEM;
+        ps->p = p;
+        ps->cap = cap;
+    }
+    if (m->n_leaves > ps->cap_leaves - ps->n_leaves) {
+        uint32_t cap = ps->cap_leaves ? 2 * ps->cap_leaves : 256;
+        if (cap < ps->n_leaves + m->n_leaves) cap = ps->n_leaves + m->n_leaves;
+        struct plan_leaf *l = bpcc_realloc(ps->leaves, cap * sizeof *l);
+        if (!l) return BPCC_ERR_NOMEM;
+        ps->leaves = l;
+        ps->cap_leaves = cap;
+    }
+    ps->p[ps->n++] = (struct planned){.entry = m->entry, .anchor = m->anchor, .first = ps->n_leaves, .n = m->n_leaves};
+    for (uint32_t i = 0; i < m->n_leaves; i++)
+        ps->leaves[ps->n_leaves++] = (struct plan_leaf){.node = m->nodes[i], .pattern = m->leaf_pattern[i]};
+    return BPCC_OK;
+}
+
+/* the plan's match, whole again */
+static void load_match(const struct plans *ps, const struct planned *p, struct match *m)
+{
+    m->entry = p->entry;
+    m->anchor = p->anchor;
+    m->n_leaves = p->n;
+    for (uint32_t i = 0; i < p->n; i++) {
+        m->nodes[i] = ps->leaves[p->first + i].node;
+        m->leaf_pattern[i] = ps->leaves[p->first + i].pattern;
+    }
+}
+
+static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, struct plans *ps,
+                             struct planned *p, struct bpcc_diag *d)
+{
+    struct match mm;
+    load_match(ps, p, &mm);
+    const struct match *m = &mm;
     char ptext[256], where[512];
 #define WHERE()                                                                               \
     (pattern_text(m->entry, ptext, sizeof ptext),                                             \
@@ -642,24 +695,21 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
     if (!p->def)
         return bpcc_diag_error(d, BPCC_ERR_INTERNAL, NULL, 0, 0, "fuser '%s' has no implementation",
                                p->fuser->fuser_method);
-    struct fuse_call *fc = &p->fc;
-    *fc = (struct fuse_call){.g = g, .is_qat = is_qat, .fused_module = p->fuser->fused_module,
-                             .n = m->n_leaves, .root_path = p->root->target, .d = d};
-    fc->root = bpcc_node_module(p->root);
+    p->root_module = bpcc_node_module(p->root);
     for (uint32_t i = 0; i < m->n_leaves; i++) {
-        const struct bpcc_node *ln = m->nodes[i];
-        fc->op[i] = leaf_type(m, i);
-        fc->mod[i] = ln && ln->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module(ln) : NULL;
+        struct plan_leaf *l = &ps->leaves[p->first + i];
+        l->op = leaf_type(m, i);
+        l->mod = l->node && l->node->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module(l->node) : NULL;
     }
     return BPCC_OK;
 }
 
 /* The graph side of one fusion: the root node takes the anchor's place and users (plus the
 ** extra inputs of conv+add patterns); the other matched nodes, MatchAllNode ones excepted, go. */
-static enum bpcc_status rewire(struct bpcc_graph *g, const struct planned *p, struct bpcc_diag *d)
+static enum bpcc_status rewire(struct bpcc_graph *g, const struct match *m, struct bpcc_node *root,
+                              struct bpcc_diag *d)
 {
-    const struct match *m = &p->m;
-    struct bpcc_node *root = p->root, *anchor = m->anchor;
+    struct bpcc_node *anchor = m->anchor;
     enum bpcc_status s = BPCC_OK;
     if (m->entry->extra_inputs_getter) {
         uint32_t extra = 0;
@@ -691,44 +741,45 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
 {
     if (explain_out) *explain_out = NULL;
     bool is_qat = o && o->is_qat;
-    struct match *ms;
-    uint32_t n_ms;
-    enum bpcc_status s = bpcc_match_graph(g, c, has_fuser, false, &ms, &n_ms, d);
-    if (s) return s;
-    struct planned *plans = bpcc_malloc((n_ms ? n_ms : 1) * sizeof *plans);
-    if (!plans) {
-        bpcc_xfree(ms);
-        return bpcc_diag_nomem(d);
-    }
+    struct plans ps = {0};
+    enum bpcc_status s = bpcc_match_graph(g, c, has_fuser, false, keep_match, &ps, d);
+    if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
     /* graph order: the walk found the matches from the output back */
-    for (uint32_t i = 0; i < n_ms && !s; i++) s = plan(g, c, is_qat, &ms[n_ms - 1 - i], &plans[i], d);
-    bpcc_xfree(ms);
+    for (uint32_t i = ps.n; i-- > 0 && !s;) s = plan(g, c, &ps, &ps.p[i], d);
     struct bpcc_buf ex;
     bpcc_buf_init(&ex);
-    for (uint32_t i = 0; i < n_ms && !s; i++) {
-        struct planned *p = &plans[i];
-        p->fc.m = &p->m;
+    for (uint32_t i = ps.n; i-- > 0 && !s;) {
+        const struct planned *p = &ps.p[i];
+        struct match m;
+        load_match(&ps, p, &m);
+        struct fuse_call fc = {.g = g, .is_qat = is_qat, .root_path = p->root->target, .root = p->root_module,
+                               .fused_module = p->fuser->fused_module, .n = p->n, .m = &m, .d = d};
+        for (uint32_t k = 0; k < p->n; k++) {
+            fc.mod[k] = ps.leaves[p->first + k].mod;
+            fc.op[k] = ps.leaves[p->first + k].op;
+        }
         /* the root's path now names the fused module */
         struct bpcc_module *old = bpcc_node_module(p->root);
         if (old) bpcc_graph_unlink_module(g, old);
-        if ((s = run_fuser(p->def, &p->fc)) || (s = rewire(g, p, d))) break;
+        if ((s = run_fuser(p->def, &fc)) || (s = rewire(g, &m, p->root, d))) break;
         bpcc_node_resolve_module(p->root, NULL); /* the fused module, while its name's slot is at hand */
         if (explain_out) {
             const struct bpcc_module *fm = bpcc_node_module(p->root);
             bpcc_buf_printf(&ex, "%s -> %s (%s): ", p->root->name, fm ? fm->type : "?",
                             p->fuser->fuser_method);
             bool first = true;
-            for (uint32_t k = p->m.n_leaves; k-- > 0;) {
-                if (!p->m.nodes[k] || !strcmp(p->m.leaf_pattern[k]->op, "MatchAllNode")) continue;
-                bpcc_buf_printf(&ex, "%s%s", first ? "" : ", ", p->m.nodes[k]->name);
+            for (uint32_t k = m.n_leaves; k-- > 0;) {
+                if (!m.nodes[k] || !strcmp(m.leaf_pattern[k]->op, "MatchAllNode")) continue;
+                bpcc_buf_printf(&ex, "%s%s", first ? "" : ", ", m.nodes[k]->name);
                 first = false;
             }
             char ptext[256];
-            pattern_text(p->m.entry, ptext, sizeof ptext);
-            bpcc_buf_printf(&ex, "  pattern %s  (%s:%u)\n", ptext, p->m.entry->file, p->m.entry->line);
+            pattern_text(m.entry, ptext, sizeof ptext);
+            bpcc_buf_printf(&ex, "  pattern %s  (%s:%u)\n", ptext, m.entry->file, m.entry->line);
         }
     }
-    bpcc_xfree(plans);
+    bpcc_xfree(ps.p);
+    bpcc_xfree(ps.leaves);
     if (!s) s = prune_modules(g, d);
     if (!s) s = bpcc_graph_verify(g, d);
     if (s) {
@@ -736,7 +787,7 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
         return s;
     }
     if (explain_out) {
-        if (!n_ms) bpcc_buf_adds(&ex, "no fusion pattern matched\n");
+        if (!ps.n) bpcc_buf_adds(&ex, "no fusion pattern matched\n");
         *explain_out = bpcc_buf_take(&ex, NULL);
         if (!*explain_out) return bpcc_diag_nomem(d);
     }

@@ -53,19 +53,16 @@ bool bpcc_pattern_match(const struct bpcc_graph *g, const struct pattern *p,
 }
 
 enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g, const struct bpcc_config *c,
-                                  bool (*accept)(const struct pattern_entry *e),
-                                  bool claim_wildcards, struct match **out, uint32_t *n_out,
+                                  bool (*accept)(const struct pattern_entry *e), bool claim_wildcards,
+                                  enum bpcc_status (*found)(const struct match *m, void *ud), void *ud,
                                   struct bpcc_diag *d)
 {
-    *out = NULL;
-    *n_out = 0;
     /* claimed[id]: node id -> claimed by a match */
     uint8_t *claimed = bpcc_malloc(g->next_id + 1);
     if (!claimed) return bpcc_diag_nomem(d);
     memset(claimed, 0, g->next_id + 1);
-    struct match *ms = NULL;
-    uint32_t n = 0, cap = 0;
-    for (struct bpcc_node *node = g->last; node; node = node->prev) {
+    enum bpcc_status s = BPCC_OK;
+    for (struct bpcc_node *node = g->last; node && !s; node = node->prev) {
         if (claimed[node->id]) continue;
         const char *op = bpcc_node_op(node);
         if (!op) continue;
@@ -77,27 +74,15 @@ enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g, const struct bpcc_
             struct match m = {.entry = e, .anchor = node};
             struct bpcc_value self = bpcc_value_node(node);
             if (!bpcc_pattern_match(g, e->pattern, &self, UINT32_MAX, &m)) continue;
-            if (n == cap) {
-                cap = cap ? cap * 2 : 64;
-                struct match *p = bpcc_realloc(ms, cap * sizeof *p);
-                if (!p) {
-                    bpcc_xfree(ms);
-                    bpcc_xfree(claimed);
-                    return bpcc_diag_nomem(d);
-                }
-                ms = p;
-            }
             /* the first pattern to claim a node keeps it */
             for (uint32_t i = 0; i < m.n_leaves; i++)
                 if (m.nodes[i] && (claim_wildcards || !is_wildcard(m.leaf_pattern[i])) &&
                     !claimed[m.nodes[i]->id])
                     claimed[m.nodes[i]->id] = 1;
-            ms[n++] = m;
+            s = found(&m, ud);
             break;
         }
     }
     bpcc_xfree(claimed);
-    *out = ms;
-    *n_out = n;
-    return BPCC_OK;
+    return s;
 }

@@ -33,13 +33,16 @@ BPCC_INTERNAL bool bpcc_pattern_match(const struct bpcc_graph *g, const struct p
 
 /* Walk the graph from the output toward the inputs; at each node not yet claimed try the
 ** candidate entries for its op in matching order (only those `accept` admits); the first that
-** matches claims its nodes (MatchAllNode leaves too when `claim_wildcards`). Matches are
-** returned anchor-last-first (the walk order), in a malloc'd array. */
+** matches claims its nodes (MatchAllNode leaves too when `claim_wildcards`) and is handed to
+** `found` (anchor-last-first: the walk order), whose match lives only for the call: the caller
+** keeps what it needs of it (a struct match holds room for MATCH_MAX_LEAVES leaves, most matches
+** have two or three). A status other than BPCC_OK from `found` ends the walk and is returned. */
 BPCC_INTERNAL enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g,
                                                 const struct bpcc_config *c,
                                                 bool (*accept)(const struct pattern_entry *e),
-                                                bool claim_wildcards, struct match **out,
-                                                uint32_t *n_out, struct bpcc_diag *d);
+                                                bool claim_wildcards,
+                                                enum bpcc_status (*found)(const struct match *m, void *ud),
+                                                void *ud, struct bpcc_diag *d);
 
 /* fuse.c: the fuser methods, built-in and registered (for config validation) */
 BPCC_INTERNAL bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_t *max_out);
