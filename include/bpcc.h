@@ -775,7 +775,8 @@ struct bpcc_prepare_options {
 ** ...) are one module called from several nodes. A fixed-qparams op (sigmoid, tanh, softmax,
 ** hardsigmoid) whose qconfig is not its fixed-qparams observer is refused, as in PyTorch.
 ** `report_out` (may be NULL) receives what was decided, for bpcc_prepare_plan_json and
-** bpcc_prepare_explain; it refers to g, c and m, which must outlive it, and describes g as prepare
+** bpcc_prepare_explain (NULL where none is wanted: the report records every observer, about 100
+** bytes each, which prepare then does not keep); it refers to g, c and m, which must outlive it, and describes g as prepare
 ** left it: read it before bpcc_convert, which turns the observer nodes into dequantize nodes.
 */
 struct bpcc_prepare_report;

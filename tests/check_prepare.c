@@ -997,6 +997,42 @@ START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_
 }
 END_TEST
 
+/* Without a report asked for, prepare keeps no observer records and makes the same model; with
+** one, the report lists every observer the model has (a shared observer's record withdrawn). */
+START_TEST(prepare_without_a_report_makes_the_same_model)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct flow a = {0}, b;
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &a.c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &a.m, &d), BPCC_OK);
+    b = a;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &a.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &b.g, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&a, PASS_FUSE, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&b, PASS_FUSE, &d), BPCC_OK);
+    struct bpcc_prepare_report *r = NULL;
+    ck_assert_int_eq(bpcc_prepare(a.g, a.c, a.m, NULL, &r, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_prepare(b.g, b.c, b.m, NULL, NULL, &d), BPCC_OK);
+    char *fa = fingerprint(a.g), *fb = fingerprint(b.g);
+    ck_assert_str_eq(fa, fb);
+    uint32_t n_obs = n_observers(a.g);
+    ck_assert_uint_gt(n_obs, 3);
+    ck_assert_uint_eq(r->n_observers, n_obs);
+    for (uint32_t i = 0; i < r->n_observers; i++) {
+        ck_assert(!r->observers[i].node->dead);
+        ck_assert(is_observer(a.g, r->observers[i].node));
+    }
+    free(fa);
+    free(fb);
+    bpcc_prepare_report_free(r);
+    bpcc_graph_free(a.g);
+    bpcc_graph_free(b.g);
+    bpcc_config_free(a.c);
+    bpcc_qconfig_free(a.m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("prepare");
@@ -1031,6 +1067,7 @@ int main(void)
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow);
     tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
+    tcase_add_test(tc, prepare_without_a_report_makes_the_same_model);
     tcase_add_test(tc, folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives);
     suite_add_tcase(s, tc);
     return tu_run(s);

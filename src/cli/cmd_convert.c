@@ -148,7 +148,8 @@ static int run(struct cargs *a, bool one_shot)
         s = bpcc_fuse(g, c, NULL, NULL, &d);
         if (!s) n_fused = n0 - bpcc_graph_n_nodes(g);
         lap(&k, STEP_FUSE);
-        if (!s) s = bpcc_prepare(g, c, m, NULL, &r, &d);
+        /* the report only where it is shown: it costs ~100 bytes per observer */
+        if (!s) s = bpcc_prepare(g, c, m, NULL, a->plan || a->explain ? &r : NULL, &d);
         if (!s && a->plan) s = bpcc_prepare_plan_json(r, 2, &plan, &d);
         if (!s && a->explain) {
             char *text;

@@ -54,6 +54,7 @@ struct prep {
 #define PREP_LIKE 8
     struct bpcc_module *like[PREP_LIKE]; /* observers whose attributes later ones may share */
     uint32_t next_like;
+    bool report;                 /* the caller takes the report: its observer records are kept */
 };
 
 static struct prep_node *pn(struct prep *p, const struct bpcc_node *n)
@@ -542,6 +543,7 @@ static enum bpcc_status insert_observer(struct prep *p, struct bpcc_node *arg, c
     if (s) return s;
     bpcc_node_move_after(*out, arg);
     struct bpcc_prepare_report *r = p->r;
+    if (!p->report) return BPCC_OK; /* the records are only the report's (at 1M nodes ~100 MB) */
     if (r->n_observers == r->cap_observers) {
         uint32_t cap = r->cap_observers ? r->cap_observers * 2 : 64;
         struct prep_observer *no = bpcc_realloc(r->observers, cap * sizeof *no);
@@ -767,7 +769,7 @@ static enum bpcc_status insert_output_observer(struct prep *p, struct bpcc_node 
             s = bpcc_node_replace_all_uses(obs, n, NULL, p->d);
             if (!s) s = bpcc_node_erase(obs, p->d);
             if (!s) {
-                p->r->n_observers--; /* the last one recorded is this observer */
+                if (p->report) p->r->n_observers--; /* the last one recorded is this observer */
             }
         }
     }
@@ -1073,7 +1075,8 @@ static enum bpcc_status prepare_in_place(struct bpcc_graph *g, const struct bpcc
     r->graph = g;
     r->config = c;
     r->mapping = m;
-    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id, .o = o};
+    struct prep p = {.g = g, .c = c, .r = r, .d = d, .n_ids = g->next_id, .o = o,
+                     .report = out != NULL};
     bpcc_buf_init(&p.why);
     enum bpcc_status s = bpcc_qconfig_assign(g, m, &r->assignment, d);
     if (!s) {
