@@ -67,6 +67,40 @@ START_TEST(intern_gives_one_pointer_per_string)
 }
 END_TEST
 
+/* reserve makes room for n keys at once: the keys already there stay found, the next n - present
+** additions do not move the slots (the epoch stays), a smaller reserve changes nothing, and the
+** table is the smallest power of two at most three quarters full */
+START_TEST(strmap_reserve_makes_room_at_once)
+{
+    char keys[1000][16];
+    struct bpcc_strmap m = {0};
+    for (int i = 0; i < 1000; i++) snprintf(keys[i], sizeof keys[i], "k%d", i);
+    for (int i = 0; i < 10; i++)
+        ck_assert_int_eq(bpcc_strmap_put(&m, keys[i], strlen(keys[i]), bpcc_str_hash(keys[i], strlen(keys[i])), keys[i]), BPCC_OK);
+    ck_assert_int_eq(bpcc_strmap_reserve(&m, 1000), BPCC_OK);
+    ck_assert_uint_eq(m.mask + 1, 2048); /* 1000 keys need more than 1024 * 3/4 slots */
+    uint32_t epoch = m.epoch;
+    ck_assert_int_eq(bpcc_strmap_reserve(&m, 500), BPCC_OK);
+    ck_assert_uint_eq(m.epoch, epoch);
+    for (int i = 0; i < 1000; i++) {
+        size_t n = strlen(keys[i]);
+        bool added;
+        struct bpcc_strmap_slot *e = bpcc_strmap_get_or_add(&m, keys[i], n, bpcc_str_hash(keys[i], n), &added);
+        ck_assert_ptr_nonnull(e);
+        ck_assert(added == (i >= 10));
+        if (added) e->value = keys[i];
+        ck_assert_ptr_eq(e->value, keys[i]);
+    }
+    ck_assert_uint_eq(m.epoch, epoch);
+    ck_assert_uint_eq(m.n, 1000);
+    struct bpcc_strmap empty = {0};
+    ck_assert_int_eq(bpcc_strmap_reserve(&empty, 3), BPCC_OK);
+    ck_assert_uint_eq(empty.mask + 1, 64); /* never below the smallest table */
+    bpcc_strmap_release(&empty);
+    bpcc_strmap_release(&m);
+}
+END_TEST
+
 /* get_or_add finds a present key in the slot put gave it and adds an absent one with one probe:
 ** the added slot takes the caller's key and value, survives growth, and can be removed again */
 START_TEST(strmap_get_or_add_adds_once_and_finds_after)
@@ -431,6 +465,7 @@ int main(void)
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, strmap_finds_removes_and_copies);
+    tcase_add_test(tc, strmap_reserve_makes_room_at_once);
     tcase_add_test(tc, strmap_get_or_add_adds_once_and_finds_after);
     tcase_add_test(tc, buf_appends_and_formats);
     tcase_add_test(tc, buf_stays_failed_after_an_allocation_fails);

@@ -677,6 +677,29 @@ END_TEST
 
 /* The parser gives modules with equal attributes one array (floats compared by their bits, keys
 ** and order included); each module still changes only its own, and the text prints back the same. */
+/* The parser sizes the name table for the model's node lines at once: it does not grow while
+** 3000 nodes are read, and every name is found after */
+START_TEST(the_name_table_is_sized_for_the_node_lines_before_parsing)
+{
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n");
+    bpcc_buf_adds(&b, "  %n0 = call_function torch.relu (%x,)\n");
+    for (int i = 1; i < 3000; i++) bpcc_buf_printf(&b, "  %%n%d = call_function torch.relu (%%n%d,)\n", i, i - 1);
+    bpcc_buf_adds(&b, "\t%output = output output (%n2999,)\n"); /* a tab before the '%' counts too */
+    char *text = bpcc_buf_take(&b, NULL);
+    struct bpcc_graph *pg;
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &pg, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_uint_le(pg->intern.table.epoch, 2); /* the reserve, and at most one growth for the rest */
+    ck_assert_uint_ge(pg->intern.table.mask + 1, 3002 * 4 / 3);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(pg), 3002);
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "n1234"));
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "output"));
+    bpcc_graph_free(pg);
+    bpcc_xfree(text);
+}
+END_TEST
+
 START_TEST(parsed_modules_with_equal_attributes_share_one_array)
 {
     const char *text =
@@ -903,6 +926,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, names_are_unique_fx_style);
+    tcase_add_test(tc, the_name_table_is_sized_for_the_node_lines_before_parsing);
     tcase_add_test(tc, users_are_distinct_and_in_first_use_order);
     tcase_add_test(tc, replace_all_uses_moves_every_use);
     tcase_add_test(tc, erase_refuses_nodes_with_users);

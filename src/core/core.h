@@ -119,6 +119,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char
 ** Slot pointers taken before are then invalid. */
 BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h,
                                                              bool *added);
+/* room for n keys in all without growing (slot pointers taken before are then invalid) */
+BPCC_INTERNAL enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n);
 /* remove the slot's key (other slot pointers are then invalid) */
 BPCC_INTERNAL void bpcc_strmap_remove(struct bpcc_strmap *m, struct bpcc_strmap_slot *e);
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_copy(struct bpcc_strmap *dst, const struct bpcc_strmap *src);

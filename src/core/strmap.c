@@ -61,13 +61,10 @@ static void place(struct bpcc_strmap_slot *slots, uint32_t mask, const struct bp
     slots[i] = *e;
 }
 
-/* room for one more key: at most three quarters full */
-static enum bpcc_status reserve_one(struct bpcc_strmap *m)
+/* the slots rehashed into ncap of them (a power of two) */
+static enum bpcc_status grow(struct bpcc_strmap *m, uint32_t ncap)
 {
     uint32_t cap = m->slots ? m->mask + 1 : 0;
-    if (4 * (uint64_t)(m->n + 1) <= 3 * (uint64_t)cap) return BPCC_OK;
-    uint32_t ncap = cap ? 2 * cap : MIN_SLOTS;
-    if (ncap < cap) return BPCC_ERR_NOMEM; /* 2^31 keys */
     struct bpcc_strmap_slot *slots = bpcc_malloc((size_t)ncap * sizeof *slots);
     if (!slots) return BPCC_ERR_NOMEM;
     memset(slots, 0, (size_t)ncap * sizeof *slots);
@@ -78,6 +75,26 @@ static enum bpcc_status reserve_one(struct bpcc_strmap *m)
     m->mask = ncap - 1;
     m->epoch++;
     return BPCC_OK;
+}
+
+/* room for one more key: at most three quarters full */
+static enum bpcc_status reserve_one(struct bpcc_strmap *m)
+{
+    uint32_t cap = m->slots ? m->mask + 1 : 0;
+    if (4 * (uint64_t)(m->n + 1) <= 3 * (uint64_t)cap) return BPCC_OK;
+    uint32_t ncap = cap ? 2 * cap : MIN_SLOTS;
+    if (ncap < cap) return BPCC_ERR_NOMEM; /* 2^31 keys */
+    return grow(m, ncap);
+}
+
+enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n)
+{
+    uint32_t cap = m->slots ? m->mask + 1 : 0, ncap = cap ? cap : MIN_SLOTS;
+    while (4 * (uint64_t)n > 3 * (uint64_t)ncap) {
+        if (ncap >= (1u << 31)) return BPCC_ERR_NOMEM;
+        ncap *= 2;
+    }
+    return ncap > cap ? grow(m, ncap) : BPCC_OK;
 }
 
 struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h, bool *added)

@@ -850,6 +850,18 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
         goto out;
     }
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) ps.p += 3, ps.line_start = ps.p;
+    /* Each node line (its first non-blank character a '%') names a node of its own: the name
+    ** table is made big enough for that many names at once, instead of doubling its way there (a
+    ** 1M-node model: 15 tables, each zeroed and rehashed, where one does). A lower bound, as
+    ** module names are often node names too: the table still grows as needed. */
+    size_t node_lines = 0;
+    for (const char *q = text, *end = text + len; q < end;) {
+        while (q < end && (*q == ' ' || *q == '\t')) q++;
+        node_lines += q < end && *q == '%';
+        if (!(q = memchr(q, '\n', (size_t)(end - q)))) break;
+        q++;
+    }
+    (void)bpcc_strmap_reserve(&g->intern.table, node_lines < UINT32_MAX / 2 ? (uint32_t)node_lines : UINT32_MAX / 2);
     if ((s = parse_header(&ps))) goto out;
     for (;;) {
         skip_lines(&ps);
