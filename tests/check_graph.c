@@ -677,25 +677,68 @@ END_TEST
 
 /* The parser gives modules with equal attributes one array (floats compared by their bits, keys
 ** and order included); each module still changes only its own, and the text prints back the same. */
-/* The parser sizes the name table for the model's node lines at once: it does not grow while
-** 3000 nodes are read, and every name is found after */
-START_TEST(the_name_table_is_sized_for_the_node_lines_before_parsing)
+/* The parser sizes the name table for the rest of the model's node lines once it has read 1024
+** nodes: 20000 nodes take seven tables (six while the first 1024 are read, then one) where
+** doubling takes ten, and every name is found after */
+START_TEST(the_name_table_is_sized_for_the_node_lines_once_a_model_shows)
 {
     struct bpcc_buf b;
     bpcc_buf_init(&b);
     bpcc_buf_adds(&b, "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n");
     bpcc_buf_adds(&b, "  %n0 = call_function torch.relu (%x,)\n");
-    for (int i = 1; i < 3000; i++) bpcc_buf_printf(&b, "  %%n%d = call_function torch.relu (%%n%d,)\n", i, i - 1);
-    bpcc_buf_adds(&b, "\t%output = output output (%n2999,)\n"); /* a tab before the '%' counts too */
+    for (int i = 1; i < 20000; i++) bpcc_buf_printf(&b, "  %%n%d = call_function torch.relu (%%n%d,)\n", i, i - 1);
+    bpcc_buf_adds(&b, "\t%output = output output (%n19999,)\n"); /* a tab before the '%' counts too */
     char *text = bpcc_buf_take(&b, NULL);
     struct bpcc_graph *pg;
     ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &pg, &d) == BPCC_OK, "%s", tu_msg(&d));
-    ck_assert_uint_le(pg->intern.table.epoch, 2); /* the reserve, and at most one growth for the rest */
-    ck_assert_uint_ge(pg->intern.table.mask + 1, 3002 * 4 / 3);
-    ck_assert_uint_eq(bpcc_graph_n_nodes(pg), 3002);
-    ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "n1234"));
+    ck_assert_uint_le(pg->intern.table.epoch, 7);
+    ck_assert_uint_ge(pg->intern.table.mask + 1, 20002 * 4 / 3);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(pg), 20002);
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "n12345"));
     ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "output"));
     bpcc_graph_free(pg);
+    bpcc_xfree(text);
+}
+END_TEST
+
+static size_t biggest_alloc;
+static void *big_malloc(void *ud, size_t n)
+{
+    (void)ud;
+    if (n > biggest_alloc) biggest_alloc = n;
+    return malloc(n);
+}
+static void *big_realloc(void *ud, void *p, size_t n)
+{
+    (void)ud;
+    if (n > biggest_alloc) biggest_alloc = n;
+    return realloc(p, n);
+}
+static void big_free(void *ud, void *p) { (void)ud; free(p); }
+
+/* Junk after a model's first nodes: 2M lines of a lone '%' (4 MB) are refused at the first,
+** and the name table was sized for what 4 MB of node lines can hold, not for 2M names */
+START_TEST(junk_node_lines_get_no_big_name_table)
+{
+    struct bpcc_buf b;
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %n0 = call_function torch.relu (%x,)\n");
+    for (int i = 1; i < 1100; i++) bpcc_buf_printf(&b, "  %%n%d = call_function torch.relu (%%n%d,)\n", i, i - 1);
+    for (int i = 0; i < 2000000; i++) bpcc_buf_adds(&b, "%\n");
+    size_t len;
+    char *text = bpcc_buf_take(&b, &len);
+    struct bpcc_allocator a = {big_malloc, big_realloc, big_free, NULL};
+    bpcc_set_allocator(&a);
+    biggest_alloc = 0;
+    struct bpcc_graph *pg = NULL;
+    struct bpcc_diag dj;
+    bpcc_diag_init(&dj);
+    enum bpcc_status s = bpcc_graph_parse(text, len, "junk.bpcc", &pg, &dj);
+    bpcc_set_allocator(NULL);
+    ck_assert_int_eq(s, BPCC_ERR_PARSE);
+    ck_assert_uint_eq(dj.entries[0].line, 1105); /* the first junk line */
+    /* 4 MB of text: at most 4 MB / 17 names, a table of 512k slots (12 MB); 2M names would take 96 MB */
+    ck_assert_msg(biggest_alloc <= ((size_t)16 << 20), "an allocation of %zu bytes", biggest_alloc);
     bpcc_xfree(text);
 }
 END_TEST
@@ -926,7 +969,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, names_are_unique_fx_style);
-    tcase_add_test(tc, the_name_table_is_sized_for_the_node_lines_before_parsing);
+    tcase_add_test(tc, the_name_table_is_sized_for_the_node_lines_once_a_model_shows);
+    tcase_add_test(tc, junk_node_lines_get_no_big_name_table);
     tcase_add_test(tc, users_are_distinct_and_in_first_use_order);
     tcase_add_test(tc, replace_all_uses_moves_every_use);
     tcase_add_test(tc, erase_refuses_nodes_with_users);

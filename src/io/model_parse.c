@@ -820,6 +820,8 @@ static enum bpcc_status parse_node(struct parser *ps)
     return BPCC_OK;
 }
 
+#define RESERVE_AFTER 1024
+
 enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *filename,
                                   struct bpcc_graph **out, struct bpcc_diag *d)
 {
@@ -850,10 +852,12 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
         goto out;
     }
     if (len >= 3 && memcmp(text, "\xef\xbb\xbf", 3) == 0) ps.p += 3, ps.line_start = ps.p;
-    /* Each node line (its first non-blank character a '%') names a node of its own: the name
-    ** table is made big enough for that many names at once, instead of doubling its way there (a
-    ** 1M-node model: 15 tables, each zeroed and rehashed, where one does). A lower bound, as
-    ** module names are often node names too: the table still grows as needed. */
+    /* Each node line (its first non-blank character a '%') names a node of its own: once the
+    ** text has shown itself a model (RESERVE_AFTER nodes read), the name table is made big enough
+    ** for the rest at once, instead of doubling its way there (a 1M-node model: 15 tables, each
+    ** zeroed and rehashed, where one does). A lower bound, as module names are often node names
+    ** too, and no more than a node line's shortest length allows in the text (17 bytes,
+    ** "%a = output o ()"): junk made of '%' lines gets no big table. */
     size_t node_lines = 0;
     for (const char *q = text, *end = text + len; q < end;) {
         while (q < end && (*q == ' ' || *q == '\t')) q++;
@@ -861,7 +865,8 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
         if (!(q = memchr(q, '\n', (size_t)(end - q)))) break;
         q++;
     }
-    (void)bpcc_strmap_reserve(&g->intern.table, node_lines < UINT32_MAX / 2 ? (uint32_t)node_lines : UINT32_MAX / 2);
+    if (node_lines > len / 17) node_lines = len / 17;
+    if (node_lines > UINT32_MAX / 2) node_lines = UINT32_MAX / 2;
     if ((s = parse_header(&ps))) goto out;
     for (;;) {
         skip_lines(&ps);
@@ -878,6 +883,7 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
         s = fail_at(&ps, at, "expected 'module' or 'graph', found %s", found(&ps, at, b));
         goto out;
     }
+    size_t n_nodes = 0;
     for (;;) {
         skip_lines(&ps);
         if (ps.p >= ps.end) break;
@@ -888,6 +894,8 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
             goto out;
         }
         if ((s = parse_node(&ps))) goto out;
+        if (++n_nodes == RESERVE_AFTER && node_lines > n_nodes)
+            (void)bpcc_strmap_reserve(&g->intern.table, g->intern.table.n + (uint32_t)(node_lines - n_nodes));
     }
     if (!bpcc_graph_output(g)) {
         s = fail_at(&ps, ps.p, "the graph has no output node");
