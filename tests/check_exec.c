@@ -1014,6 +1014,9 @@ START_TEST(attention_refuses_what_it_cannot_run)
         {"embed_dim: 5, num_heads: 1", "(%x, %x, %x) {attn_mask: %x}", "attn_mask must be [4, 4] or [1, 4, 4]"},
         {"embed_dim: 5, num_heads: 1", "(%x, %x, %x) {key_padding_mask: %x}", "key_padding_mask must be [1, 4]"},
         {"embed_dim: 4, num_heads: 1", "(%x, %x, %x)", "query, key and value do not fit it (embed_dim 4"},
+        /* sizes that are no integers (a fuzzer's find: converting them was undefined behaviour) */
+        {"embed_dim: 1e300, num_heads: 1", "(%x, %x, %x)", "needs embed_dim divisible by num_heads"},
+        {"embed_dim: 5, num_heads: 1, kdim: nan", "(%x, %x, %x)", "query, key and value do not fit it (embed_dim 5, kdim -9223372036854775808"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -1035,6 +1038,9 @@ START_TEST(attention_refuses_what_it_cannot_run)
         {"module y : torch.nn.GRU {input_size: 4, hidden_size: 3}\n", "torch.nn.GRU takes [seq, batch, 4]"},
         {"module y : torch.nn.GRU {input_size: 5, hidden_size: 3}\n", "torch.nn.GRU has no float32 tensor 'weight_ih_l0'"},
         {"module y : torch.nn.LSTM {hidden_size: 3}\n", "torch.nn.LSTM needs input_size, hidden_size and num_layers"},
+        {"module y : torch.nn.LSTM {input_size: 1e30, hidden_size: 3}\n", "torch.nn.LSTM needs input_size, hidden_size and num_layers"},
+        {"module y : torch.nn.GRU {input_size: 5, hidden_size: -inf}\n", "torch.nn.GRU needs input_size, hidden_size and num_layers"},
+        {"module y : torch.nn.GRU {input_size: 5, hidden_size: 3, num_layers: 2.5}\n", "torch.nn.GRU needs input_size, hidden_size and num_layers"},
     };
     for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++) {
         char text[512];

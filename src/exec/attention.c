@@ -62,8 +62,8 @@ static enum bpcc_status k_multihead_attention(const struct xargs *a, struct xval
     if (!bpcc_xarg_tensor(a, 0, "query", &q) || !bpcc_xarg_tensor(a, 1, "key", &k) || !bpcc_xarg_tensor(a, 2, "value", &v))
         return BPCC_ERR_GRAPH;
     bool bf = bpcc_mattr_bool(m, "batch_first", false), need, average;
-    int64_t E = (int64_t)bpcc_mattr_float(m, "embed_dim", 0), H = (int64_t)bpcc_mattr_float(m, "num_heads", 0);
-    int64_t kdim = (int64_t)bpcc_mattr_float(m, "kdim", (double)E), vdim = (int64_t)bpcc_mattr_float(m, "vdim", (double)E);
+    int64_t E = bpcc_mattr_int(m, "embed_dim", 0), H = bpcc_mattr_int(m, "num_heads", 0);
+    int64_t kdim = bpcc_mattr_int(m, "kdim", E), vdim = bpcc_mattr_int(m, "vdim", E);
     if (bpcc_mattr_bool(m, "training", false) && bpcc_mattr_float(m, "dropout", 0) > 0)
         return bpcc_xerr(a, "MultiheadAttention in training mode drops weights at random; export the model in eval mode");
     if (bpcc_mattr_bool(m, "add_zero_attn", false) || bpcc_mtensor(m, "bias_k") || bpcc_mtensor(m, "bias_v"))

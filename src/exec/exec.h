@@ -154,6 +154,8 @@ BPCC_INTERNAL bool bpcc_xdim(const struct xargs *a, int64_t *d, uint32_t ndim);
 BPCC_INTERNAL bool bpcc_mattr_ints(const struct xargs *a, const char *key, uint32_t n_want, const int64_t *dflt,
                                    int64_t *out);
 BPCC_INTERNAL double bpcc_mattr_float(const struct bpcc_module *m, const char *key, double dflt);
+/* an integer attribute (a float one if whole; INT64_MIN for one that is not, or out of range) */
+BPCC_INTERNAL int64_t bpcc_mattr_int(const struct bpcc_module *m, const char *key, int64_t dflt);
 BPCC_INTERNAL bool bpcc_mattr_bool(const struct bpcc_module *m, const char *key, bool dflt);
 /* a module's float32 tensor (weight, bias, running_mean ...), NULL if absent */
 BPCC_INTERNAL const struct bpcc_tensor *bpcc_mtensor(const struct bpcc_module *m, const char *name);

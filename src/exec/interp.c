@@ -4,6 +4,7 @@
 */
 #include "exec.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 #include <stdarg.h>
@@ -348,6 +349,15 @@ double bpcc_mattr_float(const struct bpcc_module *m, const char *key, double dfl
     const struct bpcc_value *v = bpcc_module_attr(m, key);
     if (v && v->kind == BPCC_VAL_FLOAT) return v->u.f;
     if (v && v->kind == BPCC_VAL_INT) return (double)v->u.i;
+    return dflt;
+}
+
+int64_t bpcc_mattr_int(const struct bpcc_module *m, const char *key, int64_t dflt)
+{
+    const struct bpcc_value *v = bpcc_module_attr(m, key);
+    if (v && v->kind == BPCC_VAL_INT) return v->u.i;
+    if (v && v->kind == BPCC_VAL_FLOAT) /* a whole number in range, else no count at all */
+        return v->u.f == v->u.f && fabs(v->u.f) < 0x1p62 && v->u.f == (double)(int64_t)v->u.f ? (int64_t)v->u.f : INT64_MIN;
     return dflt;
 }
 

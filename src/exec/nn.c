@@ -1070,7 +1070,7 @@ static enum bpcc_status k_local_response_norm(const struct xargs *a, struct xval
     double alpha = 1e-4, beta = 0.75, k = 1.0;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
     if (a->module) {
-        size = (int64_t)bpcc_mattr_float(a->module, "size", 0);
+        size = bpcc_mattr_int(a->module, "size", 0);
         alpha = bpcc_mattr_float(a->module, "alpha", 1e-4);
         beta = bpcc_mattr_float(a->module, "beta", 0.75);
         k = bpcc_mattr_float(a->module, "k", 1.0);

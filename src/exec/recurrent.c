@@ -35,8 +35,8 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     if (!m || !bpcc_xarg_tensor(a, 0, "input", &x)) return m ? BPCC_ERR_GRAPH : bpcc_xerr(a, "a recurrent layer runs as a module");
     bool lstm = !strcmp(m->type, "torch.nn.LSTM");
     int G = lstm ? 4 : 3; /* gates */
-    int64_t IN = (int64_t)bpcc_mattr_float(m, "input_size", 0), H = (int64_t)bpcc_mattr_float(m, "hidden_size", 0);
-    int64_t layers = (int64_t)bpcc_mattr_float(m, "num_layers", 1);
+    int64_t IN = bpcc_mattr_int(m, "input_size", 0), H = bpcc_mattr_int(m, "hidden_size", 0);
+    int64_t layers = bpcc_mattr_int(m, "num_layers", 1);
     bool bf = bpcc_mattr_bool(m, "batch_first", false), bidir = bpcc_mattr_bool(m, "bidirectional", false);
     int64_t D = bidir ? 2 : 1;
     if (bpcc_mattr_float(m, "proj_size", 0) != 0) return bpcc_xerr(a, "LSTM with proj_size is not supported");
