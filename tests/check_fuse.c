@@ -144,6 +144,41 @@ START_TEST(conv_bn_relu_folds_into_conv_relu_numerically)
 }
 END_TEST
 
+/* A fused module's parts are the matched modules themselves, renamed, when only their own nodes
+** refer to them (the conv gets folded weights, the ReLU is the same object); a ReLU module two
+** nodes call is copied, and its other caller keeps it under its name. */
+START_TEST(fused_parts_are_the_matched_modules_unless_something_else_refers_to_them)
+{
+    struct bpcc_graph *g = model(cbr);
+    struct bpcc_module *conv = bpcc_graph_find_module(g, "conv"), *relu = bpcc_graph_find_module(g, "relu");
+    const struct bpcc_tensor *w = bpcc_module_tensor(conv, "weight");
+    ck_assert_msg(bpcc_fuse(g, native, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "conv.0"), conv);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "conv.1"), relu);
+    ck_assert_ptr_ne(bpcc_module_tensor(conv, "weight"), w); /* folded */
+    ck_assert_ptr_eq(conv->parent, bpcc_graph_find_module(g, "conv"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "relu"));
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 3);
+    bpcc_graph_free(g);
+
+    static const char shared[] = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
+        BN("bn", 4) RELU("relu") "\ngraph\n"
+        "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %bn = call_module bn (%conv,)\n"
+        "  %relu = call_module relu (%bn,)\n  %relu_1 = call_module relu (%relu,)\n  %output = output output (%relu_1,)\n";
+    g = model(shared);
+    conv = bpcc_graph_find_module(g, "conv");
+    relu = bpcc_graph_find_module(g, "relu");
+    ck_assert_msg(bpcc_fuse(g, native, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "conv.0"), conv);
+    ck_assert_ptr_ne(bpcc_graph_find_module(g, "conv.1"), relu);
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "conv.1")), "torch.nn.ReLU");
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "relu"), relu);
+    ck_assert_ptr_eq(bpcc_node_module(bpcc_graph_find_node(g, "relu_1")), relu);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(conv_bn_folds_into_a_plain_conv_and_gains_a_bias)
 {
     const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 2, 3, "") BN("bn", 3) "\ngraph\n"
@@ -481,6 +516,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, conv_bn_relu_folds_into_conv_relu_numerically);
+    tcase_add_test(tc, fused_parts_are_the_matched_modules_unless_something_else_refers_to_them);
     tcase_add_test(tc, conv_bn_folds_into_a_plain_conv_and_gains_a_bias);
     tcase_add_test(tc, linear_bn_folds_numerically);
     tcase_add_test(tc, convtranspose_bn_folds_along_the_output_axis);

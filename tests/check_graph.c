@@ -565,6 +565,65 @@ START_TEST(a_name_holds_its_node_and_its_module_apart_through_a_restore)
 }
 END_TEST
 
+/* A module renamed leaves its old name and place in the tree for the new ones, a node calling it
+** by its old name no longer finds it; a failed pass gives all back; an unlinked module renamed
+** comes back to life; a taken name or a module with submodules is refused. */
+START_TEST(a_renamed_module_moves_in_the_tree_and_a_failed_pass_moves_it_back)
+{
+    struct bpcc_module *a, *ab, *ac, *c, *e;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a", "torch.nn.Sequential", &a, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.b", "torch.nn.ReLU", &ab, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.c", "torch.nn.Tanh", &ac, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "c", "torch.nn.Sequential", &c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_add_module(g, "e", "torch.nn.GELU", &e, &d), BPCC_OK);
+    struct bpcc_node *x = placeholder("x");
+    struct bpcc_node *n = mk(BPCC_NODE_CALL_MODULE, NULL, "a.b", refs(1, x));
+    ck_assert_ptr_eq(bpcc_node_module(n), ab);
+    ck_assert_int_eq(bpcc_graph_rename_module(g, ab, "c", &d), BPCC_ERR_INVALID); /* taken */
+    ck_assert_int_eq(bpcc_graph_rename_module(g, a, "z", &d), BPCC_ERR_INVALID);  /* submodules */
+    bpcc_diag_init(&d);
+    for (int pass = 0; pass < 2; pass++) {
+        ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_graph_rename_module(g, ab, "c.d", &d), BPCC_OK);
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "a.b"));
+        ck_assert_ptr_eq(bpcc_graph_find_module(g, "c.d"), ab);
+        ck_assert_str_eq(bpcc_module_name(ab), "c.d");
+        ck_assert_ptr_null(bpcc_node_module(n)); /* its target names nothing now */
+        ck_assert_ptr_eq(ab->parent, c);
+        ck_assert_ptr_eq(c->first_child, ab);
+        ck_assert_ptr_eq(a->first_child, ac);
+        ck_assert_ptr_eq(a->last_child, ac);
+        bpcc_graph_unlink_module(g, e); /* unlinked, then renamed: alive under its new name */
+        ck_assert_int_eq(bpcc_graph_rename_module(g, e, "c.f", &d), BPCC_OK);
+        ck_assert_ptr_eq(bpcc_graph_find_module(g, "c.f"), e);
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "e"));
+        ck_assert_ptr_eq(c->last_child, e);
+        ck_assert_ptr_eq(ab->next_sibling, e);
+        if (pass == 1) break;
+        ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_ERR_GRAPH, &d), BPCC_ERR_GRAPH); /* a failed pass */
+        ck_assert_ptr_eq(bpcc_graph_find_module(g, "a.b"), ab);
+        ck_assert_ptr_eq(bpcc_graph_find_module(g, "e"), e);
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "c.d"));
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "c.f"));
+        ck_assert_str_eq(bpcc_module_name(ab), "a.b");
+        ck_assert_ptr_eq(bpcc_node_module(n), ab);
+        ck_assert_ptr_eq(ab->parent, a);
+        ck_assert_ptr_eq(a->first_child, ab);
+        ck_assert_ptr_eq(ab->next_sibling, ac);
+        ck_assert_ptr_null(c->first_child);
+        ck_assert(!e->dead);
+        ck_assert_uint_eq(bpcc_graph_n_modules(g), 5);
+    }
+    ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_OK, &d), BPCC_OK);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "c.d"), ab);
+    ck_assert_ptr_eq(bpcc_graph_find_module(g, "c.f"), e);
+    /* the old name is free for a new module */
+    struct bpcc_module *nb;
+    ck_assert_int_eq(bpcc_graph_add_module(g, "a.b", "torch.nn.ReLU", &nb, &d), BPCC_OK);
+    ck_assert_ptr_eq(nb->parent, a);
+}
+END_TEST
+
 /* The module a call_module node remembers is only used while it is the table's under the target. */
 START_TEST(a_node_finds_the_module_its_target_names_now)
 {
@@ -969,6 +1028,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, names_are_unique_fx_style);
+    tcase_add_test(tc, a_renamed_module_moves_in_the_tree_and_a_failed_pass_moves_it_back);
     tcase_add_test(tc, the_name_table_is_sized_for_the_node_lines_once_a_model_shows);
     tcase_add_test(tc, junk_node_lines_get_no_big_name_table);
     tcase_add_test(tc, users_are_distinct_and_in_first_use_order);

@@ -319,6 +319,12 @@ BPCC_INTERNAL enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *
 ** slots keep them, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
 ** objects stay valid (graph arena). */
 BPCC_INTERNAL void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m);
+/* Module m, without submodules, under another name: out of its old place in the tree and its old
+** name's slot, into `name`'s (which no live module may hold) and under its nearest ancestor there;
+** an unlinked module comes back to life. It must be in `modules`: live, or unlinked by the pass
+** running. Nodes that remembered it look again (by their targets). */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_rename_module(struct bpcc_graph *g, struct bpcc_module *m, const char *name,
+                                                        struct bpcc_diag *d);
 /* a zeroed header for a tensor of rank ndim (<= BPCC_MAX_DIMS) in g's arena, ndim set; NULL when out of memory */
 BPCC_INTERNAL struct bpcc_tensor *bpcc_tensor_header(struct bpcc_arena *a, uint32_t ndim);
 /* An uninitialized float32 tensor whose header has room for its range: the caller writes the

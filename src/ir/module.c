@@ -29,6 +29,54 @@ void bpcc_graph_release_modules(struct bpcc_graph *g)
     g->n_modules = g->cap_modules = 0;
 }
 
+/* m (named, out of any child list) into the tree: the last child of the nearest ancestor in the
+** table. A failed record leaves m out of the tree: the pass fails (bpcc_undo_failed). */
+static void join_ancestor(struct bpcc_graph *g, struct bpcc_module *m, size_t len)
+{
+    char buf[512];
+    if (len >= sizeof buf || !len) return;
+    memcpy(buf, m->name, len + 1);
+    for (char *dot = strrchr(buf, '.');; dot = strrchr(buf, '.')) {
+        if (dot) *dot = 0;
+        else buf[0] = 0;
+        struct bpcc_module *p = bpcc_graph_find_module(g, buf);
+        if (p && p != m) {
+            if (!(p->last_child ? BPCC_UNDO_MODULE(p->last_child, p->last_child->next_sibling)
+                                : BPCC_UNDO_MODULE(p, p->first_child)) ||
+                !BPCC_UNDO_MODULE(p, p->last_child) || !BPCC_UNDO_MODULE(m, m->parent))
+                return;
+            m->parent = p;
+            if (p->last_child) p->last_child->next_sibling = m;
+            else p->first_child = m;
+            p->last_child = m;
+            return;
+        }
+        if (!dot) return;
+    }
+}
+
+/* m out of its parent's child list */
+static void leave_parent(struct bpcc_module *m)
+{
+    struct bpcc_module *p = m->parent;
+    if (!p) return;
+    struct bpcc_module **link = &p->first_child, *prev = NULL;
+    while (*link && *link != m) {
+        prev = *link;
+        link = &(*link)->next_sibling;
+    }
+    /* *link is p's first_child or a sibling's next_sibling, prev's if there is one */
+    if (!(prev ? BPCC_UNDO_MODULE(prev, *link) : BPCC_UNDO_MODULE(p, *link)) || !BPCC_UNDO_MODULE(p, p->last_child) ||
+        !BPCC_UNDO_MODULE(m, m->parent) || !BPCC_UNDO_MODULE(m, m->next_sibling))
+        return;
+    if (*link) {
+        *link = m->next_sibling;
+        if (p->last_child == m) p->last_child = prev;
+    }
+    m->parent = NULL;
+    m->next_sibling = NULL;
+}
+
 /* bpcc_graph_add_module; with `if_free`, a name in use is no error: *out is then NULL */
 static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const char *type, bool if_free,
                                    struct bpcc_module **out, struct bpcc_diag *d)
@@ -67,29 +115,7 @@ static enum bpcc_status add_module(struct bpcc_graph *g, const char *name, const
     if (!bpcc_undo_module_made(g, m) || !bpcc_undo_module_entry(g, m->name, was)) return bpcc_diag_nomem(d);
     bpcc_name_put_module(slot, m);
     g->modules[g->n_modules++] = m;
-    /* link into the tree under the nearest ancestor in the table */
-    char buf[512];
-    if (len < sizeof buf && len) {
-        memcpy(buf, m->name, len + 1);
-        for (char *dot = strrchr(buf, '.');; dot = strrchr(buf, '.')) {
-            if (dot) *dot = 0;
-            else buf[0] = 0;
-            struct bpcc_module *p = bpcc_graph_find_module(g, buf);
-            if (p && p != m) {
-                /* a failed record leaves m out of the tree: the pass fails (bpcc_undo_failed) */
-                if (!(p->last_child ? BPCC_UNDO_MODULE(p->last_child, p->last_child->next_sibling)
-                                    : BPCC_UNDO_MODULE(p, p->first_child)) ||
-                    !BPCC_UNDO_MODULE(p, p->last_child))
-                    break;
-                m->parent = p;
-                if (p->last_child) p->last_child->next_sibling = m;
-                else p->first_child = m;
-                p->last_child = m;
-                break;
-            }
-            if (!dot) break;
-        }
-    }
+    join_ancestor(g, m, len);
     if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     if (out) *out = m;
     return BPCC_OK;
@@ -137,25 +163,42 @@ void bpcc_module_set_type(struct bpcc_module *m, const char *type)
 void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
 {
     if (m->dead) return;
-    struct bpcc_module *p = m->parent;
-    if (p) { /* out of the parent's child list */
-        struct bpcc_module **link = &p->first_child, *prev = NULL;
-        while (*link && *link != m) {
-            prev = *link;
-            link = &(*link)->next_sibling;
-        }
-        /* *link is p's first_child or a sibling's next_sibling, prev's if there is one */
-        if (!(prev ? BPCC_UNDO_MODULE(prev, *link) : BPCC_UNDO_MODULE(p, *link)) || !BPCC_UNDO_MODULE(p, p->last_child) ||
-            !BPCC_UNDO_MODULE(m, m->parent) || !BPCC_UNDO_MODULE(m, m->next_sibling))
-            return;
-        if (*link) {
-            *link = m->next_sibling;
-            if (p->last_child == m) p->last_child = prev;
-        }
-        m->parent = NULL;
-        m->next_sibling = NULL;
-    }
+    leave_parent(m);
     unlink_rec(g, m);
+}
+
+enum bpcc_status bpcc_graph_rename_module(struct bpcc_graph *g, struct bpcc_module *m, const char *name,
+                                          struct bpcc_diag *d)
+{
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
+    if (m->first_child)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' has submodules: it cannot be renamed alone",
+                               m->name);
+    size_t len = strlen(name);
+    const char *iname;
+    void **slot = bpcc_intern_slot(&g->intern, name, len, bpcc_str_hash(name, len), &iname, NULL);
+    if (!slot) return bpcc_diag_nomem(d);
+    struct bpcc_module *was = bpcc_name_module(*slot);
+    if (was && !was->dead && was != m)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
+    if (!bpcc_name_make_room(g, slot)) return bpcc_diag_nomem(d);
+    if (iname != m->name) { /* its old name no longer finds it (unless a module took that name meanwhile) */
+        size_t ol = strlen(m->name);
+        void **os = bpcc_intern_value(&g->intern, m->name, ol, bpcc_str_hash(m->name, ol));
+        if (os && bpcc_name_module(*os) == m) {
+            if (!bpcc_undo_module_entry(g, m->name, m)) return bpcc_diag_nomem(d);
+            bpcc_name_put_module(os, NULL);
+        }
+    }
+    if (!m->dead) leave_parent(m);
+    if (!BPCC_UNDO_MODULE(m, m->name) || !BPCC_UNDO_MODULE(m, m->dead) || !bpcc_undo_module_entry(g, iname, was))
+        return bpcc_diag_nomem(d);
+    m->name = iname;
+    m->dead = false;
+    bpcc_name_put_module(slot, m);
+    join_ancestor(g, m, len);
+    forget_callers(g, m);
+    return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
 }
 
 void bpcc_graph_compact_modules(struct bpcc_graph *g)

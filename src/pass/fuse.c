@@ -48,6 +48,44 @@ static enum bpcc_status clone_module(struct bpcc_graph *g, struct bpcc_module *s
     return s;
 }
 
+/* How many nodes refer to each module (its `mark`): calls, and get_attr of it or of its attributes. */
+static void count_refs(struct bpcc_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
+    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+        struct bpcc_module *m = NULL;
+        if (n->kind == BPCC_NODE_CALL_MODULE) {
+            m = bpcc_node_module(n);
+        } else if (n->kind == BPCC_NODE_GET_ATTR) {
+            if ((m = bpcc_graph_find_module(g, n->target))) m->mark++;
+            m = bpcc_graph_attr_owner(g, n->target, NULL);
+        }
+        if (m) m->mark++;
+    }
+}
+
+/* A matched module is its fused module's part itself, renamed, when only its own node refers to
+** it, it has no submodules and no node refers to a module it is part of: nothing else can tell
+** it moved. Otherwise the part is a copy (a module called twice, as torchvision's shared ReLUs,
+** is fused from its original each time, as in PyTorch). */
+static bool movable(const struct bpcc_module *m)
+{
+    if (!m || m->mark != 1 || m->first_child) return false;
+    for (const struct bpcc_module *p = m->parent; p; p = p->parent)
+        if (p->mark) return false;
+    return true;
+}
+
+/* module m as the part of a fused module at `path`: m itself when it can move, else a copy */
+static enum bpcc_status place(struct bpcc_graph *g, struct bpcc_module *m, const char *path,
+                              struct bpcc_module **out, struct bpcc_diag *d)
+{
+    if (!movable(m)) return clone_module(g, m, path, out, d);
+    enum bpcc_status s = bpcc_graph_rename_module(g, m, path, d);
+    if (!s) *out = m;
+    return s;
+}
+
 static enum bpcc_status new_module(struct bpcc_graph *g, const char *name, const char *type,
                                    bool train, struct bpcc_module **out, struct bpcc_diag *d)
 {
@@ -115,18 +153,18 @@ BPCC_HOT __attribute__((noinline)) static void scale_run(const float *restrict s
     for (uint64_t k = 0; k < n; k++) dst[k] = src[k] * s;
 }
 
-/* Fold batch norm `bn` into the weights of `conv`, a fresh clone of the matched `from` (which the
-** messages name, as the user knows it): out_axis 0 for conv and
-** linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
+/* Fold batch norm `bn` into the weights of `conv`, the fused module's part (the matched module
+** itself, renamed, or its copy; `from` is its name as the user knows it, for the messages): new
+** weight and bias tensors, out_axis 0 for conv and linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
 **   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
 **   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
-static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const struct bpcc_module *from,
+static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const char *from,
                                 const struct bpcc_module *bn, int out_axis, bool linear)
 {
     const struct bpcc_tensor *w = tensor_f32(conv, "weight"), *b = tensor_f32(conv, "bias");
     const struct bpcc_tensor *rm = tensor_f32(bn, "running_mean"), *rv = tensor_f32(bn, "running_var");
     const struct bpcc_tensor *gw = tensor_f32(bn, "weight"), *gb = tensor_f32(bn, "bias");
-    if (!w) return fail(fc, "'%s' has no float32 weight", from->name);
+    if (!w) return fail(fc, "'%s' has no float32 weight", from);
     if (!rm || !rv)
         return fail(fc, "batch norm '%s' has no running statistics (track_running_stats=False)", bn->name);
     if (linear && (!gw || !gb))
@@ -137,9 +175,9 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
         return fail(fc, "batch norm '%s' has inconsistent parameter sizes", bn->name);
     if (w->ndim < 2 || (uint64_t)w->dims[out_axis] != C)
         return fail(fc, "'%s' has %lld output channels in weight dimension %d but batch norm '%s' "
-                        "has %llu features", from->name, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
+                        "has %llu features", from, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
                     out_axis, bn->name, (unsigned long long)C);
-    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", from->name);
+    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", from);
     float eps = (float)attr_float(bn, "eps", 1e-5);
     struct bpcc_tensor *nw, *nb;
     int64_t cdim[1] = {(int64_t)C};
@@ -201,7 +239,7 @@ static enum bpcc_status container(struct fuse_call *fc, const char *type,
         if (!p) return bpcc_diag_nomem(fc->d);
         struct bpcc_module *m;
         if (parts[i]) {
-            s = clone_module(fc->g, parts[i], p, &m, fc->d);
+            s = place(fc->g, parts[i], p, &m, fc->d);
         } else {
             /* F.relu in the pattern: PyTorch makes a fresh nn.ReLU with the root's training flag */
             s = new_module(fc->g, p, "torch.nn.ReLU", training(fc->root), &m, fc->d);
@@ -253,8 +291,9 @@ static enum bpcc_status folded(struct fuse_call *fc, struct bpcc_module *conv,
                                bool linear, struct bpcc_module **out)
 {
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
-    enum bpcc_status s = clone_module(fc->g, conv, path, out, fc->d);
-    return s ? s : fold_bn(fc, *out, conv, bn, axis, linear);
+    const char *from = conv->name; /* interned: the name the user knows, after a move too */
+    enum bpcc_status s = place(fc->g, conv, path, out, fc->d);
+    return s ? s : fold_bn(fc, *out, from, bn, axis, linear);
 }
 
 static enum bpcc_status fuse_conv_bn(struct fuse_call *fc)
@@ -293,11 +332,12 @@ static enum bpcc_status fuse_conv_bn_relu(struct fuse_call *fc)
     if (!conv_dim_type(type, conv->type, "torch.ao.nn.intrinsic.ConvReLU"))
         return fail(fc, "cannot fuse eval modules (%s, %s, relu)", conv->type, bn->type);
     /* ConvReLU(fuse_conv_bn_eval(conv, bn), relu) */
+    const char *from = conv->name;
     struct bpcc_module *parts[] = {conv, relu};
     struct bpcc_module *children[2];
     if ((s = container(fc, type, parts, 2, children))) return s;
     if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
-    return fold_bn(fc, children[0], conv, bn, 0, false);
+    return fold_bn(fc, children[0], from, bn, 0, false);
 }
 
 static enum bpcc_status fuse_linear_bn(struct fuse_call *fc)
@@ -348,10 +388,11 @@ static enum bpcc_status fuse_linear_bn_leaky_relu(struct fuse_call *fc)
     enum bpcc_status s = check_same_mode(fc, 3);
     if (s) return s;
     if (fc->is_qat) return fail(fc, "cannot fuse train modules (linear, bn, leaky_relu)");
+    const char *from = lin->name;
     struct bpcc_module *parts[] = {lin, act};
     struct bpcc_module *children[2];
     if ((s = container(fc, "torch.ao.nn.intrinsic.LinearLeakyReLU", parts, 2, children))) return s;
-    return fold_bn(fc, children[0], lin, bn, 0, true);
+    return fold_bn(fc, children[0], from, bn, 0, true);
 }
 
 /* onednn's conv + add (+ relu): leaves in preorder, e.g. [add, conv, x] or
@@ -370,6 +411,7 @@ static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
     }
     if (!conv || !add) return fail(fc, "a conv+add fusion needs a Conv2d module and an add");
     if (bn && fc->is_qat) return fail(fc, "cannot fuse train modules (conv, bn, add)");
+    const char *from = conv->name;
     struct bpcc_module *parts[2] = {conv, relu};
     struct bpcc_module *children[2];
     bool with_relu = !strcmp(fc->op[0], "torch.nn.ReLU"); /* the anchor */
@@ -377,7 +419,7 @@ static enum bpcc_status fuse_conv_add_any(struct fuse_call *fc)
     enum bpcc_status s = container(fc, type, parts, with_relu ? 2 : 1, children);
     if (!s && bn) {
         if (training(conv) || training(bn)) return fail(fc, "batch-norm folding is for eval mode only");
-        s = fold_bn(fc, children[0], conv, bn, 0, false);
+        s = fold_bn(fc, children[0], from, bn, 0, false);
     }
     if (!s) {
         struct bpcc_value v;
@@ -741,6 +783,7 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
 {
     if (explain_out) *explain_out = NULL;
     bool is_qat = o && o->is_qat;
+    count_refs(g);
     struct plans ps = {0};
     enum bpcc_status s = bpcc_match_graph(g, c, has_fuser, false, keep_match, &ps, d);
     if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
