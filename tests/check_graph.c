@@ -757,6 +757,19 @@ START_TEST(the_name_table_is_sized_for_the_node_lines_once_a_model_shows)
     ck_assert_ptr_nonnull(bpcc_graph_find_node(pg, "output"));
     bpcc_graph_free(pg);
     bpcc_xfree(text);
+
+    /* 3000 modules and 3000 nodes of the same names are 3000 names, not 6000: 4096 slots */
+    bpcc_buf_init(&b);
+    bpcc_buf_adds(&b, "bpcc-model 1\n\n");
+    for (int i = 0; i < 3000; i++) bpcc_buf_printf(&b, "module m%d : torch.nn.ReLU {}\n", i);
+    bpcc_buf_adds(&b, "\ngraph\n  %x = placeholder x ()\n  %m0 = call_module m0 (%x,)\n");
+    for (int i = 1; i < 3000; i++) bpcc_buf_printf(&b, "  %%m%d = call_module m%d (%%m%d,)\n", i, i, i - 1);
+    bpcc_buf_adds(&b, "  %output = output output (%m2999,)\n");
+    text = bpcc_buf_take(&b, NULL);
+    ck_assert_msg(bpcc_graph_parse(text, strlen(text), "m.bpcc", &pg, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_uint_eq(pg->intern.table.mask + 1, 4096);
+    bpcc_graph_free(pg);
+    bpcc_xfree(text);
 }
 END_TEST
 

@@ -894,8 +894,10 @@ enum bpcc_status bpcc_graph_parse(const char *text, size_t len, const char *file
             goto out;
         }
         if ((s = parse_node(&ps))) goto out;
-        if (++n_nodes == RESERVE_AFTER && node_lines > n_nodes)
-            (void)bpcc_strmap_reserve(&g->intern.table, g->intern.table.n + (uint32_t)(node_lines - n_nodes));
+        /* node names are often the names of the modules read before them: the names are at
+        ** least as many as the node lines, or as those already read, not the sum */
+        if (++n_nodes == RESERVE_AFTER && node_lines > g->intern.table.n)
+            (void)bpcc_strmap_reserve(&g->intern.table, (uint32_t)node_lines);
     }
     if (!bpcc_graph_output(g)) {
         s = fail_at(&ps, ps.p, "the graph has no output node");
