@@ -152,7 +152,9 @@ def scale(build, sizes, tmp):
             work = r["load"][0] + r["passes"][0] + r["print"][0]
             r["work_ms"] = work
             r["ns_per_node"] = work * 1e6 / r["nodes"]
-            r["bytes_per_node"] = (r["peak_rss_kib"] - r["rss_before_kib"]) * 1024 / r["nodes"]
+            # one flow's peak (the first run's): later runs in the process start from a heap the
+            # earlier ones fragmented, which a user's single flow never sees
+            r["bytes_per_node"] = (r["peak_rss_after_kib"]["print"] - r["rss_before_kib"]) * 1024 / r["nodes"]
             print("scale %8d nodes%s: load %.1f  fuse %.1f  prepare %.1f  qparams %.1f  convert %.1f  print %.1f ms  = "
                   "%.1f ms (%.0f ns/node)  peak %.0f bytes/node" % (
                       r["nodes"], " without rollback" if extra else "", r["load"][0], r["fuse"][0], r["prepare"][0],
@@ -234,7 +236,7 @@ def document(res):
           "between, not counted)", "",
           "Units of conv → bn → relu → conv → bn → relu → add → cat → conv → relu (convs without bias, batch norms "
           "without affine parameters: 0.7 tensors per node); native backend, MinMax mapping "
-          "(bench/minmax.yaml). Memory: peak resident set above the process's before the first load, per input node. "
+          "(bench/minmax.yaml). Memory: the first flow's peak resident set above the process's before the first load, per input node. "
           "The passes as the library runs them by default (each keeps an undo log to roll back with if it fails), and "
           "without rollback (bpcc_graph_set_rollback(g, false), as the bpcc tool runs them).",
           "", "| nodes | load | fuse | prepare | qparams | convert | print | total | per node | peak memory per node "
