@@ -139,6 +139,8 @@ static inline int tu_oom_loop(const char *what, tu_op_fn fn, void *ctx)
         ck_assert_msg(s == BPCC_ERR_NOMEM, "%s: allocation %llu failed with '%s' (%s)", what,
                       (unsigned long long)n, bpcc_status_name(s), tu_msg(&d));
         ck_assert_int_eq(d.code, BPCC_ERR_NOMEM);
+        ck_assert_msg(d.n_errors == 1, "%s: allocation %llu reported %u errors (%s)", what, (unsigned long long)n,
+                      d.n_errors, tu_msg(&d));
         n_failed++;
         ck_assert_msg(n < 1000000, "%s does not converge", what);
     }

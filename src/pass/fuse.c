@@ -155,7 +155,8 @@ BPCC_HOT __attribute__((noinline)) static void scale_run(const float *restrict s
 
 /* Fold batch norm `bn` into the weights of `conv`, the fused module's part (the matched module
 ** itself, renamed, or its copy; `from` is its name as the user knows it, for the messages): new
-** weight and bias tensors, out_axis 0 for conv and linear weights, 1 for transposed convolutions. torch.nn.utils.fusion's formulas, in float32:
+** weight and bias tensors, out_axis 0 for conv and linear weights, 1 for transposed
+** convolutions. torch.nn.utils.fusion's formulas, in float32:
 **   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
 **   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
 static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const char *from,
@@ -667,6 +668,7 @@ struct plans {
     struct planned *p;
     struct plan_leaf *leaves;
     uint32_t n, cap, n_leaves, cap_leaves;
+    struct bpcc_diag *d;
 };
 
 /* bpcc_match_graph's `found`: the match's entry, anchor and leaves */
@@ -676,7 +678,7 @@ static enum bpcc_status keep_match(const struct match *m, void *ud)
     if (ps->n == ps->cap) {
         uint32_t cap = ps->cap ? 2 * ps->cap : 64;
         struct planned *p = bpcc_realloc(ps->p, cap * sizeof *p);
-        if (!p) return BPCC_ERR_NOMEM;
+        if (!p) return bpcc_diag_nomem(ps->d);
         ps->p = p;
         ps->cap = cap;
     }
@@ -684,7 +686,7 @@ static enum bpcc_status keep_match(const struct match *m, void *ud)
         uint32_t cap = ps->cap_leaves ? 2 * ps->cap_leaves : 256;
         if (cap < ps->n_leaves + m->n_leaves) cap = ps->n_leaves + m->n_leaves;
         struct plan_leaf *l = bpcc_realloc(ps->leaves, cap * sizeof *l);
-        if (!l) return BPCC_ERR_NOMEM;
+        if (!l) return bpcc_diag_nomem(ps->d);
         ps->leaves = l;
         ps->cap_leaves = cap;
     }
@@ -783,12 +785,11 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
 {
     if (explain_out) *explain_out = NULL;
     bool is_qat = o && o->is_qat;
-    count_refs(g);
-    struct plans ps = {0};
+    struct plans ps = {.d = d};
     enum bpcc_status s = bpcc_match_graph(g, c, has_fuser, false, keep_match, &ps, d);
-    if (s == BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d);
     /* graph order: the walk found the matches from the output back */
     for (uint32_t i = ps.n; i-- > 0 && !s;) s = plan(g, c, &ps, &ps.p[i], d);
+    if (!s && ps.n) count_refs(g); /* before any fusion: which parts can move */
     struct bpcc_buf ex;
     bpcc_buf_init(&ex);
     for (uint32_t i = ps.n; i-- > 0 && !s;) {
