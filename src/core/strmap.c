@@ -77,25 +77,19 @@ static enum bpcc_status grow(struct bpcc_strmap *m, uint32_t ncap)
     return BPCC_OK;
 }
 
-/* room for one more key: at most three quarters full */
-static enum bpcc_status reserve_one(struct bpcc_strmap *m)
-{
-    uint32_t cap = m->slots ? m->mask + 1 : 0;
-    if (4 * (uint64_t)(m->n + 1) <= 3 * (uint64_t)cap) return BPCC_OK;
-    uint32_t ncap = cap ? 2 * cap : MIN_SLOTS;
-    if (ncap < cap) return BPCC_ERR_NOMEM; /* 2^31 keys */
-    return grow(m, ncap);
-}
-
+/* at most three quarters full with n keys */
 enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n)
 {
     uint32_t cap = m->slots ? m->mask + 1 : 0, ncap = cap ? cap : MIN_SLOTS;
     while (4 * (uint64_t)n > 3 * (uint64_t)ncap) {
-        if (ncap >= (1u << 31)) return BPCC_ERR_NOMEM;
+        if (ncap >= (1u << 31)) return BPCC_ERR_NOMEM; /* 2^31 slots */
         ncap *= 2;
     }
     return ncap > cap ? grow(m, ncap) : BPCC_OK;
 }
+
+/* room for one more key */
+static enum bpcc_status reserve_one(struct bpcc_strmap *m) { return bpcc_strmap_reserve(m, m->n + 1); }
 
 struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h, bool *added)
 {
