@@ -152,15 +152,19 @@ static const char *module_path(struct conv *cv, const struct bpcc_node *obs, con
     return p ? p : "";
 }
 
-/* The observer becomes q.dequantize() in place (q is before it): PyTorch makes the dequantize node
-** where the observer is, moves the observer's users onto it and erases the observer. The same
-** graph, names and order, without a node made, the users' arguments rewritten or a node left dead. */
-static enum bpcc_status dequantize_in_place(struct conv *cv, struct bpcc_node *q, struct bpcc_node *obs)
+/* The quantize node q goes before the observer, which becomes q.dequantize() in place: PyTorch
+** makes the dequantize node where the observer is, moves the observer's users onto it and erases
+** the observer. The same graph, names and order, without a node made, the users' arguments
+** rewritten or a node left dead. */
+static enum bpcc_status quantized_in_place(struct conv *cv, struct bpcc_node *q, struct bpcc_node *obs)
 {
+    bpcc_node_move_before(q, obs);
     struct bpcc_value a1;
     if (bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
     a1.u.seq.items[0] = bpcc_value_node(q);
-    return bpcc_node_remake(obs, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, cv->d);
+    enum bpcc_status s = bpcc_node_remake(obs, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, cv->d);
+    if (!s) cv->n_quantized++;
+    return s;
 }
 
 static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
@@ -229,11 +233,7 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         s = bpcc_graph_node_new(g, BPCC_NODE_CALL_FUNCTION, per_channel ? "quantize_per_channel" : "quantize_per_tensor",
                                 per_channel ? "torch.quantize_per_channel" : "torch.quantize_per_tensor", &args, NULL, true, &q,
                                 cv->d);
-        if (s) return s;
-        bpcc_node_move_before(q, obs);
-        if ((s = dequantize_in_place(cv, q, obs))) return s;
-        cv->n_quantized++;
-        return BPCC_OK;
+        return s ? s : quantized_in_place(cv, q, obs);
     } else if (!skip && (dyn || fp16)) {
         struct bpcc_value args;
         struct bpcc_node *q;
@@ -251,11 +251,7 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
             args.u.seq.items[1] = bpcc_value_dtype(BPCC_DTYPE_F16);
             s = bpcc_graph_node_new(g, BPCC_NODE_CALL_METHOD, "to", "to", &args, NULL, true, &q, cv->d);
         }
-        if (s) return s;
-        bpcc_node_move_before(q, obs);
-        if ((s = dequantize_in_place(cv, q, obs))) return s;
-        cv->n_quantized++;
-        return BPCC_OK;
+        return s ? s : quantized_in_place(cv, q, obs);
     }
     /* dropped: its users take its input */
     s = bpcc_node_replace_all_uses(obs, in, NULL, cv->d);
