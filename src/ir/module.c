@@ -190,7 +190,7 @@ enum bpcc_status bpcc_graph_rename_module(struct bpcc_graph *g, struct bpcc_modu
             bpcc_name_put_module(os, NULL);
         }
     }
-    if (!m->dead) leave_parent(m);
+    leave_parent(m); /* none left for an unlinked module */
     if (!BPCC_UNDO_MODULE(m, m->name) || !BPCC_UNDO_MODULE(m, m->dead) || !bpcc_undo_module_entry(g, iname, was))
         return bpcc_diag_nomem(d);
     m->name = iname;

@@ -768,9 +768,7 @@ static enum bpcc_status insert_output_observer(struct prep *p, struct bpcc_node 
             /* remove_output_observer */
             s = bpcc_node_replace_all_uses(obs, n, NULL, p->d);
             if (!s) s = bpcc_node_erase(obs, p->d);
-            if (!s) {
-                if (p->report) p->r->n_observers--; /* the last one recorded is this observer */
-            }
+            if (!s && p->report) p->r->n_observers--; /* the last one recorded is this observer */
         }
     }
     return s;
