@@ -809,6 +809,8 @@ START_TEST(junk_node_lines_get_no_big_name_table)
     bpcc_set_allocator(NULL);
     ck_assert_int_eq(s, BPCC_ERR_PARSE);
     ck_assert_uint_eq(dj.entries[0].line, 1105); /* the first junk line */
+    ck_assert_uint_eq(dj.entries[0].col, 1);
+    ck_assert_str_eq(dj.entries[0].msg, "expected a node name after '%'");
     /* 4 MB of text: at most 4 MB / 17 names, a table of 512k slots (12 MB); 2M names would take 96 MB */
     ck_assert_msg(biggest_alloc <= ((size_t)16 << 20), "an allocation of %zu bytes", biggest_alloc);
     bpcc_xfree(text);
