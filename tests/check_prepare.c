@@ -633,11 +633,53 @@ START_TEST(convert_refuses_an_uncalibrated_model)
 }
 END_TEST
 
+/* c2, c3 and c4 have one attribute array (the parser shares equal ones); c3's weight is per channel */
+static const char *model_alike_convs =
+    "bpcc-model 1\n\n" CONV("c1", 3, 4) CONV("c2", 4, 4) CONV("c3", 4, 4) CONV("c4", 4, 4)
+    "\ngraph\n  %x = placeholder x ()\n  %c1 = call_module c1 (%x,)\n  %c2 = call_module c2 (%c1,)\n"
+    "  %c3 = call_module c3 (%c2,)\n  %c4 = call_module c4 (%c3,)\n  %output = output output (%c4,)\n";
+#define QC_ALIKE \
+    "global: " QC_A "\nmodule_name:\n  - {name: c3, qconfig: {activation: {observer: MinMaxObserver}, weight: " \
+    "{observer: PerChannelMinMaxObserver, dtype: qint8, qscheme: per_channel_symmetric}}}\n"
+
+/* Weighted modules whose attributes were one array and that are given the same weight qscheme and
+** dtype end with one array again; one given another qscheme has its own, and a change to one of
+** those that share is its own. */
+START_TEST(convert_gives_modules_converted_alike_one_attribute_array)
+{
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_msg(quantize_text(model_alike_convs, QC_ALIKE, &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    struct bpcc_module *c1 = bpcc_graph_find_module(p.g, "c1"), *c2 = bpcc_graph_find_module(p.g, "c2"),
+                       *c3 = bpcc_graph_find_module(p.g, "c3"), *c4 = bpcc_graph_find_module(p.g, "c4");
+    ck_assert(c1 && c2 && c3 && c4);
+    /* one array: an attribute of each is at one address */
+    ck_assert_ptr_eq(bpcc_module_attr(c2, "weight_dtype"), bpcc_module_attr(c4, "weight_dtype"));
+    ck_assert_ptr_ne(bpcc_module_attr(c2, "weight_dtype"), bpcc_module_attr(c3, "weight_dtype"));
+    ck_assert_ptr_ne(bpcc_module_attr(c1, "weight_dtype"), bpcc_module_attr(c2, "weight_dtype"));
+    ck_assert_str_eq(bpcc_module_attr(c4, "weight_qscheme")->u.s, "torch.per_tensor_affine");
+    ck_assert_str_eq(bpcc_module_attr(c3, "weight_qscheme")->u.s, "torch.per_channel_affine");
+    ck_assert_int_eq(bpcc_module_attr(c4, "weight_dtype")->u.dtype, BPCC_DTYPE_QINT8);
+    ck_assert_int_eq(bpcc_module_attr(c4, "in_channels")->u.i, 4);
+    ck_assert_int_eq(bpcc_module_attr(c1, "in_channels")->u.i, 3);
+    ck_assert_str_eq(bpcc_module_type(c4), "torch.ao.nn.quantized.reference.Conv2d");
+    struct bpcc_value v = bpcc_value_int(9);
+    ck_assert_int_eq(bpcc_module_set_attr(c4, "in_channels", &v, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_module_attr(c4, "in_channels")->u.i, 9);
+    ck_assert_int_eq(bpcc_module_attr(c2, "in_channels")->u.i, 4);
+    prepared_free(&p);
+}
+END_TEST
+
 static enum bpcc_status quantize_oom(void *ctx, struct bpcc_diag *d)
 {
     (void)ctx;
     struct prepared p;
     enum bpcc_status s = quantize_text(model_conv_relu, "global: " QC_A "\n", &p, d, true);
+    prepared_free(&p);
+    if (s) return s;
+    s = quantize_text(model_alike_convs, QC_ALIKE, &p, d, true); /* the modules converted alike */
     prepared_free(&p);
     return s;
 }
@@ -1060,6 +1102,7 @@ int main(void)
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
+    tcase_add_test(tc, convert_gives_modules_converted_alike_one_attribute_array);
     tcase_add_test(tc, convert_numbers_a_get_attr_node_whose_buffer_name_a_node_has);
     tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
     tcase_add_test(tc, convert_survives_every_allocation_failure);

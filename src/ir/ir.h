@@ -348,9 +348,10 @@ BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *int
 ** no lookup, where bpcc_module_set_tensor's would be a cache miss or more in a big module's index */
 BPCC_INTERNAL enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned,
                                                       enum bpcc_tensor_role role, struct bpcc_tensor *t);
-/* m (without attributes, in from's graph) takes from's attributes by sharing their array, as
-** observers made from one spec and modules cloned by fusion have the same ones: the first change
-** to either copies it (bpcc_module_set_attr, bpcc_module_reserve_attrs). */
+/* m (in from's graph) takes from's attributes, in place of its own, by sharing their array, as
+** observers made from one spec, modules cloned by fusion and weighted modules converted alike have
+** the same ones: the first change to either copies it (bpcc_module_set_attr,
+** bpcc_module_reserve_attrs). */
 BPCC_INTERNAL void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from);
 
 /* dtype.c */

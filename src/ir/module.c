@@ -319,7 +319,7 @@ const struct bpcc_value *bpcc_module_attr(const struct bpcc_module *m, const cha
 ** it, and a change copies it first (reserve) unless it writes a value equal to the one there. */
 void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from)
 {
-    BPCC_ASSERT(m->graph == from->graph && m->attrs.n == 0);
+    BPCC_ASSERT(m->graph == from->graph);
     if (!BPCC_UNDO_MODULE(m, m->attrs) || !BPCC_UNDO_MODULE(m, m->attrs_cap) || !BPCC_UNDO_MODULE(from, from->attrs_cap))
         return;
     m->attrs = from->attrs;
