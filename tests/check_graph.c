@@ -956,6 +956,7 @@ START_TEST(reserved_tensor_room_takes_puts_without_allocating)
             names[i] = bpcc_graph_intern(g, name);
         }
         ck_assert_int_eq(bpcc_module_reserve_tensors(m, 4), BPCC_OK);
+        ck_assert_uint_eq(m->cap_tensors, (uint32_t)have + 4); /* the room asked for, not doubled (64) */
         bpcc_alloc_fail_at(1, true); /* every allocation from here fails */
         for (int i = 0; i < 8; i++) bpcc_module_put_tensor(m, names[i], BPCC_TENSOR_CONSTANT, fresh[i]);
         bpcc_alloc_fail_at(0, false);

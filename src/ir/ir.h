@@ -339,7 +339,8 @@ BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 ** is known up front, a clone or an observer, takes it at once instead of by doubling) */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n);
 /* Room for `extra` more tensors (and their index entries), so that as many bpcc_module_put_tensor
-** calls cannot fail: a pass that must store into many modules all or nothing reserves first. */
+** calls cannot fail: a pass that must store into many modules all or nothing reserves first. The
+** array grows to exactly that size (not by doubling), so reserve once for all that will come. */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra);
 /* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
 BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,

@@ -456,12 +456,16 @@ struct bpcc_tensor *bpcc_module_tensor(const struct bpcc_module *m, const char *
     return i < 0 ? NULL : m->tensors[i].t;
 }
 
-/* room for `want` tensors; the index grows with the array (the table stays at most half full) */
-static bool grow_tensors(struct bpcc_module *m, uint32_t want)
+/* room for `want` tensors: exactly that many when the caller knows the count (a reserve), else by
+** doubling; the index grows with the array (the table stays at most half full) */
+static bool grow_tensors(struct bpcc_module *m, uint32_t want, bool exact)
 {
     if (want <= m->cap_tensors) return true;
-    uint32_t cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
-    while (cap < want) cap *= 2;
+    uint32_t cap = want;
+    if (!exact) {
+        cap = m->cap_tensors ? m->cap_tensors * 2 : 4;
+        while (cap < want) cap *= 2;
+    }
     struct module_tensor *p = BPCC_ARENA_NEWN(&m->graph->arena, struct module_tensor, cap);
     if (!p || !BPCC_UNDO_MODULE(m, m->tensors) || !BPCC_UNDO_MODULE(m, m->cap_tensors) ||
         !BPCC_UNDO_MODULE(m, m->tensor_slots))
@@ -529,14 +533,14 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
 {
     if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
     if (extra > UINT32_MAX - m->n_tensors) return BPCC_ERR_LIMIT;
-    return grow_tensors(m, m->n_tensors + extra) ? BPCC_OK : BPCC_ERR_NOMEM;
+    return grow_tensors(m, m->n_tensors + extra, true) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
 enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                         struct bpcc_tensor *t)
 {
     if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
-    return grow_tensors(m, m->n_tensors + 1) && store_tensor(m, -1, interned, role, t) ? BPCC_OK : BPCC_ERR_NOMEM;
+    return grow_tensors(m, m->n_tensors + 1, false) && store_tensor(m, -1, interned, role, t) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
 void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,

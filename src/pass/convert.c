@@ -374,7 +374,9 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
         /* affine zero points come out of the observer as int32, symmetric ones as int64 */
         enum bpcc_dtype zdt = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_TENSOR_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
         if (q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) zdt = BPCC_DTYPE_F32;
-        s = bpcc_tensor_new(g, BPCC_DTYPE_F32, per_channel ? 1 : 0, &C, &ts, cv->d);
+        /* the three buffers' room at once (a folded convolution's weight and bias: 5, not 8) */
+        s = bpcc_module_reserve_tensors(root, 3) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_F32, per_channel ? 1 : 0, &C, &ts, cv->d);
         if (!s) s = bpcc_tensor_new(g, per_channel ? zdt : BPCC_DTYPE_I64, per_channel ? 1 : 0, &C, &tz, cv->d);
         if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I32, 0, NULL, &ta, cv->d);
         if (!s) {
