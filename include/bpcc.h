@@ -314,7 +314,9 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** stores before storing any). The log costs a few records per object a pass changes (time, and
 ** memory until the pass ends: about 10 % of the peak on a 1M-node graph). A caller that discards
 ** the graph after any failed pass, as the bpcc tool does, can turn rollback off: a failed pass
-** then leaves the graph fit only for bpcc_graph_free. On for every new graph.
+** then leaves the graph fit only for bpcc_graph_free, and the memory of the nodes erased while it
+** is off (by a pass or by bpcc_node_erase) becomes the nodes made after the next pass ends, so a
+** pointer to such a node must not be used after that. On for every new graph.
 */
 BPCC_API void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on);
 
@@ -402,7 +404,8 @@ BPCC_API enum bpcc_status bpcc_node_replace_input(struct bpcc_node *user, struct
 BPCC_API void bpcc_node_move_before(struct bpcc_node *n, struct bpcc_node *anchor);
 BPCC_API void bpcc_node_move_after(struct bpcc_node *n, struct bpcc_node *anchor);
 
-/* Remove a node that has no users (BPCC_ERR_INVALID otherwise). Its name stays reserved. */
+/* Remove a node that has no users (BPCC_ERR_INVALID otherwise). Its name stays reserved. With
+** rollback off, its memory is used again after the next pass (bpcc_graph_set_rollback). */
 BPCC_API enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d);
 
 /*

@@ -277,6 +277,64 @@ START_TEST(kwargs_meta_and_scope_are_kept_only_where_present)
 }
 END_TEST
 
+/* With rollback off, the nodes a pass erased give their memory to the nodes made after it ends
+** (not before: the pass may still hold them), with their users arrays; their names stay reserved
+** and find nothing, also once the memory is a node of another name. With rollback on, an erased
+** node's memory stays its own. */
+START_TEST(erased_nodes_memory_is_used_again_after_the_pass_with_rollback_off)
+{
+    for (int rollback = 0; rollback < 2; rollback++) {
+        struct bpcc_graph *h = g;
+        if (rollback) ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+        bpcc_graph_set_rollback(g, rollback);
+        struct bpcc_node *x = placeholder("x");
+        struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x));
+        struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.relu", refs(1, a));
+        struct bpcc_node *out = mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, b));
+        ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_node_replace_all_uses(b, a, NULL, &d), BPCC_OK);
+        struct user_entry *b_users = b->users; /* out's entry, moved to a: empty now */
+        ck_assert_ptr_nonnull(b_users);
+        ck_assert_int_eq(bpcc_node_erase(b, &d), BPCC_OK);
+        struct bpcc_node *during = mk(BPCC_NODE_CALL_FUNCTION, "c", "torch.sigmoid", refs(1, a));
+        ck_assert_ptr_ne(during, b); /* erased in the pass running: still the pass's */
+        bpcc_node_move_before(during, out);
+        ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_OK, &d), BPCC_OK);
+        if (rollback) { /* erased with rollback on: kept, also through a pass with it off */
+            bpcc_graph_set_rollback(g, false);
+            ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+            ck_assert_int_eq(bpcc_graph_end_pass(g, BPCC_OK, &d), BPCC_OK);
+        }
+        struct bpcc_node *after = mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.sigmoid", refs(1, during));
+        bpcc_node_move_before(after, out);
+        if (rollback) {
+            ck_assert_ptr_ne(after, b);
+            ck_assert_str_eq(bpcc_node_name(b), "b"); /* the erased node is as it was */
+        } else {
+            ck_assert_ptr_eq(after, b); /* b's memory */
+            ck_assert_ptr_eq(after->users, b_users); /* and its users array */
+        }
+        ck_assert_str_eq(bpcc_node_name(after), "b_1"); /* b stays taken */
+        ck_assert_ptr_null(bpcc_graph_find_node(g, "b"));
+        ck_assert_ptr_eq(bpcc_graph_find_node(g, "b_1"), after);
+        ck_assert_int_eq(bpcc_node_kind(after), BPCC_NODE_CALL_FUNCTION);
+        ck_assert_str_eq(bpcc_node_target(after), "torch.sigmoid");
+        ck_assert_uint_eq(bpcc_node_n_users(after), 0);
+        ck_assert_ptr_null(bpcc_node_scope(after, NULL));
+        ck_assert_int_eq(bpcc_node_replace_input(out, a, after, &d), BPCC_OK);
+        ck_assert_uint_eq(bpcc_node_n_users(after), 1);
+        ck_assert_ptr_eq(bpcc_node_user(after, 0), out);
+        ck_assert_ptr_eq(bpcc_node_prev(out), after);
+        ck_assert_uint_eq(bpcc_graph_n_nodes(g), 5);
+        ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+        if (rollback) {
+            bpcc_graph_free(g);
+            g = h;
+        }
+    }
+}
+END_TEST
+
 /* A node remade in place (convert's dequantize node, in its observer's place) keeps its users and
 ** its place, takes its new name as a new node would, and leaves its old name reserved without
 ** answering to it; a failed pass gives the node back as it was. */
@@ -1057,6 +1115,7 @@ int main(void)
     tcase_add_test(tc, a_name_holds_its_node_and_its_module_apart_through_a_restore);
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name);
+    tcase_add_test(tc, erased_nodes_memory_is_used_again_after_the_pass_with_rollback_off);
     tcase_add_test(tc, kwargs_meta_and_scope_are_kept_only_where_present);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

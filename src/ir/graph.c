@@ -8,16 +8,21 @@
 #include "ir.h"
 
 /* Every name ever given to a node keeps the node in its intern slot's value (bpcc_name_node),
-** also once the node is erased (dead; its memory stays): the name stays reserved. Erasing a node
-** does not touch the table, whose probe is a cache miss on a big graph. g->bases: FX-style
-** numbering state, base name -> the last number handed out (an int64_t in the arena), keyed by
-** the interned base. */
+** also once the node is erased or remade under another name: the name stays reserved. The slot
+** finds the node only while it is alive and its name is the slot's key (live), so neither
+** erasing nor remaking touches the table, whose probe is a cache miss on a big graph, and an
+** erased node's memory can become another node (recycling, below). g->bases: FX-style numbering
+** state, base name -> the last number handed out (an int64_t in the arena), keyed by the interned
+** base. */
 
-/* the live node a name's slot value holds, or NULL (none, or an erased node) */
-static struct bpcc_node *live(void *v)
+/* the live node a name's intern slot (as bpcc_intern_slot and bpcc_intern_value give it) names, or
+** NULL: none, or one erased or named otherwise now */
+static struct bpcc_node *live(void *const *slot)
 {
-    struct bpcc_node *n = bpcc_name_node(v);
-    return n && !n->dead ? n : NULL;
+    const struct bpcc_strmap_slot *e =
+        (const struct bpcc_strmap_slot *)(const void *)((const char *)slot - offsetof(struct bpcc_strmap_slot, value));
+    struct bpcc_node *n = bpcc_name_node(*slot);
+    return n && !n->dead && n->name == e->key ? n : NULL;
 }
 
 bool bpcc_name_make_room(struct bpcc_graph *g, void **slot)
@@ -100,6 +105,7 @@ void bpcc_graph_free(struct bpcc_graph *g)
     if (!g) return;
     release_tables(g);
     bpcc_graph_release_undo(g);
+    bpcc_xfree(g->erased);
     if (g->weights) bpcc_safetensors_close(g->weights);
     bpcc_arena_release(&g->arena);
     bpcc_arena_release(&g->nodes);
@@ -429,6 +435,51 @@ static enum bpcc_status kwargs_of(struct bpcc_graph *g, const struct bpcc_value 
     return s;
 }
 
+/* {==================== recycling ==================== */
+
+/* With rollback off, nothing needs an erased node once the pass that erased it has ended: no log
+** will put it back, and the slot of its name, which keeps the name reserved, stops finding it as
+** soon as its memory is a node of another name (live). So the nodes made next take that memory,
+** with the erased node's users array (empty: an erased node has no users); at 1M nodes the 500k
+** nodes fusion erases become prepare's observers. A caller that keeps a pointer to a node it or a
+** pass erased must not use it after the next pass has ended (bpcc_graph_set_rollback). */
+static void note_erased(struct bpcc_graph *g, struct bpcc_node *n)
+{
+    if (g->n_erased == g->cap_erased) {
+        uint32_t cap = g->cap_erased ? 2 * g->cap_erased : 256;
+        struct bpcc_node **e = cap > g->cap_erased ? bpcc_realloc(g->erased, (size_t)cap * sizeof *e) : NULL;
+        if (!e) return; /* its memory is not used again: nothing else */
+        g->erased = e;
+        g->cap_erased = cap;
+    }
+    g->erased[g->n_erased++] = n;
+}
+
+void bpcc_graph_recycle_erased(struct bpcc_graph *g)
+{
+    for (uint32_t i = 0; i < g->n_erased; i++) {
+        g->erased[i]->next = g->free_nodes;
+        g->free_nodes = g->erased[i];
+    }
+    g->n_erased = 0;
+}
+
+/* an erased node's memory, zeroed but for its users array, or NULL */
+static struct bpcc_node *reuse_erased(struct bpcc_graph *g)
+{
+    struct bpcc_node *n = g->free_nodes;
+    if (!n) return NULL;
+    g->free_nodes = n->next;
+    struct user_entry *users = n->users;
+    uint32_t cap = n->cap_users;
+    memset(n, 0, sizeof *n);
+    n->users = users;
+    n->cap_users = cap;
+    return n;
+}
+
+/* }================================================ */
+
 /* The name a new node of kind and target gets after `name` (NULL: after its target), as FX names it:
 ** in *nm, with its intern slot, which has room for the node (bpcc_name_make_room; the slot lasts
 ** until the next interning). NULL when out of memory. */
@@ -462,8 +513,8 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     enum bpcc_status s = check_arg_shapes(g, args, kwargs, d);
     if (s) return s;
 
-    struct bpcc_node *n = BPCC_ARENA_NEW(&g->nodes, struct bpcc_node);
-    if (!n) return bpcc_diag_nomem(d);
+    struct bpcc_node *n = reuse_erased(g);
+    if (!n && !(n = BPCC_ARENA_NEW(&g->nodes, struct bpcc_node))) return bpcc_diag_nomem(d);
     n->graph = g;
     n->kind = kind;
     n->target = target;
@@ -516,7 +567,7 @@ enum bpcc_status bpcc_graph_node_new(struct bpcc_graph *g, enum bpcc_node_kind k
     return node_make(g, kind, name, NULL, t, args, kwargs, adopt, out, d);
 }
 
-struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return live(*slot); }
+struct bpcc_node *bpcc_graph_slot_node(void *const *slot) { return live(slot); }
 
 enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, void **slot,
                                            const char *target, const struct bpcc_value *args,
@@ -541,9 +592,7 @@ struct bpcc_node *bpcc_graph_find_node(const struct bpcc_graph *g, const char *n
 struct bpcc_node *bpcc_graph_find_node_n(const struct bpcc_graph *g, const char *name, size_t len)
 {
     void **v = bpcc_intern_value(&g->intern, name, len, bpcc_str_hash(name, len));
-    struct bpcc_node *n = v ? live(*v) : NULL;
-    /* a remade node answers to its name now only */
-    return n && n->renamed && (strncmp(n->name, name, len) || n->name[len]) ? NULL : n;
+    return v ? live(v) : NULL;
 }
 
 struct bpcc_node *bpcc_graph_output(const struct bpcc_graph *g)
@@ -668,7 +717,7 @@ enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind,
     void **slot = t ? name_slot(g, kind, name, t, &nm) : NULL;
     if (!slot) return bpcc_diag_nomem(d);
     /* the records first: nothing has changed when one fails (the remembered module is a cache) */
-    if (!BPCC_UNDO_NODE(n, n->kind) || !BPCC_UNDO_NODE(n, n->renamed) || !BPCC_UNDO_NODE(n, n->name) ||
+    if (!BPCC_UNDO_NODE(n, n->kind) || !BPCC_UNDO_NODE(n, n->name) ||
         !BPCC_UNDO_NODE(n, n->target) || !BPCC_UNDO_NODE(n, n->args) || !BPCC_UNDO_NODE(n, n->kwargs) ||
         !BPCC_UNDO_NODE(n, n->meta) || !BPCC_UNDO_NODE(n, n->scope) || !BPCC_UNDO_NODE(n, n->src_line) ||
         !BPCC_UNDO_NODE(n, n->src_col) || !bpcc_undo_name(g, nm.s))
@@ -684,8 +733,7 @@ enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind,
     n->meta = NULL;
     n->scope = NULL;
     n->src_line = n->src_col = 0;
-    n->name = nm.s;
-    n->renamed = true;
+    n->name = nm.s; /* the old name's slot no longer finds n (live) */
     bpcc_node_resolve_module(n, nm.s == t ? slot : NULL);
     bpcc_name_put_node(slot, n);
     return bpcc_undo_failed(g) ? bpcc_diag_nomem(d) : BPCC_OK;
@@ -834,6 +882,7 @@ enum bpcc_status bpcc_node_erase(struct bpcc_node *n, struct bpcc_diag *d)
     if (!unlink_node(g, n) || bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     n->dead = true; /* its name's slot keeps it (see the top of this file) */
     g->n_nodes--;
+    if (g->no_rollback) note_erased(g, n);
     return BPCC_OK;
 }
 

@@ -26,7 +26,6 @@ struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) 
     uint32_t module_epoch;      /* with module_type: see bpcc_node_module */
     uint8_t kind;               /* enum bpcc_node_kind */
     bool dead;
-    bool renamed;               /* remade under a new name (bpcc_node_remake): its old names' slots still hold it */
     const char *name, *target; /* interned */
     struct bpcc_value args;    /* TUPLE */
     struct bpcc_value *kwargs; /* a DICT, NULL when empty (most nodes: bpcc_node_kwargs gives an empty one) */
@@ -140,13 +139,20 @@ struct bpcc_graph {
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
     bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes keep no undo log */
+    /* with rollback off, erased nodes' memory is used again (graph.c: recycling): the nodes erased
+    ** since the last pass ended wait in `erased` (that pass may still hold them), those erased
+    ** before are in `free_nodes`, linked through `next` */
+    struct bpcc_node **erased;
+    uint32_t n_erased, cap_erased;
+    struct bpcc_node *free_nodes;
     struct bpcc_safetensors *weights; /* kept open: tensors point into its mapping */
 };
 
 /* What a name of a graph names, kept in the name's intern slot value (no second index of the same
 ** strings: the slot that interning a name finds is where its node or module is looked up):
-** - the node: every node ever given the name, also once it is erased (dead; the name stays
-**   reserved), and
+** - the node: every node ever given the name, also once it is erased or has another name (the
+**   name stays reserved; the node answers to it while it is alive and its name is the slot's key,
+**   see graph.c), and
 ** - the module: the last one added under the name, also once it is unlinked (dead; adding a module
 **   under the name takes the slot over).
 ** Node and module names are separate namespaces, and a call_module node often has its module's
@@ -253,6 +259,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_node_set_ref(struct bpcc_node *user, struct 
 BPCC_INTERNAL enum bpcc_status bpcc_graph_begin_pass(struct bpcc_graph *g, struct bpcc_diag *d);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, enum bpcc_status s, struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_graph_release_undo(struct bpcc_graph *g);
+/* rollback off, a pass ended well: the memory of the nodes erased since the last one is free for
+** the nodes made next (graph.c: recycling) */
+BPCC_INTERNAL void bpcc_graph_recycle_erased(struct bpcc_graph *g);
 /* tests: the log takes a chunk of its own for each record, so that bpcc_alloc_fail_at reaches
 ** every record (the change it is for must then be left out, and the pass fail) */
 BPCC_INTERNAL void bpcc_undo_grow_by_record(bool on);

@@ -259,7 +259,10 @@ enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, enum bpcc_status s, s
 {
     struct bpcc_undo *u = &g->undo;
     if (!u->on) { /* rollback off: after a failure g is only fit for bpcc_graph_free */
-        if (!s) bpcc_graph_resolve_modules(g);
+        if (!s) {
+            bpcc_graph_resolve_modules(g);
+            bpcc_graph_recycle_erased(g);
+        }
         return s;
     }
     if (u->failed && s != BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d); /* a change was left out */
