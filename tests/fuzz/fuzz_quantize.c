@@ -2,11 +2,35 @@
 ** built-in fbgemm backend and mapping): small declared tensors get data, then fuse -> prepare ->
 ** one calibration run on inputs of the traced shapes -> store the qparams -> convert; the result
 ** must verify and print, run through the interpreter, and go through the numeric suite against
-** the fused float graph. Bad graphs may be refused at any step, never crash or leak; a convert
-** that refuses one leaves it as it was (the same text). */
+** the fused float graph, and the same flow with rollback off must make the same model. Bad graphs
+** may be refused at any step, never crash or leak; a convert that refuses one leaves it as it was
+** (the same text). */
 #include "fuzz_util.h"
 
 #include <stdlib.h>
+
+/* the same flow as the bpcc tool runs it, with rollback off (the memory of erased nodes then
+** becomes later passes' nodes): it must end in `want`, the model made with rollback on */
+static bool same_without_rollback(const unsigned char *data, size_t size, const struct bpcc_config *c,
+                                  const struct bpcc_qconfig_mapping *q, const char *want)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g;
+    if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return false;
+    bpcc_graph_set_rollback(g, false);
+    fuzz_bind_tensors(g);
+    struct bpcc_exec *e = NULL;
+    char *text = NULL;
+    bool same = !bpcc_fuse(g, c, NULL, NULL, &d) && !bpcc_prepare(g, c, q, NULL, NULL, &d) &&
+                !fuzz_run_twice(g, &e, &d) && !bpcc_calibrate_store(g, e, &d) &&
+                !bpcc_convert(g, c, q, NULL, NULL, &d) && !bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) &&
+                !strcmp(text, want);
+    bpcc_free(text);
+    bpcc_exec_free(e);
+    bpcc_graph_free(g);
+    return same;
+}
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
@@ -45,6 +69,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         struct bpcc_graph *back;
         if (bpcc_graph_parse(text, strlen(text), "q.bpcc", &back, &dv) != BPCC_OK) abort(); /* prints what parses */
         bpcc_graph_free(back);
+        if (!same_without_rollback(data, size, c, q, text)) abort();
     }
     fuzz_run_twice(g, NULL, &d);
     struct bpcc_compare_report *r;
