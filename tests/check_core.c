@@ -36,6 +36,46 @@ START_TEST(arena_keeps_addresses_across_growth)
 }
 END_TEST
 
+/* A block given back serves the next allocation of its size or less (rounded up to 8 bytes),
+** zeroed, alignment 8 at most; not a bigger one, not one aligned to 16; the last given first.
+** Blocks not aligned to 8 or under 8 bytes are ignored, and a rewind forgets them all. */
+START_TEST(arena_gives_a_block_given_back_to_an_allocation_of_its_size)
+{
+    struct bpcc_arena a;
+    bpcc_arena_init(&a);
+    unsigned char *p = bpcc_arena_alloc(&a, 40, 8), *q = bpcc_arena_alloc(&a, 40, 8);
+    memset(p, 0xAB, 40);
+    bpcc_arena_give(&a, p, 40);
+    bpcc_arena_give(&a, q, 40);
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 48, 8), p); /* bigger */
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 40, 16), q); /* aligned to 16 */
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 32, 8), q); /* a smaller class */
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 33, 8), q);  /* rounded up to 40: the last given */
+    unsigned char *r = bpcc_arena_alloc(&a, 40, 4);
+    ck_assert_ptr_eq(r, p);
+    for (int i = 0; i < 40; i++) ck_assert_uint_eq(r[i], 0);
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 40, 8), p); /* taken: none left */
+    bpcc_arena_give(&a, p + 4, 32); /* not aligned to 8 */
+    bpcc_arena_give(&a, p + 8, 4);  /* under 8 bytes */
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 24, 8), p + 4);
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 4, 4), p + 8);
+    unsigned char *big = bpcc_arena_alloc(&a, 1000, 8);
+    bpcc_arena_give(&a, big, 1000); /* serves 256 bytes at most */
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 257, 8), big);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 256, 8), big);
+    /* a block past a mark, given back, then rewound over: the bump pointer hands it out again, so
+    ** the bin must not as well */
+    struct bpcc_arena_mark m = bpcc_arena_mark(&a);
+    unsigned char *t = bpcc_arena_alloc(&a, 16, 8);
+    bpcc_arena_give(&a, t, 16);
+    ck_assert(bpcc_arena_rewind(&a, m));
+    unsigned char *t1 = bpcc_arena_alloc(&a, 16, 8);
+    unsigned char *t2 = bpcc_arena_alloc(&a, 16, 8);
+    ck_assert_ptr_ne(t1, t2);
+    bpcc_arena_release(&a);
+}
+END_TEST
+
 START_TEST(arena_rejects_overflowing_counts)
 {
     struct bpcc_arena a;
@@ -463,6 +503,7 @@ int main(void)
     tcase_add_test(tc, arena_aligns_and_zeroes);
     tcase_add_test(tc, arena_keeps_addresses_across_growth);
     tcase_add_test(tc, arena_rejects_overflowing_counts);
+    tcase_add_test(tc, arena_gives_a_block_given_back_to_an_allocation_of_its_size);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
     tcase_add_test(tc, strmap_finds_removes_and_copies);
     tcase_add_test(tc, strmap_reserve_makes_room_at_once);

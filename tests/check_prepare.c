@@ -475,9 +475,9 @@ START_TEST(a_bad_stub_spec_is_reported_at_its_module)
 }
 END_TEST
 
-/* prepare + run the observers on one ramp batch + convert */
-static enum bpcc_status quantize_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
-                                      bool calibrate)
+/* prepare + run the observers on one ramp batch (calibrated_text) + convert (quantize_text) */
+static enum bpcc_status calibrated_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
+                                        bool calibrate)
 {
     enum bpcc_status s = prepare_text(model, "fbgemm", qyaml, false, p, d);
     if (s) return s;
@@ -512,10 +512,16 @@ static enum bpcc_status quantize_text(const char *model, const char *qyaml, stru
         if (!s) s = bpcc_calibrate_store(p->g, e, d); /* qparams onto the observers, as bpcc_calibrate does */
         bpcc_exec_free(e);
         bpcc_xtensor_free(x);
-        if (s) return s;
     }
+    return s;
+}
+
+static enum bpcc_status quantize_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
+                                      bool calibrate)
+{
+    enum bpcc_status s = calibrated_text(model, qyaml, p, d, calibrate);
     uint32_t nq, nm;
-    return bpcc_convert(p->g, p->c, p->m, &nq, &nm, d);
+    return s ? s : bpcc_convert(p->g, p->c, p->m, &nq, &nm, d);
 }
 
 static const struct bpcc_node *find_target(const struct bpcc_graph *g, const char *target, uint32_t nth)
@@ -736,7 +742,7 @@ static char *fingerprint(const struct bpcc_graph *g)
     bpcc_diag_init(&d);
     char *json, *text;
     ck_assert_int_eq(bpcc_graph_to_json(g, 0, &json, &d), BPCC_OK);
-    ck_assert_int_eq(bpcc_graph_print(g, NULL, &text, NULL, &d), BPCC_OK);
+    ck_assert_msg(bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
     uint64_t h = 1469598103934665603ull;
     for (uint32_t i = 0; i < bpcc_graph_n_modules(g); i++) {
         struct bpcc_module *m = bpcc_graph_module(g, i);
@@ -1042,6 +1048,53 @@ START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_
 }
 END_TEST
 
+/* Without rollback, convert gives each observer module's tensor headers and array back to the
+** graph's arena once its last caller is converted, and the buffers it makes next are made in that
+** memory; the model is the one made with rollback on. */
+START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers_it_replaced)
+{
+    /* the convolutions; two convolutions into a cat, whose inputs' observers are one module that
+    ** two nodes call (its memory goes only after the second) */
+    static const char *const models[] = {
+        NULL,
+        "bpcc-model 1\n\n" CONV("c1", 3, 4) CONV("c2", 3, 4) "\ngraph\n  %x = placeholder x ()\n"
+        "  %c1 = call_module c1 (%x,)\n  %c2 = call_module c2 (%x,)\n  %cat = call_function torch.cat ([%c1, %c2], 1)\n"
+        "  %output = output output (%cat,)\n"};
+    static const uint32_t want_buffers[] = {10, 8}, want_reused[] = {8, 2};
+    for (int i = 0; i < 2; i++) {
+        const char *model = models[i] ? models[i] : model_alike_convs;
+        const char *q = i ? "global: " QC_A "\n" : QC_ALIKE;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct prepared on, off;
+        ck_assert_msg(quantize_text(model, q, &on, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_msg(calibrated_text(model, q, &off, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+        bpcc_graph_set_rollback(off.g, false);
+        const void *was[64];
+        uint32_t n_was = 0;
+        for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++) {
+            struct bpcc_module *m = bpcc_graph_module(off.g, k);
+            for (uint32_t j = 0; bpcc_obs_module_class(m) >= 0 && j < bpcc_module_n_tensors(m) && n_was < 64; j++)
+                was[n_was++] = bpcc_module_tensor_at(m, j, NULL, NULL);
+        }
+        ck_assert_int_eq(bpcc_convert(off.g, off.c, off.m, NULL, NULL, &d), BPCC_OK);
+        char *fon = fingerprint(on.g), *foff = fingerprint(off.g);
+        ck_assert_str_eq(fon, foff);
+        free(fon);
+        free(foff);
+        struct bpcc_module *root = bpcc_graph_find_module(off.g, "");
+        uint32_t reused = 0;
+        for (uint32_t k = 0; k < bpcc_module_n_tensors(root); k++)
+            for (uint32_t j = 0; j < n_was; j++) reused += bpcc_module_tensor_at(root, k, NULL, NULL) == was[j];
+        /* every buffer but those of the observers converted before any memory came back */
+        ck_assert_uint_eq(bpcc_module_n_tensors(root), want_buffers[i]);
+        ck_assert_uint_eq(reused, want_reused[i]);
+        prepared_free(&on);
+        prepared_free(&off);
+    }
+}
+END_TEST
+
 /* Without a report asked for, prepare keeps no observer records and makes the same model; with
 ** one, the report lists every observer the model has (a shared observer's record withdrawn). */
 START_TEST(prepare_without_a_report_makes_the_same_model)
@@ -1114,6 +1167,7 @@ int main(void)
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow);
     tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
     tcase_add_test(tc, prepare_without_a_report_makes_the_same_model);
+    tcase_add_test(tc, convert_without_rollback_makes_buffers_in_the_memory_of_the_observers_it_replaced);
     tcase_add_test(tc, folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives);
     suite_add_tcase(s, tc);
     return tu_run(s);

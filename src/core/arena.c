@@ -1,6 +1,8 @@
 /*
 ** arena.c — bump allocation in growing chunks. Everything allocated from an arena is released
-** at once by bpcc_arena_release; nothing is freed individually. Addresses are stable.
+** at once by bpcc_arena_release; nothing is freed individually, but a small block that nothing
+** will use again can be given back to the arena, whose next small allocation of its size takes it
+** (a pass that replaces objects makes their successors in their memory). Addresses are stable.
 */
 #include "core.h"
 
@@ -45,9 +47,26 @@ void bpcc_arena_release(struct bpcc_arena *a)
     memset(a, 0, sizeof *a);
 }
 
+void bpcc_arena_give(struct bpcc_arena *a, void *p, size_t size)
+{
+    if (((uintptr_t)p & 7) || size < 8) return;
+    size_t k = size / 8 < BPCC_ARENA_BINS ? size / 8 : BPCC_ARENA_BINS;
+    memcpy(p, &a->bins[k - 1], sizeof(void *)); /* the bin's list runs through its blocks */
+    a->bins[k - 1] = p;
+}
+
 static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool zero)
 {
     BPCC_ASSERT(align && align <= 64 && (align & (align - 1)) == 0);
+    if (align <= 8 && size - 1 < 8 * BPCC_ARENA_BINS) { /* a block given back of the size rounded up */
+        void **bin = &a->bins[(size - 1) / 8];
+        void *p = *bin;
+        if (p) {
+            memcpy(bin, p, sizeof p);
+            if (zero) memset(p, 0, size);
+            return p;
+        }
+    }
     if (a->head) {
         size_t off = (a->used + align - 1) & ~(align - 1);
         if (off <= a->cap && size <= a->cap - off) {
@@ -93,6 +112,7 @@ bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m)
 {
     if (a->head != m.head || a->used < m.used) return false;
     a->used = m.used;
+    memset(a->bins, 0, sizeof a->bins); /* a block given back may lie past the mark */
     return true;
 }
 

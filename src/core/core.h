@@ -54,10 +54,12 @@ BPCC_INTERNAL uint64_t bpcc_alloc_failures(void);
 
 /* {==================== arena: bump allocation, freed all at once ====================== */
 
+#define BPCC_ARENA_BINS 32 /* blocks given back, by size in 8-byte steps up to 256 bytes */
 struct bpcc_arena {
     struct arena_chunk *head;
     size_t used, cap;     /* in head */
     size_t total;         /* bytes obtained from the allocator */
+    void *bins[BPCC_ARENA_BINS]; /* bins[k]: blocks of at least 8 (k + 1) bytes (bpcc_arena_give) */
 };
 
 BPCC_INTERNAL void bpcc_arena_init(struct bpcc_arena *a);
@@ -78,6 +80,10 @@ struct bpcc_arena_mark {
 BPCC_INTERNAL struct bpcc_arena_mark bpcc_arena_mark(const struct bpcc_arena *a);
 BPCC_INTERNAL bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m);
 BPCC_INTERNAL char *bpcc_arena_strndup(struct bpcc_arena *a, const char *s, size_t n);
+/* Give back `size` bytes at p, allocated from a, that nothing will use again: a later allocation of
+** at most that size (rounded down to 8 bytes, at most 256) and alignment 8 may take them. Blocks
+** not aligned to 8 or smaller than 8 bytes are ignored. A rewind forgets every block given back. */
+BPCC_INTERNAL void bpcc_arena_give(struct bpcc_arena *a, void *p, size_t size);
 
 #define BPCC_ARENA_NEW(a, T) ((T *)bpcc_arena_alloc((a), sizeof(T), _Alignof(T)))
 static inline void *bpcc_arena_alloc_n(struct bpcc_arena *a, size_t n, size_t size, size_t align)

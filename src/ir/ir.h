@@ -351,6 +351,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, 
 ** calls cannot fail: a pass that must store into many modules all or nothing reserves first. The
 ** array grows to exactly that size (not by doubling), so reserve once for all that will come. */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra);
+/* m's tensor headers and its array of them go back to its graph's arena (bpcc_arena_give), and m
+** has no tensors: for a module that nothing will read again, whose tensors no other module holds,
+** with rollback off (convert's replaced observers). The tensors' data stays where it is. */
+BPCC_INTERNAL void bpcc_module_give_tensors(struct bpcc_module *m);
 /* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
 BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                           struct bpcc_tensor *t);

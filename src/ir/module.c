@@ -536,6 +536,22 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
     return grow_tensors(m, m->n_tensors + extra, true) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
+void bpcc_module_give_tensors(struct bpcc_module *m)
+{
+    struct bpcc_arena *a = &m->graph->arena;
+    for (uint32_t i = 0; i < m->n_tensors; i++) {
+        struct bpcc_tensor *t = m->tensors[i].t;
+        uint32_t k = 0;
+        while (k < i && m->tensors[k].t != t) k++;
+        if (k == i) bpcc_arena_give(a, t, sizeof *t + t->ndim * sizeof t->dims[0]); /* once, if held twice */
+    }
+    bpcc_arena_give(a, m->tensors, (size_t)m->cap_tensors * sizeof *m->tensors);
+    bpcc_arena_give(a, m->tensor_slots, (size_t)m->n_tensor_slots * sizeof *m->tensor_slots);
+    m->tensors = NULL;
+    m->tensor_slots = NULL;
+    m->n_tensors = m->cap_tensors = m->n_tensor_slots = 0;
+}
+
 enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                         struct bpcc_tensor *t)
 {

@@ -422,11 +422,14 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             cv.qc[nq->node->id] = nq->qconfig;
             cv.in_map[nq->node->id] = 1;
         }
-        /* weighted modules first (observed: an observer on an input or the output) */
+        /* weighted modules first (observed: an observer on an input or the output); the observer
+        ** modules' marks count the nodes that call them */
+        for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
             if (n->kind != BPCC_NODE_CALL_MODULE) continue;
             if (is_obs_node(n)) {
                 cv.n_observers_left++;
+                bpcc_node_module(n)->mark++;
                 continue;
             }
             bool observed = false;
@@ -438,8 +441,13 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         for (struct bpcc_node *n = g->first; n && !s;) {
             struct bpcc_node *next = n->next;
             if (is_obs_node(n)) {
+                struct bpcc_module *m = bpcc_node_module(n);
                 s = convert_observer(&cv, n);
                 cv.n_observers_left--;
+                /* without rollback, what only its last caller read goes to the nodes made next: at
+                ** 100k nodes 50k observers' tensor headers and arrays (11 MB), most of what
+                ** converting them allocates */
+                if (!s && g->no_rollback && --m->mark == 0) bpcc_module_give_tensors(m);
             }
             n = next;
         }
