@@ -105,6 +105,13 @@ struct bpcc_strmap_slot {
     void *value;
     uint32_t hash, len;
 };
+/* the key of the slot whose value field `value` is (as bpcc_intern_slot and bpcc_intern_value
+** hand out values) */
+static inline const char *bpcc_strmap_value_key(void *const *value)
+{
+    return ((const struct bpcc_strmap_slot *)(const void *)((const char *)value -
+                                                             offsetof(struct bpcc_strmap_slot, value)))->key;
+}
 struct bpcc_strmap {
     struct bpcc_strmap_slot *slots; /* mask + 1 of them, NULL while empty */
     uint32_t mask, n;

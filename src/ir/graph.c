@@ -19,10 +19,8 @@
 ** NULL: none, or one erased or named otherwise now */
 static struct bpcc_node *live(void *const *slot)
 {
-    const struct bpcc_strmap_slot *e =
-        (const struct bpcc_strmap_slot *)(const void *)((const char *)slot - offsetof(struct bpcc_strmap_slot, value));
     struct bpcc_node *n = bpcc_name_node(*slot);
-    return n && !n->dead && n->name == e->key ? n : NULL;
+    return n && !n->dead && n->name == bpcc_strmap_value_key(slot) ? n : NULL;
 }
 
 bool bpcc_name_make_room(struct bpcc_graph *g, void **slot)

@@ -536,6 +536,12 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
     return grow_tensors(m, m->n_tensors + extra, true) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
+/* the bytes of a header of ndim dims and `extra` bytes after them */
+static size_t header_bytes(uint32_t ndim, size_t extra)
+{
+    return sizeof(struct bpcc_tensor) + ndim * sizeof(int64_t) + extra;
+}
+
 void bpcc_module_give_tensors(struct bpcc_module *m)
 {
     struct bpcc_arena *a = &m->graph->arena;
@@ -543,7 +549,7 @@ void bpcc_module_give_tensors(struct bpcc_module *m)
         struct bpcc_tensor *t = m->tensors[i].t;
         uint32_t k = 0;
         while (k < i && m->tensors[k].t != t) k++;
-        if (k == i) bpcc_arena_give(a, t, sizeof *t + t->ndim * sizeof t->dims[0]); /* once, if held twice */
+        if (k == i) bpcc_arena_give(a, t, header_bytes(t->ndim, 0)); /* once, if held twice; a range after the dims stays */
     }
     bpcc_arena_give(a, m->tensors, (size_t)m->cap_tensors * sizeof *m->tensors);
     bpcc_arena_give(a, m->tensor_slots, (size_t)m->n_tensor_slots * sizeof *m->tensor_slots);
@@ -590,7 +596,7 @@ size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow)
 static struct bpcc_tensor *header(struct bpcc_arena *a, uint32_t ndim, size_t extra)
 {
     BPCC_ASSERT(ndim <= BPCC_MAX_DIMS);
-    struct bpcc_tensor *t = bpcc_arena_alloc(a, sizeof *t + ndim * sizeof t->dims[0] + extra, _Alignof(struct bpcc_tensor));
+    struct bpcc_tensor *t = bpcc_arena_alloc(a, header_bytes(ndim, extra), _Alignof(struct bpcc_tensor));
     if (t) t->ndim = (uint16_t)ndim;
     return t;
 }
