@@ -335,6 +335,50 @@ START_TEST(erased_nodes_memory_is_used_again_after_the_pass_with_rollback_off)
 }
 END_TEST
 
+/* A node's first users array has one entry (most nodes have one user); with rollback off an array
+** outgrown goes back to the arena and is the next allocation of its size, with rollback on it is
+** kept (a failed pass puts it back). */
+START_TEST(a_users_array_starts_with_one_entry_and_is_given_back_when_outgrown_without_rollback)
+{
+    for (int rollback = 0; rollback < 2; rollback++) {
+        struct bpcc_graph *h = g;
+        ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+        bpcc_graph_set_rollback(g, rollback);
+        struct bpcc_node *x = placeholder("x"), *y = placeholder("y");
+        struct bpcc_node *a = mk(BPCC_NODE_CALL_FUNCTION, "a", "torch.relu", refs(1, x));
+        ck_assert_uint_eq(x->cap_users, 1);
+        struct user_entry *first = x->users;
+        ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
+        struct bpcc_node *b = mk(BPCC_NODE_CALL_FUNCTION, "b", "torch.sigmoid", refs(2, x, x));
+        ck_assert_uint_eq(x->cap_users, 2);
+        ck_assert_ptr_ne(x->users, first);
+        ck_assert_uint_eq(bpcc_node_n_users(x), 2);
+        ck_assert_ptr_eq(bpcc_node_user(x, 0), a);
+        ck_assert_ptr_eq(bpcc_node_user(x, 1), b);
+        ck_assert_uint_eq(x->users[1].count, 2);
+        void *next = bpcc_arena_alloc(&g->arena, sizeof *first, _Alignof(struct user_entry));
+        if (rollback) ck_assert_ptr_ne(next, first);
+        else ck_assert_ptr_eq(next, first);
+        /* room for x's two users at once: y's array from none to two entries */
+        ck_assert_int_eq(bpcc_node_replace_all_uses(x, y, NULL, &d), BPCC_OK);
+        ck_assert_uint_eq(y->cap_users, 2);
+        ck_assert_uint_eq(bpcc_node_n_users(x), 0);
+        ck_assert_uint_eq(bpcc_node_n_users(y), 2);
+        ck_assert_int_eq(bpcc_graph_end_pass(g, rollback ? BPCC_ERR_INVALID : BPCC_OK, &d), rollback ? BPCC_ERR_INVALID : BPCC_OK);
+        if (rollback) { /* the pass failed: x's first array and its one user are back */
+            ck_assert_ptr_eq(x->users, first);
+            ck_assert_uint_eq(bpcc_node_n_users(x), 1);
+            ck_assert_ptr_eq(bpcc_node_user(x, 0), a);
+            ck_assert_uint_eq(bpcc_node_n_users(y), 0);
+        }
+        mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, a));
+        ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+        bpcc_graph_free(g);
+        g = h;
+    }
+}
+END_TEST
+
 /* A node remade in place (convert's dequantize node, in its observer's place) keeps its users and
 ** its place, takes its new name as a new node would, and leaves its old name reserved without
 ** answering to it; a failed pass gives the node back as it was. */
@@ -1116,6 +1160,7 @@ int main(void)
     tcase_add_test(tc, set_args_updates_use_def);
     tcase_add_test(tc, a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name);
     tcase_add_test(tc, erased_nodes_memory_is_used_again_after_the_pass_with_rollback_off);
+    tcase_add_test(tc, a_users_array_starts_with_one_entry_and_is_given_back_when_outgrown_without_rollback);
     tcase_add_test(tc, kwargs_meta_and_scope_are_kept_only_where_present);
     tcase_add_test(tc, references_to_other_graphs_are_refused);
     tcase_add_test(tc, move_and_topo_sort_restore_order);

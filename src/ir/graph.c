@@ -259,6 +259,22 @@ static void default_candidate(enum bpcc_node_kind kind, const char *target, char
 
 /* {==================== use-def ==================== */
 
+/* def's users array made cap entries long (its entries kept). Most nodes have one user, so the
+** first array has one entry (at 100k nodes 250k arrays, 16 bytes each where two entries took 32).
+** Without rollback nothing can read the array outgrown: it goes back to the arena, where the
+** allocations of its size take it (a node's second user's array is the size of two first ones). */
+static enum bpcc_status grow_users(struct bpcc_node *def, uint32_t cap)
+{
+    struct bpcc_graph *g = def->graph;
+    struct user_entry *u = BPCC_ARENA_NEWN(&g->arena, struct user_entry, cap);
+    if (!u || !BPCC_UNDO_NODE(def, def->users) || !BPCC_UNDO_NODE(def, def->cap_users)) return BPCC_ERR_NOMEM;
+    if (def->n_users) memcpy(u, def->users, def->n_users * sizeof *u);
+    if (g->no_rollback && def->users) bpcc_arena_give(&g->arena, def->users, def->cap_users * sizeof *u);
+    def->users = u;
+    def->cap_users = cap;
+    return BPCC_OK;
+}
+
 enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *user)
 {
     if (bpcc_undo_failed(def->graph)) return BPCC_ERR_NOMEM;
@@ -271,14 +287,7 @@ enum bpcc_status bpcc_graph_add_use(struct bpcc_node *def, struct bpcc_node *use
         def->users[i].count++;
         return BPCC_OK;
     }
-    if (def->n_users == def->cap_users) {
-        uint32_t cap = def->cap_users ? def->cap_users * 2 : 2;
-        struct user_entry *u = BPCC_ARENA_NEWN(&def->graph->arena, struct user_entry, cap);
-        if (!u || !BPCC_UNDO_NODE(def, def->users) || !BPCC_UNDO_NODE(def, def->cap_users)) return BPCC_ERR_NOMEM;
-        if (def->n_users) memcpy(u, def->users, def->n_users * sizeof *u);
-        def->users = u;
-        def->cap_users = cap;
-    }
+    if (def->n_users == def->cap_users && grow_users(def, def->cap_users ? def->cap_users * 2 : 1)) return BPCC_ERR_NOMEM;
     /* the entry past the count needs no record: the count's puts it out of reach */
     if (!BPCC_UNDO_NODE(def, def->n_users)) return BPCC_ERR_NOMEM;
     def->users[def->n_users++] = (struct user_entry){user, 1};
@@ -785,14 +794,9 @@ static bool swap_refs(struct bpcc_node *user, struct bpcc_node *from, uint32_t i
 static enum bpcc_status reserve_users(struct bpcc_node *def, uint32_t extra)
 {
     if (def->cap_users - def->n_users >= extra) return BPCC_OK;
-    uint32_t cap = def->cap_users ? def->cap_users : 2;
+    uint32_t cap = def->cap_users ? def->cap_users : 1;
     while (cap - def->n_users < extra) cap *= 2;
-    struct user_entry *u = BPCC_ARENA_NEWN(&def->graph->arena, struct user_entry, cap);
-    if (!u || !BPCC_UNDO_NODE(def, def->users) || !BPCC_UNDO_NODE(def, def->cap_users)) return BPCC_ERR_NOMEM;
-    if (def->n_users) memcpy(u, def->users, def->n_users * sizeof *u);
-    def->users = u;
-    def->cap_users = cap;
-    return BPCC_OK;
+    return grow_users(def, cap);
 }
 
 enum bpcc_status bpcc_node_replace_all_uses(struct bpcc_node *from, struct bpcc_node *to,
