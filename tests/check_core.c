@@ -36,9 +36,11 @@ START_TEST(arena_keeps_addresses_across_growth)
 }
 END_TEST
 
-/* A block given back serves the next allocation of its size or less (rounded up to 8 bytes),
-** zeroed, alignment 8 at most; not a bigger one, not one aligned to 16; the last given first.
-** Blocks not aligned to 8 or under 8 bytes are ignored, and a rewind forgets them all. */
+/* A block given back serves the next allocation of its size (rounded up to 8 bytes), zeroed,
+** alignment 8 at most; not a bigger one, not one aligned to 16; the last given first. A smaller
+** allocation, when no block of its size is there, takes the first bytes of the smallest larger one,
+** whose rest is given back. Blocks not aligned to 8 or under 8 bytes are ignored, and a rewind
+** forgets them all. */
 START_TEST(arena_gives_a_block_given_back_to_an_allocation_of_its_size)
 {
     struct bpcc_arena a;
@@ -49,12 +51,12 @@ START_TEST(arena_gives_a_block_given_back_to_an_allocation_of_its_size)
     bpcc_arena_give(&a, q, 40);
     ck_assert_ptr_ne(bpcc_arena_alloc(&a, 48, 8), p); /* bigger */
     ck_assert_ptr_ne(bpcc_arena_alloc(&a, 40, 16), q); /* aligned to 16 */
-    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 32, 8), q); /* a smaller class */
     ck_assert_ptr_eq(bpcc_arena_alloc(&a, 33, 8), q);  /* rounded up to 40: the last given */
-    unsigned char *r = bpcc_arena_alloc(&a, 40, 4);
+    unsigned char *r = bpcc_arena_alloc(&a, 24, 4);    /* smaller: p's first 24 bytes */
     ck_assert_ptr_eq(r, p);
-    for (int i = 0; i < 40; i++) ck_assert_uint_eq(r[i], 0);
-    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 40, 8), p); /* taken: none left */
+    for (int i = 0; i < 24; i++) ck_assert_uint_eq(r[i], 0);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 16, 8), p + 24); /* and the rest */
+    ck_assert_ptr_ne(bpcc_arena_alloc(&a, 8, 8), p + 32);  /* taken: none left */
     bpcc_arena_give(&a, p + 4, 32); /* not aligned to 8 */
     bpcc_arena_give(&a, p + 8, 4);  /* under 8 bytes */
     ck_assert_ptr_ne(bpcc_arena_alloc(&a, 24, 8), p + 4);
@@ -63,6 +65,15 @@ START_TEST(arena_gives_a_block_given_back_to_an_allocation_of_its_size)
     bpcc_arena_give(&a, big, 1000); /* serves 256 bytes at most */
     ck_assert_ptr_ne(bpcc_arena_alloc(&a, 257, 8), big);
     ck_assert_ptr_eq(bpcc_arena_alloc(&a, 256, 8), big);
+    /* the smallest larger block is cut: 8 bytes of the 256 given, then 40 of the 248 left, not of
+    ** the 64 given after */
+    unsigned char *s64 = bpcc_arena_alloc(&a, 64, 8);
+    bpcc_arena_give(&a, big, 256);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 8, 8), big);
+    bpcc_arena_give(&a, s64, 64);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 72, 8), big + 8);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 40, 8), s64);
+    ck_assert_ptr_eq(bpcc_arena_alloc(&a, 24, 8), s64 + 40);
     /* a block past a mark, given back, then rewound over: the bump pointer hands it out again, so
     ** the bin must not as well */
     struct bpcc_arena_mark m = bpcc_arena_mark(&a);

@@ -53,16 +53,31 @@ void bpcc_arena_give(struct bpcc_arena *a, void *p, size_t size)
     size_t k = size / 8 < BPCC_ARENA_BINS ? size / 8 : BPCC_ARENA_BINS;
     memcpy(p, &a->bins[k - 1], sizeof(void *)); /* the bin's list runs through its blocks */
     a->bins[k - 1] = p;
+    a->bin_mask |= 1u << (k - 1);
+}
+
+/* a block of bin k, taken off it */
+static void *bin_pop(struct bpcc_arena *a, unsigned k)
+{
+    void *p = a->bins[k];
+    memcpy(&a->bins[k], p, sizeof p);
+    if (!a->bins[k]) a->bin_mask &= ~(1u << k);
+    return p;
 }
 
 static void *arena_alloc(struct bpcc_arena *a, size_t size, size_t align, bool zero)
 {
     BPCC_ASSERT(align && align <= 64 && (align & (align - 1)) == 0);
-    if (align <= 8 && size - 1 < 8 * BPCC_ARENA_BINS) { /* a block given back of the size rounded up */
-        void **bin = &a->bins[(size - 1) / 8];
-        void *p = *bin;
-        if (p) {
-            memcpy(bin, p, sizeof p);
+    if (align <= 8 && size - 1 < 8 * BPCC_ARENA_BINS) {
+        /* a block given back of the size rounded up, else the first of a larger one, the rest of
+        ** which goes back to its bin (a replaced module's 136 bytes become a node's arguments and
+        ** a tensor header) */
+        unsigned c = (unsigned)((size - 1) / 8);
+        uint32_t m = a->bin_mask >> c;
+        if (m) {
+            unsigned k = c + (unsigned)__builtin_ctz(m);
+            unsigned char *p = bin_pop(a, k);
+            if (k > c) bpcc_arena_give(a, p + 8 * (c + 1), 8 * (size_t)(k - c));
             if (zero) memset(p, 0, size);
             return p;
         }
@@ -113,6 +128,7 @@ bool bpcc_arena_rewind(struct bpcc_arena *a, struct bpcc_arena_mark m)
     if (a->head != m.head || a->used < m.used) return false;
     a->used = m.used;
     memset(a->bins, 0, sizeof a->bins); /* a block given back may lie past the mark */
+    a->bin_mask = 0;
     return true;
 }
 

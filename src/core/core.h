@@ -60,6 +60,7 @@ struct bpcc_arena {
     size_t used, cap;     /* in head */
     size_t total;         /* bytes obtained from the allocator */
     void *bins[BPCC_ARENA_BINS]; /* bins[k]: blocks of at least 8 (k + 1) bytes (bpcc_arena_give) */
+    uint32_t bin_mask;           /* bit k: bins[k] holds a block */
 };
 
 BPCC_INTERNAL void bpcc_arena_init(struct bpcc_arena *a);
