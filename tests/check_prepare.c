@@ -1048,9 +1048,10 @@ START_TEST(passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_
 }
 END_TEST
 
-/* Without rollback, convert gives each observer module's tensor headers and array back to the
-** graph's arena once its last caller is converted, and the buffers it makes next are made in that
-** memory; the model is the one made with rollback on. */
+/* Without rollback, convert gives each observer module, its tensor headers and array back to the
+** graph's arena once its last caller is converted, and the buffers and nodes' arguments it makes
+** next are made in that memory; the modules are gone from the table and by name, and the model is
+** the one made with rollback on. */
 START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers_it_replaced)
 {
     /* the convolutions; two convolutions into a cat, whose inputs' observers are one module that
@@ -1060,7 +1061,7 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
         "bpcc-model 1\n\n" CONV("c1", 3, 4) CONV("c2", 3, 4) "\ngraph\n  %x = placeholder x ()\n"
         "  %c1 = call_module c1 (%x,)\n  %c2 = call_module c2 (%x,)\n  %cat = call_function torch.cat ([%c1, %c2], 1)\n"
         "  %output = output output (%cat,)\n"};
-    static const uint32_t want_buffers[] = {10, 8}, want_reused[] = {8, 2};
+    static const uint32_t want_buffers[] = {10, 8}, want_reused[] = {8, 2}, want_obs[] = {5, 2}, want_in_modules[] = {4, 1};
     for (int i = 0; i < 2; i++) {
         const char *model = models[i] ? models[i] : model_alike_convs;
         const char *q = i ? "global: " QC_A "\n" : QC_ALIKE;
@@ -1071,13 +1072,33 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
         ck_assert_msg(calibrated_text(model, q, &off, &d, true) == BPCC_OK, "%s", tu_msg(&d));
         bpcc_graph_set_rollback(off.g, false);
         const void *was[64];
-        uint32_t n_was = 0;
+        uint32_t n_was = 0, n_obs = 0;
+        const struct bpcc_module *obs[16];
+        char obs_names[16][64];
         for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++) {
             struct bpcc_module *m = bpcc_graph_module(off.g, k);
-            for (uint32_t j = 0; bpcc_obs_module_class(m) >= 0 && j < bpcc_module_n_tensors(m) && n_was < 64; j++)
+            if (bpcc_obs_module_class(m) < 0) continue;
+            ck_assert_uint_lt(n_obs, 16);
+            obs[n_obs] = m;
+            snprintf(obs_names[n_obs++], sizeof obs_names[0], "%s", bpcc_module_name(m));
+            for (uint32_t j = 0; j < bpcc_module_n_tensors(m) && n_was < 64; j++)
                 was[n_was++] = bpcc_module_tensor_at(m, j, NULL, NULL);
         }
         ck_assert_int_eq(bpcc_convert(off.g, off.c, off.m, NULL, NULL, &d), BPCC_OK);
+        ck_assert_msg(bpcc_graph_verify(off.g, &d) == BPCC_OK, "%s", tu_msg(&d));
+        /* the observer modules are gone: from the table, by name, and their memory holds the
+        ** arguments of quantize nodes made after them */
+        for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++)
+            for (uint32_t j = 0; j < n_obs; j++) ck_assert_ptr_ne(bpcc_graph_module(off.g, k), obs[j]);
+        for (uint32_t j = 0; j < n_obs; j++) ck_assert_ptr_null(bpcc_graph_find_module(off.g, obs_names[j]));
+        uint32_t in_modules = 0;
+        for (struct bpcc_node *n = off.g->first; n; n = n->next)
+            for (uint32_t j = 0; n->args.n && j < n_obs; j++) {
+                const char *a = (const char *)n->args.u.seq.items, *o = (const char *)obs[j];
+                in_modules += a >= o && a < o + sizeof(struct bpcc_module);
+            }
+        ck_assert_uint_eq(n_obs, want_obs[i]);
+        ck_assert_uint_eq(in_modules, want_in_modules[i]);
         char *fon = fingerprint(on.g), *foff = fingerprint(off.g);
         ck_assert_str_eq(fon, foff);
         free(fon);

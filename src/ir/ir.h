@@ -355,6 +355,11 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m
 ** has no tensors: for a module that nothing will read again, whose tensors no other module holds,
 ** with rollback off (convert's replaced observers). The tensors' data stays where it is. */
 BPCC_INTERNAL void bpcc_module_give_tensors(struct bpcc_module *m);
+/* m, a module without submodules that no node calls or remembers and the table no longer lists,
+** goes: unlinked, its name finding no module, its tensors' headers and array and then the module
+** itself given back to the arena (with rollback off: convert's observers, once their last caller
+** is converted). m must not be used after. */
+BPCC_INTERNAL void bpcc_module_give(struct bpcc_module *m);
 /* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
 BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                           struct bpcc_tensor *t);

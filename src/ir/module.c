@@ -558,6 +558,18 @@ void bpcc_module_give_tensors(struct bpcc_module *m)
     m->n_tensors = m->cap_tensors = m->n_tensor_slots = 0;
 }
 
+void bpcc_module_give(struct bpcc_module *m)
+{
+    struct bpcc_graph *g = m->graph;
+    BPCC_ASSERT(g->no_rollback && !m->first_child);
+    bpcc_graph_unlink_module(g, m);
+    size_t len = strlen(m->name);
+    void **slot = bpcc_intern_value(&g->intern, m->name, len, bpcc_str_hash(m->name, len));
+    if (slot && bpcc_name_module(*slot) == m) bpcc_name_put_module(slot, NULL);
+    bpcc_module_give_tensors(m);
+    bpcc_arena_give(&g->arena, m, sizeof *m);
+}
+
 enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,
                                         struct bpcc_tensor *t)
 {
