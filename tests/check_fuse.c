@@ -144,6 +144,35 @@ START_TEST(conv_bn_relu_folds_into_conv_relu_numerically)
 }
 END_TEST
 
+/* The containers a fusion makes, {training: True} each, share one attribute array, as parsed
+** modules of equal attributes do; a change to one is its own. */
+START_TEST(fused_containers_share_one_attribute_array)
+{
+    static const char text[] = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("a", 3, 3, "") RELU("ra") CONV("b", 3, 3, "")
+        RELU("rb") CONV("c", 3, 3, "") RELU("rc") "\ngraph\n  %x = placeholder x ()\n  %a = call_module a (%x,)\n"
+        "  %ra = call_module ra (%a,)\n  %b = call_module b (%ra,)\n  %rb = call_module rb (%b,)\n"
+        "  %c = call_module c (%rb,)\n  %rc = call_module rc (%c,)\n  %output = output output (%rc,)\n";
+    struct bpcc_graph *g = model(text);
+    ck_assert_msg(bpcc_fuse(g, native, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+    struct bpcc_module *a = bpcc_graph_find_module(g, "a"), *b = bpcc_graph_find_module(g, "b"),
+                       *c = bpcc_graph_find_module(g, "c");
+    ck_assert_str_eq(bpcc_module_type(a), "torch.ao.nn.intrinsic.ConvReLU2d");
+    ck_assert_str_eq(bpcc_module_type(c), "torch.ao.nn.intrinsic.ConvReLU2d");
+    ck_assert_uint_eq(a->attrs.n, 1);
+    ck_assert_ptr_eq(b->attrs.u.seq.items, a->attrs.u.seq.items);
+    ck_assert_ptr_eq(c->attrs.u.seq.items, a->attrs.u.seq.items);
+    const struct bpcc_value *t = bpcc_module_attr(c, "training");
+    ck_assert(t && t->kind == BPCC_VAL_BOOL && t->u.b);
+    struct bpcc_value f = bpcc_value_bool(false);
+    ck_assert_int_eq(bpcc_module_set_attr(b, "training", &f, &d), BPCC_OK);
+    ck_assert(!bpcc_module_attr(b, "training")->u.b);
+    ck_assert(bpcc_module_attr(a, "training")->u.b && bpcc_module_attr(c, "training")->u.b);
+    ck_assert_ptr_eq(c->attrs.u.seq.items, a->attrs.u.seq.items);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 /* A fused module's parts are the matched modules themselves, renamed, when only their own nodes
 ** refer to them (the conv gets folded weights, the ReLU is the same object); a ReLU module two
 ** nodes call is copied, and its other caller keeps it under its name. */
@@ -516,6 +545,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, conv_bn_relu_folds_into_conv_relu_numerically);
+    tcase_add_test(tc, fused_containers_share_one_attribute_array);
     tcase_add_test(tc, fused_parts_are_the_matched_modules_unless_something_else_refers_to_them);
     tcase_add_test(tc, conv_bn_folds_into_a_plain_conv_and_gains_a_bias);
     tcase_add_test(tc, linear_bn_folds_numerically);
