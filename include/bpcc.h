@@ -316,7 +316,10 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** the graph after any failed pass, as the bpcc tool does, can turn rollback off: a failed pass
 ** then leaves the graph fit only for bpcc_graph_free, and the memory of the nodes erased while it
 ** is off (by a pass or by bpcc_node_erase) becomes the nodes made after the next pass ends, so a
-** pointer to such a node must not be used after that. On for every new graph.
+** pointer to such a node must not be used after that; likewise convert then gives the memory of
+** each observer module it replaces (with the module's tensor headers) to what it makes next, so a
+** pointer to an observer module or its tensors taken before convert must not be used after it.
+** On for every new graph.
 */
 BPCC_API void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on);
 
