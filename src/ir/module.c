@@ -167,6 +167,18 @@ void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
     unlink_rec(g, m);
 }
 
+/* m's name no longer finds it (unless a module took that name meanwhile); false when the record
+** of the change finds no memory (nothing changed) */
+static bool drop_name(struct bpcc_graph *g, struct bpcc_module *m)
+{
+    size_t len = strlen(m->name);
+    void **slot = bpcc_intern_value(&g->intern, m->name, len, bpcc_str_hash(m->name, len));
+    if (!slot || bpcc_name_module(*slot) != m) return true;
+    if (!bpcc_undo_module_entry(g, m->name, m)) return false;
+    bpcc_name_put_module(slot, NULL);
+    return true;
+}
+
 enum bpcc_status bpcc_graph_rename_module(struct bpcc_graph *g, struct bpcc_module *m, const char *name,
                                           struct bpcc_diag *d)
 {
@@ -182,14 +194,7 @@ enum bpcc_status bpcc_graph_rename_module(struct bpcc_graph *g, struct bpcc_modu
     if (was && !was->dead && was != m)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "module '%s' already exists", name);
     if (!bpcc_name_make_room(g, slot)) return bpcc_diag_nomem(d);
-    if (iname != m->name) { /* its old name no longer finds it (unless a module took that name meanwhile) */
-        size_t ol = strlen(m->name);
-        void **os = bpcc_intern_value(&g->intern, m->name, ol, bpcc_str_hash(m->name, ol));
-        if (os && bpcc_name_module(*os) == m) {
-            if (!bpcc_undo_module_entry(g, m->name, m)) return bpcc_diag_nomem(d);
-            bpcc_name_put_module(os, NULL);
-        }
-    }
+    if (iname != m->name && !drop_name(g, m)) return bpcc_diag_nomem(d);
     leave_parent(m); /* none left for an unlinked module */
     if (!BPCC_UNDO_MODULE(m, m->name) || !BPCC_UNDO_MODULE(m, m->dead) || !bpcc_undo_module_entry(g, iname, was))
         return bpcc_diag_nomem(d);
@@ -563,9 +568,7 @@ void bpcc_module_give(struct bpcc_module *m)
     struct bpcc_graph *g = m->graph;
     BPCC_ASSERT(g->no_rollback && !m->first_child);
     bpcc_graph_unlink_module(g, m);
-    size_t len = strlen(m->name);
-    void **slot = bpcc_intern_value(&g->intern, m->name, len, bpcc_str_hash(m->name, len));
-    if (slot && bpcc_name_module(*slot) == m) bpcc_name_put_module(slot, NULL);
+    (void)drop_name(g, m); /* no record without rollback: cannot fail */
     bpcc_module_give_tensors(m);
     bpcc_arena_give(&g->arena, m, sizeof *m);
 }
