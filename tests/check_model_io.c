@@ -232,6 +232,50 @@ START_TEST(failed_save_leaves_existing_files_untouched)
 }
 END_TEST
 
+/* Without BPCC_WRITE_SYNC a save waits for no disk; with it, each file and then its directory is
+** fsync'd: four calls for a model (weights and text), two for bpcc_write_file_ex. The files are the
+** same either way. */
+START_TEST(a_save_waits_for_the_disk_only_when_asked)
+{
+    char *dir = tu_temp_dir();
+    char path[600], wpath[600], jpath[600];
+    snprintf(path, sizeof path, "%s/m.bpcc", dir);
+    snprintf(wpath, sizeof wpath, "%s/m.safetensors", dir);
+    snprintf(jpath, sizeof jpath, "%s/plan.json", dir);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURE("cat.bpcc"), &g, &d), BPCC_OK);
+    size_t tl, wl;
+    char *text = tu_read(FIXTURE("cat.bpcc"), &tl), *weights = tu_read(FIXTURE("cat.safetensors"), &wl);
+    unsigned long n0 = bpcc_file_sync_count();
+    ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_uint_eq(bpcc_file_sync_count(), n0);
+    ck_assert_msg(bpcc_graph_save_ex(g, path, BPCC_WRITE_SYNC, &d) == BPCC_OK, "%s", tu_msg(&d)); /* over the first */
+    ck_assert_uint_eq(bpcc_file_sync_count(), n0 + 4);
+    ck_assert_int_eq(bpcc_graph_save_ex(g, path, 2, &d), BPCC_ERR_INVALID);
+    ck_assert_uint_eq(bpcc_file_sync_count(), n0 + 4);
+    size_t a_len, b_len;
+    char *a = tu_read(path, &a_len), *b = tu_read(wpath, &b_len);
+    ck_assert_msg(a_len == tl - strlen("weights \"cat.safetensors\"") + strlen("weights \"m.safetensors\"") &&
+                  strstr(a, "weights \"m.safetensors\"") && b_len == wl && !memcmp(b, weights, wl), "the saved files differ");
+    free(a);
+    free(b);
+    ck_assert_int_eq(bpcc_write_file(jpath, "{}", 2, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_file_sync_count(), n0 + 4);
+    ck_assert_int_eq(bpcc_write_file_ex(jpath, "{ }", 3, BPCC_WRITE_SYNC, &d), BPCC_OK);
+    ck_assert_uint_eq(bpcc_file_sync_count(), n0 + 6);
+    ck_assert_int_eq(bpcc_write_file_ex(jpath, "[]", 2, 4, &d), BPCC_ERR_INVALID);
+    a = tu_read(jpath, &a_len);
+    ck_assert(a_len == 3 && !memcmp(a, "{ }", 3));
+    free(a);
+    ck_assert_int_eq(count_files(dir, NULL), 3);
+    bpcc_graph_free(g);
+    free(text);
+    free(weights);
+    rm_dir(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(save_survives_every_allocation_failure)
 {
     char *dir = tu_temp_dir();
@@ -475,6 +519,7 @@ int main(void)
     tcase_add_test(tc, a_text_and_a_header_of_many_megabytes_are_saved_as_they_are_made);
     tcase_add_test(tc, failed_save_leaves_existing_files_untouched);
     tcase_add_test(tc, save_survives_every_allocation_failure);
+    tcase_add_test(tc, a_save_waits_for_the_disk_only_when_asked);
     tcase_add_test(tc, json_of_conv_bn_relu_matches_the_documented_golden);
     tcase_add_loop_test(tc, json_follows_the_documented_shape_on_every_fixture, 0, 5);
     suite_add_tcase(s, tc);

@@ -192,7 +192,7 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     bpcc_xval_release(&out);
     if (!s) {
         struct bpcc_atomic_file af;
-        s = bpcc_atomic_open(&af, out_path, d);
+        s = bpcc_atomic_open(&af, out_path, 0, d);
         if (!s) {
             s = bpcc_safetensors_write(af.fp, out_path, (const char *const *)keys, (const struct bpcc_tensor *const *)ts, n, d);
             if (s) bpcc_atomic_abort(&af);

@@ -32,8 +32,12 @@ struct cli_files {
 /* EXIT_OK, EXIT_INPUT (message printed) or EXIT_INTERNAL */
 int cli_add_data(struct cli_files *f, const char *path);
 void cli_free_files(struct cli_files *f);
-/* Write text plus a trailing newline to path atomically (the JSON writers' convention). */
-enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d);
+/* Write text plus a trailing newline to path atomically (the JSON writers' convention); flags:
+** BPCC_WRITE_SYNC or 0. */
+enum bpcc_status cli_write_text(const char *path, const char *text, unsigned flags, struct bpcc_diag *d);
+/* --sync, which the verbs that write a model take: their outputs reach the disk before they are
+** renamed over their targets (BPCC_WRITE_SYNC). true (and *flags set) when o is it. */
+bool cli_sync_option(const char *o, unsigned *flags);
 
 /* What the process of a verb that loads a model needs before it works (process.c): a pure
 ** function of the command line, the environment and whether the CPU has the AVX-512 subsets of

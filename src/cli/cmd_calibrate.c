@@ -10,13 +10,14 @@
 #include <unistd.h>
 
 static const char calibrate_help[] =
-    "usage: bpcc calibrate MODEL --data FILE|DIR... -o OUT [--threads N]\n"
+    "usage: bpcc calibrate MODEL --data FILE|DIR... -o OUT [--threads N] [--sync]\n"
     "\n"
     "Run a prepared model (bpcc prepare) on calibration batches so that its observers see the\n"
     "activations, and write the model with each observer's statistics and qparams (scale,\n"
     "zero_point as PyTorch 1.13 computes them). Each FILE is one batch: a safetensors file with one\n"
     "float32 tensor per graph input, named after it (integers or bools for token ids and masks); a\n"
-    "DIR stands for its *.safetensors files in name order. Every batch is checked before any runs. --threads: OpenBLAS threads (default 1).\n";
+    "DIR stands for its *.safetensors files in name order. Every batch is checked before any runs. --threads: OpenBLAS threads (default 1).\n"
+    "--sync waits for the disk before renaming the outputs over their targets (see bpcc --help).\n";
 
 static const char run_help[] =
     "usage: bpcc run MODEL --data FILE -o OUT.safetensors [--threads N]   (--input is --data)\n"
@@ -42,7 +43,7 @@ static void on_progress(uint32_t done, uint32_t total, void *ud)
 }
 
 static int parse(const char *verb, int argc, char **argv, const char *help, const char **model, const char **out,
-                 int *threads, struct cli_files *data)
+                 int *threads, unsigned *write_flags, struct cli_files *data)
 {
     *model = *out = NULL;
     *threads = 1;
@@ -52,6 +53,10 @@ static int parse(const char *verb, int argc, char **argv, const char *help, cons
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             fputs(help, stdout);
             return -1;
+        }
+        if (write_flags && cli_sync_option(o, write_flags)) {
+            in_data = false;
+            continue;
         }
         if (!strcmp(o, "--data") || !strcmp(o, "--input")) {
             in_data = true;
@@ -87,8 +92,9 @@ int cmd_calibrate(int argc, char **argv)
 {
     const char *model, *out;
     int threads;
+    unsigned write_flags = 0;
     struct cli_files data = {0};
-    int rc = parse("calibrate", argc, argv, calibrate_help, &model, &out, &threads, &data);
+    int rc = parse("calibrate", argc, argv, calibrate_help, &model, &out, &threads, &write_flags, &data);
     if (rc) {
         cli_free_files(&data);
         return rc < 0 ? EXIT_OK : rc;
@@ -103,7 +109,7 @@ int cmd_calibrate(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &p.t0);
         struct bpcc_calibrate_options o = {.threads = threads, .progress = isatty(2) ? on_progress : NULL, .progress_ud = &p};
         s = bpcc_calibrate(g, (const char *const *)data.v, data.n, &o, &d);
-        if (!s) s = bpcc_graph_save(g, out, &d);
+        if (!s) s = bpcc_graph_save_ex(g, out, write_flags, &d);
         bpcc_graph_free(g);
     }
     cli_free_files(&data);
@@ -116,7 +122,7 @@ int cmd_run(int argc, char **argv)
     const char *model, *out;
     int threads;
     struct cli_files data = {0};
-    int rc = parse("run", argc, argv, run_help, &model, &out, &threads, &data);
+    int rc = parse("run", argc, argv, run_help, &model, &out, &threads, NULL, &data);
     if (!rc && data.n != 1) rc = cli_usage_error("run", "run takes one --data FILE");
     if (rc) {
         cli_free_files(&data);

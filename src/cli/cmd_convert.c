@@ -9,16 +9,17 @@
 #include <time.h>
 
 static const char convert_help[] =
-    "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT\n"
+    "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT [--sync]\n"
     "\n"
     "Turn a calibrated model (bpcc calibrate) into PyTorch's reference quantized model, as\n"
     "convert_to_reference_fx does: observers become quantize/dequantize pairs, weighted modules the\n"
     "backend's reference quantized modules with quantized-weight parameters (docs/CONVERT.md).\n"
-    "BACKEND and QCONFIG must be those the model was prepared with.\n";
+    "BACKEND and QCONFIG must be those the model was prepared with. --sync waits for the disk\n"
+    "before renaming the output over its target (see bpcc --help).\n";
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
-    "                     [--explain] [--threads N] [--no-sqnr] [--time]\n"
+    "                     [--explain] [--threads N] [--no-sqnr] [--time] [--sync]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
@@ -26,11 +27,13 @@ static const char quantize_help[] =
     "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
     "forward passes per batch). --time also prints how long each step took (wall clock): loading\n"
-    "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving.\n";
+    "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving. --sync\n"
+    "waits for the disk before renaming the outputs over their targets (see bpcc --help).\n";
 
 struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
+    unsigned write_flags; /* --sync */
     bool explain, no_sqnr, time;
     struct cli_files data;
 };
@@ -45,6 +48,10 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             fputs(help, stdout);
             return -1;
+        }
+        if (cli_sync_option(o, &a->write_flags)) {
+            in_data = false;
+            continue;
         }
         if (want_data && !strcmp(o, "--data")) {
             in_data = true;
@@ -178,8 +185,8 @@ static int run(struct cargs *a, bool one_shot)
         }
     }
     lap(&k, STEP_SQNR);
-    if (!s) s = bpcc_graph_save(g, a->out, &d);
-    if (!s && plan) s = cli_write_text(a->plan, plan, &d);
+    if (!s) s = bpcc_graph_save_ex(g, a->out, a->write_flags, &d);
+    if (!s && plan) s = cli_write_text(a->plan, plan, a->write_flags, &d);
     lap(&k, STEP_SAVE);
     bpcc_free(plan);
     bpcc_prepare_report_free(r);

@@ -6,17 +6,19 @@
 #include <string.h>
 
 static const char fuse_help[] =
-    "usage: bpcc fuse MODEL -b BACKEND [--qat] [--explain] [--strict] -o OUT\n"
+    "usage: bpcc fuse MODEL -b BACKEND [--qat] [--explain] [--strict] -o OUT [--sync]\n"
     "\n"
     "Fuse the backend's fusable patterns (those with a fuser_method) as PyTorch's fuse_fx does:\n"
     "conv+bn(+relu), linear+bn, conv+relu, linear+relu, bn+relu ... Batch norms are folded into\n"
     "the weights (eval mode), or kept inside ConvBn* modules with --qat. BACKEND is a built-in\n"
-    "name or a YAML file. --explain prints each fused group with its pattern and file:line.\n";
+    "name or a YAML file. --explain prints each fused group with its pattern and file:line.\n"
+    "--sync waits for the disk before renaming the output over its target (see bpcc --help).\n";
 
 int cmd_fuse(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL, *backend = NULL;
     bool qat = false, explain = false, strict = false;
+    unsigned write_flags = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "-b")) {
             if (i + 1 >= argc) return cli_usage_error("fuse", "%s needs a value", argv[i]);
@@ -25,6 +27,7 @@ int cmd_fuse(int argc, char **argv)
         } else if (!strcmp(argv[i], "--qat")) qat = true;
         else if (!strcmp(argv[i], "--explain")) explain = true;
         else if (!strcmp(argv[i], "--strict")) strict = true;
+        else if (cli_sync_option(argv[i], &write_flags)) continue;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(fuse_help, stdout);
             return EXIT_OK;
@@ -51,7 +54,7 @@ int cmd_fuse(int argc, char **argv)
         bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
         struct bpcc_fuse_options fo = {.is_qat = qat};
         s = bpcc_fuse(g, c, &fo, explain ? &text : NULL, &d);
-        if (!s && out) s = bpcc_graph_save(g, out, &d);
+        if (!s && out) s = bpcc_graph_save_ex(g, out, write_flags, &d);
         bpcc_graph_free(g);
     }
     bpcc_config_free(c);

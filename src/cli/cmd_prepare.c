@@ -9,14 +9,15 @@
 
 static const char prepare_help[] =
     "usage: bpcc prepare MODEL -b BACKEND -q QCONFIG -o OUT [--plan PLAN.json] [--strict]\n"
-    "                    [--input-quantized I,J...] [--output-quantized]\n"
+    "                    [--input-quantized I,J...] [--output-quantized] [--sync]\n"
     "\n"
     "Fuse MODEL with BACKEND's fusion patterns, give every node its qconfig from QCONFIG, and insert\n"
     "observers where PyTorch 1.13's prepare_fx does (docs/PREPARE.md). BACKEND and QCONFIG are\n"
     "built-in names or YAML files. --plan writes the fused groups and observer points as JSON.\n"
     "--strict: a pattern whose qconfig the backend rejects is an error instead of staying float.\n"
     "--input-quantized: these graph inputs (0-based placeholder positions) arrive as quint8;\n"
-    "--output-quantized: the output leaves as quint8 (PrepareCustomConfig's quantized indexes).\n";
+    "--output-quantized: the output leaves as quint8 (PrepareCustomConfig's quantized indexes).\n"
+    "--sync waits for the disk before renaming the outputs over their targets (see bpcc --help).\n";
 
 static const char explain_help[] =
     "usage: bpcc explain MODEL -b BACKEND -q QCONFIG [--json] [--strict]\n"
@@ -29,6 +30,7 @@ static const char explain_help[] =
 struct prep_args {
     const char *path, *out, *plan, *backend, *qconfig;
     bool strict, json, output_quantized;
+    unsigned write_flags; /* --sync */
     uint32_t input_quantized[64];
     uint32_t n_input_quantized;
 };
@@ -67,6 +69,7 @@ static int parse(const char *verb, int argc, char **argv, struct prep_args *a, c
             else if (!strcmp(o, "-q")) a->qconfig = v;
             else a->plan = v;
         } else if (!strcmp(o, "--strict")) a->strict = true;
+        else if (strcmp(verb, "explain") && cli_sync_option(o, &a->write_flags)) continue;
         else if (!strcmp(o, "--output-quantized")) a->output_quantized = true;
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
@@ -110,8 +113,8 @@ static int run(const struct prep_args *a, bool explain)
     if (!s && explain) s = bpcc_prepare_explain(r, a->json, &text, &d);
     if (!s && !explain) {
         if (a->plan) s = bpcc_prepare_plan_json(r, 2, &text, &d);
-        if (!s) s = bpcc_graph_save(g, a->out, &d);
-        if (!s && a->plan) s = cli_write_text(a->plan, text, &d);
+        if (!s) s = bpcc_graph_save_ex(g, a->out, a->write_flags, &d);
+        if (!s && a->plan) s = cli_write_text(a->plan, text, a->write_flags, &d);
     }
     bpcc_prepare_report_free(r);
     bpcc_graph_free(g);

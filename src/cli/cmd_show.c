@@ -14,10 +14,11 @@ static const char show_help[] =
     "and totals. --json prints the same as one JSON document (docs/SHOW.md).\n";
 
 static const char fmt_help[] =
-    "usage: bpcc fmt MODEL -o OUT\n"
+    "usage: bpcc fmt MODEL -o OUT [--sync]\n"
     "\n"
     "Load and verify MODEL, then write it in canonical form to OUT (and its weights to\n"
-    "OUT's name with the extension .safetensors). Outputs are written atomically.\n";
+    "OUT's name with the extension .safetensors). Outputs are written atomically; --sync also\n"
+    "waits for the disk before renaming them over their targets (see bpcc --help).\n";
 
 static void meta_text(const struct bpcc_value *m, char *buf, size_t n)
 {
@@ -212,10 +213,13 @@ int cmd_show(int argc, char **argv)
 int cmd_fmt(int argc, char **argv)
 {
     const char *path = NULL, *out = NULL;
+    unsigned write_flags = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0) {
             if (++i >= argc) return cli_usage_error("fmt", "-o needs a file name");
             out = argv[i];
+        } else if (cli_sync_option(argv[i], &write_flags)) {
+            continue;
         } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(fmt_help, stdout);
             return EXIT_OK;
@@ -230,7 +234,7 @@ int cmd_fmt(int argc, char **argv)
     struct bpcc_graph *g;
     enum bpcc_status s = bpcc_graph_load(path, &g, &d);
     if (!s) {
-        s = bpcc_graph_save(g, out, &d);
+        s = bpcc_graph_save_ex(g, out, write_flags, &d);
         bpcc_graph_free(g);
     }
     if (s) {

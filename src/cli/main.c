@@ -35,7 +35,10 @@ static const char usage_text[] =
     "  quantize MODEL -b B -q Q --data F... -o OUT   fuse, prepare, calibrate, convert\n"
     "  compare weights|outputs|shadow FLOAT QUANT [--data F...]   where the accuracy went\n"
     "\n"
-    "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights.\n"
+    "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights. Outputs are written\n"
+    "to a temporary file beside the target and renamed over it when complete: a failure leaves no\n"
+    "part of one. --sync (fmt, fuse, prepare, calibrate, convert, quantize) also waits for the disk\n"
+    "(fsync) before the rename and after it, so that a power failure cannot lose them either.\n"
     "Exit status: 0 ok, 1 bad input, 2 usage error, 3 internal error.\n";
 
 static int add_file(struct cli_files *f, const char *path)
@@ -94,7 +97,14 @@ void cli_free_files(struct cli_files *f)
     f->n = f->cap = 0;
 }
 
-enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_diag *d)
+bool cli_sync_option(const char *o, unsigned *flags)
+{
+    if (strcmp(o, "--sync")) return false;
+    *flags |= BPCC_WRITE_SYNC;
+    return true;
+}
+
+enum bpcc_status cli_write_text(const char *path, const char *text, unsigned flags, struct bpcc_diag *d)
 {
     size_t len = strlen(text);
     char *t = malloc(len + 2);
@@ -104,7 +114,7 @@ enum bpcc_status cli_write_text(const char *path, const char *text, struct bpcc_
     }
     memcpy(t, text, len);
     t[len] = '\n';
-    enum bpcc_status s = bpcc_write_file(path, t, len + 1, d);
+    enum bpcc_status s = bpcc_write_file_ex(path, t, len + 1, flags, d);
     free(t);
     return s;
 }

@@ -279,15 +279,21 @@ BPCC_INTERNAL enum bpcc_status bpcc_file_read(const char *path, char **data_out,
 struct bpcc_atomic_file {
     FILE *fp;         /* NULL once finished */
     bool created;     /* tmp_path exists on disk */
+    bool sync;        /* BPCC_WRITE_SYNC: the data reaches the disk before the rename, the rename after */
     char *tmp_path;
     char *path;
 };
-BPCC_INTERNAL enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
+/* flags: BPCC_WRITE_SYNC or 0 */
+BPCC_INTERNAL enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path, unsigned flags,
                                                 struct bpcc_diag *d);
-/* Flush, fsync and close the temporary (no rename yet); on failure it is removed. */
+/* Flush and close the temporary, fsync'd first with BPCC_WRITE_SYNC (no rename yet); on failure
+** it is removed. */
 BPCC_INTERNAL enum bpcc_status bpcc_atomic_finish(struct bpcc_atomic_file *af,
                                                   struct bpcc_diag *d);
-/* Finish (if not yet) and rename the temporary over the target. */
+/* the fsync calls made so far (files and directories), for the tests */
+BPCC_INTERNAL unsigned long bpcc_file_sync_count(void);
+/* Finish (if not yet) and rename the temporary over the target; with BPCC_WRITE_SYNC the
+** directory is fsync'd after, so that the rename is on the disk too. */
 BPCC_INTERNAL enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af,
                                                   struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_atomic_abort(struct bpcc_atomic_file *af);

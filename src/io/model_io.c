@@ -150,6 +150,13 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
 enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
                                  struct bpcc_diag *d)
 {
+    return bpcc_graph_save_ex(g, path, 0, d);
+}
+
+enum bpcc_status bpcc_graph_save_ex(const struct bpcc_graph *g, const char *path, unsigned flags,
+                                    struct bpcc_diag *d)
+{
+    if (flags & ~(unsigned)BPCC_WRITE_SYNC) return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "unknown write flags 0x%x", flags);
     enum bpcc_status s = bpcc_graph_verify(g, d);
     if (s) return s;
     /* weights file: <path without its extension>.safetensors */
@@ -186,14 +193,14 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
     ** goes to its file as it is made. */
     struct bpcc_atomic_file wf = {0}, tf = {0};
     if (n) {
-        if ((s = bpcc_atomic_open(&wf, wpath, d))) goto out;
+        if ((s = bpcc_atomic_open(&wf, wpath, flags, d))) goto out;
         if ((s = bpcc_safetensors_write(wf.fp, wpath, (const char *const *)keys, ts, n, d)) ||
             (s = bpcc_atomic_finish(&wf, d))) {
             bpcc_atomic_abort(&wf);
             goto out;
         }
     }
-    if ((s = bpcc_atomic_open(&tf, path, d))) {
+    if ((s = bpcc_atomic_open(&tf, path, flags, d))) {
         bpcc_atomic_abort(&wf);
         goto out;
     }

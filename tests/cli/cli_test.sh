@@ -286,6 +286,35 @@ run "quantize --time" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm
     { [ "$(sed 1,2d "$WORK/quant_ns.bpcc")" = "$(sed 1,2d "$WORK/quant_t.bpcc")" ] && ok || bad "quantize --time: another model"; }
 run "quantize without --time prints no times" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_t.bpcc" --no-sqnr &&
     { case "$OUT" in *"time:"*) bad "quantize printed times unasked" ;; *) ok ;; esac; }
+# --sync: the same outputs, written after waiting for the disk (fsync of each file and of its
+# directory) where the verbs that write a model are asked to; verbs that write no model refuse it
+same_files() { # same_files NAME A B: A.bpcc/B.bpcc and their weights hold the same (the weights line aside)
+    [ "$(sed 1,2d "$WORK/$2.bpcc")" = "$(sed 1,2d "$WORK/$3.bpcc")" ] && cmp -s "$WORK/$2.safetensors" "$WORK/$3.safetensors" &&
+        ok || bad "$1: --sync wrote another model"
+}
+run "quantize --sync" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_sy.bpcc" --no-sqnr --sync &&
+    same_files "quantize --sync" quant_ns quant_sy
+run "fmt --sync" 0 "$BPCC" fmt "$WORK/quant_ns.bpcc" -o "$WORK/fmt_sy.bpcc" --sync && same_files "fmt --sync" quant_ns fmt_sy
+run "fuse" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/fuse_a.bpcc" &&
+    run "fuse --sync" 0 "$BPCC" fuse --sync "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/fuse_sy.bpcc" && same_files "fuse --sync" fuse_a fuse_sy
+run "prepare --sync" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/prep_sy.bpcc" --sync --plan "$WORK/plan_sy.json" &&
+    same_files "prepare --sync" cal_in prep_sy && python3 -m json.tool "$WORK/plan_sy.json" >/dev/null && ok || bad "prepare --sync: no plan"
+run "calibrate --sync" 0 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches" --sync -o "$WORK/cal_sy.bpcc" && same_files "calibrate --sync" cal cal_sy
+run "convert --sync" 0 "$BPCC" convert "$WORK/cal.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv_sy.bpcc" --sync && same_files "convert --sync" conv conv_sy
+run "run refuses --sync" 2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/out_sy.safetensors" --sync &&
+    has "run refuses --sync" "$ERR" "unknown option '--sync'"
+run "explain refuses --sync" 2 "$BPCC" explain "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --sync &&
+    has "explain refuses --sync" "$ERR" "unknown option '--sync'"
+# where strace can run: the fsync calls themselves, three files and their directories with --sync, none without
+if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
+    for sync in "" --sync; do
+        strace -f -e trace=fsync -o "$WORK/strace" "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm \
+            --data "$WORK/batches" -o "$WORK/quant_st.bpcc" --plan "$WORK/plan_st.json" --no-sqnr $sync >/dev/null 2>&1
+        n=$(grep -c 'fsync(' "$WORK/strace")
+        want=$([ -n "$sync" ] && echo 6 || echo 0)
+        [ "$n" -eq "$want" ] && ok || bad "quantize ${sync:-without --sync}: $n fsync calls, want $want"
+    done
+fi
 run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "missing --data"
 
