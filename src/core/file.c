@@ -155,7 +155,9 @@ enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af, struct bpcc_dia
     if (af->sync) { /* the rename itself on the disk: the directory's entry */
         char *dir = bpcc_path_dirname(af->path);
         int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY) : -1;
-        bool ok = fd >= 0 && sync_fd(fd) == 0;
+        /* a file system that cannot sync a directory says EINVAL: the file's data is synced,
+        ** and nothing more can be done there */
+        bool ok = fd >= 0 && (sync_fd(fd) == 0 || errno == EINVAL);
         int e = errno;
         if (fd >= 0) close(fd);
         bpcc_xfree(dir);
