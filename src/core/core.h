@@ -283,7 +283,7 @@ struct bpcc_atomic_file {
     char *tmp_path;
     char *path;
 };
-/* flags: BPCC_WRITE_SYNC or 0 */
+/* flags: BPCC_WRITE_SYNC or 0, else BPCC_ERR_INVALID (nothing created) */
 BPCC_INTERNAL enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path, unsigned flags,
                                                 struct bpcc_diag *d);
 /* Flush and close the temporary, fsync'd first with BPCC_WRITE_SYNC (no rename yet); on failure

@@ -90,6 +90,8 @@ enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
                                   struct bpcc_diag *d)
 {
     memset(af, 0, sizeof *af);
+    if (flags & ~(unsigned)BPCC_WRITE_SYNC)
+        return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "unknown write flags 0x%x", flags);
     af->sync = flags & BPCC_WRITE_SYNC;
     af->path = bpcc_strdup(path);
     size_t n = strlen(path) + 32;
@@ -191,7 +193,6 @@ enum bpcc_status bpcc_write_file(const char *path, const void *data, size_t len,
 enum bpcc_status bpcc_write_file_ex(const char *path, const void *data, size_t len, unsigned flags,
                                     struct bpcc_diag *d)
 {
-    if (flags & ~(unsigned)BPCC_WRITE_SYNC) return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "unknown write flags 0x%x", flags);
     struct bpcc_atomic_file af;
     enum bpcc_status s = bpcc_atomic_open(&af, path, flags, d);
     if (s) return s;

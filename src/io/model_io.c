@@ -156,7 +156,6 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
 enum bpcc_status bpcc_graph_save_ex(const struct bpcc_graph *g, const char *path, unsigned flags,
                                     struct bpcc_diag *d)
 {
-    if (flags & ~(unsigned)BPCC_WRITE_SYNC) return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "unknown write flags 0x%x", flags);
     enum bpcc_status s = bpcc_graph_verify(g, d);
     if (s) return s;
     /* weights file: <path without its extension>.safetensors */
