@@ -596,11 +596,13 @@ static enum bpcc_status load_source(struct bpcc_config *cfg, const char *spec, c
             size_t used = 0;
             for (uint32_t i = 0; i < n && used < sizeof list; i++)
                 used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", all[i].name);
-            if (looks_like_path(spec) || !at)
+            if (looks_like_path(spec) || !at) {
                 s = bpcc_diag_error(d, at ? BPCC_ERR_CONFIG : BPCC_ERR_IO, at ? from_file : spec,
                                     at ? at->line : 0, at ? at->col : 0,
                                     "cannot read backend config '%s': %s", path, strerror(errno));
-            else
+                /* a bare name given on the command line is most likely a mistyped built-in */
+                if (!looks_like_path(spec)) bpcc_diag_note(d, 0, 0, "'%s' is not a built-in backend either (%s)", spec, list);
+            } else
                 s = bpcc_diag_error(d, BPCC_ERR_CONFIG, from_file, at->line, at->col,
                                     "'%s' is neither a built-in backend (%s) nor a readable file",
                                     spec, list);

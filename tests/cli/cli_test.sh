@@ -112,6 +112,7 @@ run "config non-strict warns" 0 "$BPCC" config check "$CFG/bad/unknown_op_strict
 run "fuse without backend" 2 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -o "$WORK/f.bpcc" && has "fuse without backend" "$ERR" "missing -b BACKEND"
 run "fuse without output" 2 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b native && has "fuse without output" "$ERR" "missing -o OUT"
 run "fuse unknown backend" 1 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b nope -o "$WORK/f.bpcc" && has "fuse unknown backend" "$ERR" "cannot read backend config"
+has "fuse unknown backend lists the built-ins" "$ERR" "note: 'nope' is not a built-in backend either (native, fbgemm, qnnpack"
 [ ! -e "$WORK/f.bpcc" ] && ok || bad "failed fuse wrote an output"
 if run "fuse" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/fused.bpcc"; then
     sed 's/"fused.safetensors"/"tiny_resnet_fused.safetensors"/' "$WORK/fused.bpcc" | cmp -s - "$FIX/torch/tiny_resnet_fused.bpcc" &&
