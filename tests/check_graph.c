@@ -392,6 +392,17 @@ START_TEST(a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name)
     struct bpcc_node *w = mk(BPCC_NODE_CALL_FUNCTION, "w", "operator.add", refs(2, u, obs));
     mk(BPCC_NODE_OUTPUT, "output", "output", refs(1, w));
     ck_assert_ptr_eq(bpcc_node_module(obs), m);
+    /* every field the remake replaces has a value of its own, to be given back */
+    const char *key = "inplace";
+    struct bpcc_value flag = {.kind = BPCC_VAL_BOOL, .u.b = true};
+    struct bpcc_value kw = {.kind = BPCC_VAL_DICT, .n = 1, .u.seq = {&flag, &key}};
+    ck_assert_int_eq(bpcc_node_set_args(obs, NULL, &kw, &d), BPCC_OK);
+    int64_t dims[] = {2, 3};
+    struct bpcc_value tt = {.kind = BPCC_VAL_TTYPE, .n = 2, .u.ttype = {BPCC_DTYPE_F32, dims}};
+    ck_assert_int_eq(bpcc_node_set_meta(obs, &tt, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_node_set_scope(obs, "blk", "torch.nn.Module", &d), BPCC_OK);
+    obs->src_line = 7;
+    obs->src_col = 3;
     for (int failed = 1; failed >= 0; failed--) {
         ck_assert_int_eq(bpcc_graph_begin_pass(g, &d), BPCC_OK);
         struct bpcc_node *q = mk(BPCC_NODE_CALL_FUNCTION, NULL, "torch.quantize_per_tensor", refs(1, x));
@@ -415,6 +426,17 @@ START_TEST(a_node_remade_in_place_keeps_its_users_and_reserves_its_old_name)
             ck_assert_str_eq(bpcc_node_name(obs), "obs");
             ck_assert_int_eq(bpcc_node_kind(obs), BPCC_NODE_CALL_MODULE);
             ck_assert_ptr_eq(bpcc_node_module(obs), m);
+            ck_assert_str_eq(bpcc_node_target(obs), "obs");
+            ck_assert_uint_eq(bpcc_node_args(obs)->n, 1);
+            ck_assert_ptr_eq(bpcc_node_args(obs)->u.seq.items[0].u.node, x);
+            ck_assert(bpcc_value_get(bpcc_node_kwargs(obs), "inplace")->u.b);
+            ck_assert(bpcc_value_equal(bpcc_node_meta(obs), &tt));
+            const char *type;
+            ck_assert_str_eq(bpcc_node_scope(obs, &type), "blk");
+            ck_assert_str_eq(type, "torch.nn.Module");
+            ck_assert_uint_eq(obs->src_line, 7);
+            ck_assert_uint_eq(obs->src_col, 3);
+            ck_assert(!obs->dead);
             ck_assert_ptr_eq(bpcc_graph_find_node(g, "obs"), obs);
             ck_assert_ptr_null(bpcc_graph_find_node(g, "dequantize"));
             ck_assert_ptr_eq(bpcc_node_user(x, 0), obs);

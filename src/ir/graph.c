@@ -723,11 +723,9 @@ enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind,
     struct name nm = {.s = name};
     void **slot = t ? name_slot(g, kind, name, t, &nm) : NULL;
     if (!slot) return bpcc_diag_nomem(d);
-    /* the records first: nothing has changed when one fails (the remembered module is a cache) */
-    if (!BPCC_UNDO_NODE(n, n->kind) || !BPCC_UNDO_NODE(n, n->name) ||
-        !BPCC_UNDO_NODE(n, n->target) || !BPCC_UNDO_NODE(n, n->args) || !BPCC_UNDO_NODE(n, n->kwargs) ||
-        !BPCC_UNDO_NODE(n, n->meta) || !BPCC_UNDO_NODE(n, n->scope) || !BPCC_UNDO_NODE(n, n->src_line) ||
-        !BPCC_UNDO_NODE(n, n->src_col) || !bpcc_undo_name(g, nm.s))
+    /* the records first: nothing has changed when one fails (the remembered module is a cache);
+    ** the fields replaced lie together, from src_line to scope, and `dead` among them stays false */
+    if (!bpcc_undo_node(n, &n->src_line, BPCC_NODE_REMADE_BYTES) || !bpcc_undo_name(g, nm.s))
         return bpcc_diag_nomem(d);
     struct bpcc_value a = *args;
     if (add_uses(n, &a)) return bpcc_diag_nomem(d);

@@ -21,9 +21,10 @@ struct user_entry {
 struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) */
     uint32_t id;
     uint32_t n_users, cap_users;
-    uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
     uint32_t mark;              /* scratch for passes (topo sort, verify) */
     uint32_t module_epoch;      /* with module_type: see bpcc_node_module */
+    /* from src_line to scope: what bpcc_node_remake replaces, one undo record (BPCC_NODE_REMADE) */
+    uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
     uint8_t kind;               /* enum bpcc_node_kind */
     bool dead;
     const char *name, *target; /* interned */
@@ -43,6 +44,22 @@ struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) 
     struct bpcc_module *module; /* the module `target` last named: a cache, see bpcc_node_module */
     const char *module_type;    /* its type while the cache is known good, else NULL */
 };
+
+/* The bytes of a node that bpcc_node_remake replaces: one undo record of 88 bytes where a record
+** per field took nine, 176 bytes in all (half of convert's log: it remakes each observer in place) */
+#define BPCC_NODE_REMADE_BYTES (offsetof(struct bpcc_node, scope) + sizeof(const char *const *) - \
+                                offsetof(struct bpcc_node, src_line))
+_Static_assert(offsetof(struct bpcc_node, src_col) > offsetof(struct bpcc_node, src_line) &&
+                   offsetof(struct bpcc_node, kind) > offsetof(struct bpcc_node, src_col) &&
+                   offsetof(struct bpcc_node, name) > offsetof(struct bpcc_node, kind) &&
+                   offsetof(struct bpcc_node, target) > offsetof(struct bpcc_node, name) &&
+                   offsetof(struct bpcc_node, args) > offsetof(struct bpcc_node, target) &&
+                   offsetof(struct bpcc_node, kwargs) > offsetof(struct bpcc_node, args) &&
+                   offsetof(struct bpcc_node, meta) > offsetof(struct bpcc_node, kwargs) &&
+                   offsetof(struct bpcc_node, scope) > offsetof(struct bpcc_node, meta) &&
+                   offsetof(struct bpcc_node, mark) < offsetof(struct bpcc_node, src_line) &&
+                   offsetof(struct bpcc_node, prev) > offsetof(struct bpcc_node, scope),
+               "bpcc_node_remake's fields lie together, after the scratch ones and before the links");
 
 /* A tensor's header is allocated for its rank (bpcc_tensor_header): most tensors of a converted
 ** graph are scalars (scales, zero points, observers' statistics), for which a BPCC_MAX_DIMS array
