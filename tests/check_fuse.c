@@ -519,6 +519,35 @@ START_TEST(onednn_conv_add_relu_takes_the_other_addend_as_input)
 }
 END_TEST
 
+/* A residual block: the other addend is the relu of a conv+bn+relu fused just before, which that
+** fusion erases (its conv takes its place). The conv+add fusion takes the fused conv as its extra
+** input, as PyTorch's fused graph does, and the graph verifies. */
+START_TEST(onednn_conv_add_takes_an_addend_fused_before)
+{
+    struct bpcc_config *onednn;
+    ck_assert_int_eq(bpcc_config_load("onednn", NULL, &onednn, &d), BPCC_OK);
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("c0", 3, 3, "") BN("b0", 3) RELU("r0")
+        CONV("c1", 3, 3, "") BN("b1", 3) RELU("r1") "\ngraph\n  %x = placeholder x ()\n"
+        "  %c0 = call_module c0 (%x,)\n  %b0 = call_module b0 (%c0,)\n  %r0 = call_module r0 (%b0,)\n"
+        "  %c1 = call_module c1 (%r0,)\n  %b1 = call_module b1 (%c1,)\n"
+        "  %add = call_function operator.add (%b1, %r0)\n  %r1 = call_module r1 (%add,)\n"
+        "  %output = output output (%r1,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_msg(bpcc_fuse(g, onednn, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "c0")), "torch.ao.nn.intrinsic.ConvReLU2d");
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "c1")), "torch.ao.nn.intrinsic.ConvAddReLU2d");
+    struct bpcc_node *c0 = bpcc_graph_find_node(g, "c0"), *c1 = bpcc_graph_find_node(g, "c1");
+    ck_assert_uint_eq(bpcc_node_args(c1)->n, 2);
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(c1), 0)->u.node, c0);
+    ck_assert_ptr_eq(bpcc_value_item(bpcc_node_args(c1), 1)->u.node, c0); /* r0's value, now c0's */
+    ck_assert_uint_eq(bpcc_node_n_users(c0), 1);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g), 4);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    bpcc_graph_free(g);
+    bpcc_config_free(onednn);
+}
+END_TEST
+
 static enum bpcc_status fuse_op(void *unused, struct bpcc_diag *dd)
 {
     (void)unused;
@@ -561,6 +590,7 @@ int main(void)
     tcase_add_test(tc, fused_models_keep_node_names_and_save);
     tcase_add_test(tc, registered_fusers_are_used_by_configs);
     tcase_add_test(tc, onednn_conv_add_relu_takes_the_other_addend_as_input);
+    tcase_add_test(tc, onednn_conv_add_takes_an_addend_fused_before);
     tcase_add_test(tc, fusion_survives_every_allocation_failure);
     suite_add_tcase(s, tc);
     return tu_run(s);

@@ -760,10 +760,27 @@ static enum bpcc_status plan(struct bpcc_graph *g, const struct bpcc_config *c, 
     return BPCC_OK;
 }
 
+/* The nodes whose values earlier fusions moved: by id, the root that took an erased anchor's place
+** (NULL elsewhere; made at the first such fusion when the config has extra inputs to resolve). */
+struct moved {
+    struct bpcc_node **by_id;
+    uint32_t n;
+};
+
+/* What holds x's value now: x, or the root of the fusion that erased it. A conv+add pattern's
+** extra input is often the last node of a fusion made just before (a residual block's input is
+** the previous block's relu, fused into its conv), as in PyTorch, where the fused graph's
+** environment maps the old node to the fused one. */
+static struct bpcc_node *now_holding(const struct moved *mv, struct bpcc_node *x)
+{
+    while (x->dead && x->id < mv->n && mv->by_id[x->id]) x = mv->by_id[x->id];
+    return x;
+}
+
 /* The graph side of one fusion: the root node takes the anchor's place and users (plus the
 ** extra inputs of conv+add patterns); the other matched nodes, MatchAllNode ones excepted, go. */
 static enum bpcc_status rewire(struct bpcc_graph *g, const struct match *m, struct bpcc_node *root,
-                              struct bpcc_diag *d)
+                              const struct moved *mv, struct bpcc_diag *d)
 {
     struct bpcc_node *anchor = m->anchor;
     enum bpcc_status s = BPCC_OK;
@@ -777,7 +794,7 @@ static enum bpcc_status rewire(struct bpcc_graph *g, const struct match *m, stru
         uint32_t at = root->args.n;
         for (uint32_t i = 0; i < m->n_leaves; i++)
             if (!strcmp(m->leaf_pattern[i]->op, "MatchAllNode") && m->nodes[i])
-                args.u.seq.items[at++] = bpcc_value_node(m->nodes[i]);
+                args.u.seq.items[at++] = bpcc_value_node(now_holding(mv, m->nodes[i]));
         if ((s = bpcc_node_set_args(root, &args, NULL, d))) return s;
     }
     if (root == anchor) return BPCC_OK;
@@ -805,6 +822,9 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
     struct bpcc_buf ex;
     bpcc_buf_init(&ex);
     struct bpcc_module *made = NULL;
+    struct moved mv = {0};
+    bool extra_inputs = false;
+    for (uint32_t k = 0; k < c->n_entries && !extra_inputs; k++) extra_inputs = c->entries[k]->extra_inputs_getter;
     for (uint32_t i = ps.n; i-- > 0 && !s;) {
         const struct planned *p = &ps.p[i];
         struct match m;
@@ -818,7 +838,18 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
         /* the root's path now names the fused module */
         struct bpcc_module *old = bpcc_node_module(p->root);
         if (old) bpcc_graph_unlink_module(g, old);
-        if ((s = run_fuser(p->def, &fc)) || (s = rewire(g, &m, p->root, d))) break;
+        if ((s = run_fuser(p->def, &fc)) || (s = rewire(g, &m, p->root, &mv, d))) break;
+        if (extra_inputs && m.anchor != p->root) {
+            if (!mv.by_id) {
+                mv.n = g->next_id;
+                if (!(mv.by_id = bpcc_malloc((size_t)mv.n * sizeof *mv.by_id))) {
+                    s = bpcc_diag_nomem(d);
+                    break;
+                }
+                memset(mv.by_id, 0, (size_t)mv.n * sizeof *mv.by_id);
+            }
+            if (m.anchor->id < mv.n) mv.by_id[m.anchor->id] = p->root;
+        }
         bpcc_node_resolve_module(p->root, NULL); /* the fused module, while its name's slot is at hand */
         if (explain_out) {
             const struct bpcc_module *fm = bpcc_node_module(p->root);
@@ -837,6 +868,7 @@ static enum bpcc_status fuse_in_place(struct bpcc_graph *g, const struct bpcc_co
     }
     bpcc_xfree(ps.p);
     bpcc_xfree(ps.leaves);
+    bpcc_xfree(mv.by_id);
     if (!s) s = prune_modules(g, d);
     if (!s) s = bpcc_graph_verify(g, d);
     if (s) {
