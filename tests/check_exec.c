@@ -424,6 +424,46 @@ START_TEST(a_dying_argument_is_taken_in_place_and_a_living_one_never)
 }
 END_TEST
 
+/* The onednn config's conv+add fusions: ConvAdd2d(x1, x2) = add(conv(x1), x2) and ConvAddReLU2d
+** the same through its ReLU child, with the add the fusion matched in the module's `add`
+** attribute; the second addend, used again after, is left as it was. */
+START_TEST(a_fused_conv_add_adds_its_second_input)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule f : torch.ao.nn.intrinsic.ConvAddReLU2d {add: operator.add}\n"
+        "module f.0 : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 1, bias: False}\n"
+        "  param weight : f32[2, 2, 1, 1]\nmodule f.1 : torch.nn.ReLU {}\n"
+        "module h : torch.ao.nn.intrinsic.ConvAdd2d {add: torch.add}\n"
+        "module h.0 : torch.nn.Conv2d {in_channels: 2, out_channels: 2, kernel_size: 1, bias: False}\n"
+        "  param weight : f32[2, 2, 1, 1]\n\ngraph\n  %x = placeholder x ()\n"
+        "  %y = call_function torch.mul (%x, -0.5)\n  %a = call_module f (%x, %y)\n  %b = call_module h (%x, %y)\n"
+        "  %output = output output ((%a, %b, %y),)\n");
+    set_tensor(g, "f.0", "weight", 4, (int64_t[]){2, 2, 1, 1}, noise);
+    set_tensor(g, "h.0", "weight", 4, (int64_t[]){2, 2, 1, 1}, ramp);
+    const float *wf = bpcc_module_tensor(bpcc_graph_find_module(g, "f.0"), "weight")->data;
+    const float *wh = bpcc_module_tensor(bpcc_graph_find_module(g, "h.0"), "weight")->data;
+    struct xtensor *x = input(4, (int64_t[]){1, 2, 3, 5}, noise);
+    struct xval out;
+    RUN(g, x, &out);
+    const struct xtensor *ya = out.u.seq.items[0].u.t, *yb = out.u.seq.items[1].u.t, *yy = out.u.seq.items[2].u.t;
+    int n_negative = 0;
+    for (int co = 0; co < 2; co++)
+        for (int p = 0; p < 15; p++) {
+            float y = x->data[co * 15 + p] * -0.5f;
+            ck_assert_msg(yy->data[co * 15 + p] == y, "y at %d %d", co, p);
+            float cf = wf[co * 2] * x->data[p] + wf[co * 2 + 1] * x->data[15 + p] + y;
+            float ch = wh[co * 2] * x->data[p] + wh[co * 2 + 1] * x->data[15 + p] + y;
+            n_negative += cf < 0;
+            ck_assert_msg(fabsf(ya->data[co * 15 + p] - (cf > 0 ? cf : 0)) <= 1e-6f * (fabsf(cf) + 1), "a at %d %d", co, p);
+            ck_assert_msg(fabsf(yb->data[co * 15 + p] - ch) <= 1e-6f * (fabsf(ch) + 1), "b at %d %d", co, p);
+        }
+    ck_assert_int_gt(n_negative, 0); /* the relu had something to do */
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 /* g (a conv on x [1, 2, 3, 5]) is refused with msg; g is freed */
 static void conv_refused(struct bpcc_graph *g, const char *msg)
 {
@@ -2058,6 +2098,7 @@ int main(void)
     tcase_add_test(tc, winograd_weights_kept_between_runs_are_each_modules_own);
     tcase_add_test(tc, infinities_reach_a_winograd_sized_convolution_as_the_direct_sum_has_them);
     tcase_add_test(tc, a_dying_argument_is_taken_in_place_and_a_living_one_never);
+    tcase_add_test(tc, a_fused_conv_add_adds_its_second_input);
     tcase_add_test(tc, max_pooling_matches_the_formula);
     tcase_add_test(tc, histogram_quantization_error_equals_the_formula_bit_for_bit);
     tcase_add_test(tc, histogram_range_search_equals_the_step_by_step_search);

@@ -628,6 +628,35 @@ static void free_arg(struct xval *v)
 /* Whether v (an argument) references a node value that is a sequence: then the argument's
 ** sequence items borrow it, which arg_value handles by copying the struct (shallow). */
 
+/* Module c and its next siblings in order, each on the result of the one before. `in` is the
+** caller's value (borrowed), or with `owned` an intermediate that dies with the next call, so
+** that call may consume it (an activation clamps the conv's output in place). */
+static enum bpcc_status run_children(const struct xargs *a, const struct bpcc_module *c, const struct xval *in,
+                                     bool owned, struct xval *out)
+{
+    struct xval cur = owned ? *in : (struct xval){0};
+    const struct xval *arg = owned ? &cur : in;
+    for (; c; c = c->next_sibling) {
+        struct xval next;
+        struct xargs sub = *a;
+        sub.consume = arg == &cur;
+        enum bpcc_status s = bpcc_exec_module(&sub, c, arg, &next);
+        bool taken = !s && sub.consume && cur.k == XV_TENSOR && next.k == XV_TENSOR && next.u.t == cur.u.t;
+        if (sub.consume && !taken) bpcc_xval_release(&cur);
+        if (s) return s;
+        cur = next;
+        arg = &cur;
+    }
+    if (arg != &cur) return bpcc_xval_copy(in, out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    *out = cur;
+    return BPCC_OK;
+}
+
+static bool is_fused(const struct bpcc_module *m)
+{
+    return m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22);
+}
+
 enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_module *m, const struct xval *in,
                                   struct xval *out)
 {
@@ -637,27 +666,43 @@ enum bpcc_status bpcc_exec_module(const struct xargs *a, const struct bpcc_modul
     sub.n = 1;
     sub.pos = in;
     if (k) return k(&sub, out);
-    /* a fused module (torch.ao.nn.intrinsic.*) runs its children in order, each on the result of
-    ** the one before (the first reads the input as it is); an intermediate dies with the next call,
-    ** so that call may consume it (an activation clamps the conv's output in place) */
-    if (m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22)) {
-        struct xval cur = {0};
-        const struct xval *arg = in;
-        for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
-            struct xval next;
-            sub = *a;
-            sub.consume = arg == &cur;
-            enum bpcc_status s = bpcc_exec_module(&sub, c, arg, &next);
-            bool taken = !s && sub.consume && cur.k == XV_TENSOR && next.k == XV_TENSOR && next.u.t == cur.u.t;
-            if (sub.consume && !taken) bpcc_xval_release(&cur);
-            if (s) return s;
-            cur = next;
-            arg = &cur;
-        }
-        *out = cur;
-        return BPCC_OK;
-    }
+    /* a fused module (torch.ao.nn.intrinsic.*) runs its children in order (the first reads the
+    ** input as it is) */
+    if (is_fused(m)) return run_children(a, m->first_child, in, false, out);
     return bpcc_xerr(a, "the interpreter cannot run module type %s", m->type);
+}
+
+/* The op of a fused conv+add module (torch.ao.nn.intrinsic.ConvAdd2d, ConvAddReLU2d: the onednn
+** config's fusions), kept in its `add` attribute, or NULL for another module */
+static const char *fused_add_op(const struct bpcc_module *m)
+{
+    if (!is_fused(m)) return NULL;
+    const struct bpcc_value *v = bpcc_module_attr(m, "add");
+    return v && (v->kind == BPCC_VAL_SYMBOL || v->kind == BPCC_VAL_STR) ? v->u.s : NULL;
+}
+
+/* A fused conv+add module's forward(x1, x2): its other children (a ReLU) on add(first child(x1), x2),
+** as PyTorch's ConvAdd2d and ConvAddReLU2d compute it. */
+static enum bpcc_status exec_fused_add(const struct xargs *a, const struct bpcc_module *m, const char *op,
+                                       struct xval *out)
+{
+    xkernel add = bpcc_exec_kernel(BPCC_NODE_CALL_FUNCTION, op);
+    if (!add) return bpcc_xerr(a, "the interpreter cannot run %s, the add of module type %s", op, m->type);
+    struct xargs sub = *a;
+    sub.consume = false;
+    struct xval y;
+    enum bpcc_status s = bpcc_exec_module(&sub, m->first_child, &a->pos[0], &y);
+    if (s) return s;
+    struct xval two[2] = {y, a->pos[1]}, z;
+    struct xargs sa = *a;
+    sa.module = NULL;
+    sa.n = 2;
+    sa.pos = two;
+    sa.consume = y.k == XV_TENSOR; /* the conv's output dies here: the sum may take its tensor */
+    s = add(&sa, &z);
+    if (!(!s && sa.consume && z.k == XV_TENSOR && z.u.t == y.u.t)) bpcc_xval_release(&y);
+    if (s) return s;
+    return run_children(a, m->first_child->next_sibling, &z, true, out);
 }
 
 static bool value_quantized(const struct xval *v)
@@ -740,6 +785,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                     s = bpcc_xerr(&a, "a quantized tensor reaches this module; the reference model dequantizes before it");
                 else if (k) s = k(&a, &out);
                 else if (np == 1 && !nk) s = bpcc_exec_module(&a, m, &pos[0], &out);
+                else if (np == 2 && !nk && fused_add_op(m)) s = exec_fused_add(&a, m, fused_add_op(m), &out);
                 else s = bpcc_xerr(&a, "the interpreter cannot run module type %s", m->type);
             }
         } else {

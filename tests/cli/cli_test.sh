@@ -279,6 +279,15 @@ run "convert before calibrate" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -
 run "quantize" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant.bpcc" &&
     has "quantize summary" "$OUT" "reference modules, output SQNR" &&
     run "quantized model runs" 0 "$BPCC" run "$WORK/quant.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout.safetensors"
+# every built-in backend with the mapping of its name runs the whole flow on a residual model;
+# onednn fuses each block's conv, batch norm, add and relu into one ConvAddReLU2d, which takes
+# the block's input, itself fused just before, as its second input
+for b in qnnpack x86 onednn; do
+    run "quantize -b $b" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b $b -q $b --data "$WORK/batches" -o "$WORK/quant_$b.bpcc" &&
+        has "quantize -b $b summary" "$OUT" "reference modules, output SQNR" &&
+        run "quantized -b $b model runs" 0 "$BPCC" run "$WORK/quant_$b.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout_$b.safetensors"
+done
+has "onednn fuses conv+add" "$(cat "$WORK/quant_onednn.bpcc")" "torch.ao.nn.intrinsic.ConvAddReLU2d"
 run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_ns.bpcc" --no-sqnr &&
     has "quantize --no-sqnr summary" "$OUT" "output SQNR not measured (--no-sqnr)" &&
     { cmp -s "$WORK/quant.bpcc" "$WORK/quant_ns.bpcc" 2>/dev/null || [ "$(sed 1,2d "$WORK/quant.bpcc")" = "$(sed 1,2d "$WORK/quant_ns.bpcc")" ]; } && ok || bad "quantize --no-sqnr: another model"
