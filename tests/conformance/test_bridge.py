@@ -22,6 +22,7 @@ import torchvision  # noqa: F401
 HERE = os.path.dirname(os.path.abspath(__file__))
 import bpcc_torch  # noqa: E402
 from bpcc_torch.__main__ import torchvision_model, MIN_SIZE  # noqa: E402
+from bpcc_torch import _safetensors as st  # noqa: E402
 
 BPCC = None
 TORCHVISION = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "efficientnet_b0",
@@ -194,6 +195,36 @@ class Bridge(unittest.TestCase):
         kinds = {type(x).__module__ for x in back.modules()}
         self.assertTrue(any("quantized.reference" in k for k in kinds))
 
+    def test_onednn_conv_add_model_loads_and_runs(self):
+        """bpcc's onednn config (PyTorch 2.x's) fuses a residual block's conv, batch norm, add and
+        relu into ConvAddReLU2d, which this torch may lack: the bridge builds 2.x's forward, and the
+        quantized model runs in PyTorch as `bpcc run` runs it, to a step of the output, and exports
+        back under 2.x's class name"""
+        torch.manual_seed(3)
+        m = torchvision_model("resnet18", 0)
+        x = torch.randn(1, 3, 64, 64)
+        src, batch = os.path.join(self.dir, "r.bpcc"), os.path.join(self.dir, "b.safetensors")
+        bpcc_torch.export(m, (x,), src)
+        st.write(batch, [("x", x)])
+        q, out = os.path.join(self.dir, "q.bpcc"), os.path.join(self.dir, "o.safetensors")
+        r = run_bpcc("quantize", src, "-b", "onednn", "-q", "onednn", "--data", batch, "-o", q)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run_bpcc("run", q, "--data", batch, "-o", out)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        back = bpcc_torch.load(q)
+        block = back.get_submodule("layer1.0.conv2")
+        self.assertEqual(bpcc_torch._names.class_name(type(block)), "torch.ao.nn.intrinsic.ConvAddReLU2d")
+        with torch.no_grad():
+            got = back(x)
+        last = [n for n in back.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor][-1]
+        step = float(getattr(back, last.args[1].target))
+        d = (got - st.read(out)["output"]).abs() / step
+        self.assertLessEqual(d.max().item(), 1 + 1e-3)
+        again = os.path.join(self.dir, "again.bpcc")
+        bpcc_torch.export(back, (x,), again)
+        with open(again) as f:
+            self.assertIn("torch.ao.nn.intrinsic.ConvAddReLU2d", f.read())
+
     def test_unsupported_construct_names_the_node(self):
         class Weird(nn.Module):
             def forward(self, x):
@@ -279,7 +310,6 @@ class Bridge(unittest.TestCase):
         x = torch.randn(1, 3, 8, 8)
         path = os.path.join(self.dir, "f.bpcc")
         bpcc_torch.export(m, (x,), path)
-        from bpcc_torch import _safetensors as st
         st.write(os.path.join(self.dir, "in.safetensors"), [("x", x)])
         env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "tools", "python"))
         r = subprocess.run([sys.executable, "-m", "bpcc_torch", "run", path,

@@ -72,7 +72,30 @@ def function_name(fn):
     raise BridgeError("function %r has no importable name" % (fn,))
 
 
+class _ConvAdd2d(torch.nn.Sequential):
+    """PyTorch 2.x's torch.ao.nn.intrinsic.ConvAdd2d (the onednn config's conv+add fusion), for a
+    torch that has none: forward(x1, x2) = add(conv(x1), x2), `add` the op the fusion matched."""
+
+    def forward(self, x1, x2):
+        return self.add(self[0](x1), x2)
+
+
+class _ConvAddReLU2d(torch.nn.Sequential):
+    """PyTorch 2.x's torch.ao.nn.intrinsic.ConvAddReLU2d: relu(add(conv(x1), x2))."""
+
+    def forward(self, x1, x2):
+        return self[1](self.add(self[0](x1), x2))
+
+
+# fused module classes of later PyTorch versions that bpcc's built-in configs make, by their
+# import path there: stand-ins where this torch has none
+_LATER = {"torch.ao.nn.intrinsic.ConvAdd2d": _ConvAdd2d, "torch.ao.nn.intrinsic.ConvAddReLU2d": _ConvAddReLU2d}
+
+
 def class_name(cls):
+    for path, stand_in in _LATER.items():
+        if cls is stand_in:
+            return path
     alias = _shortest_alias(cls, cls.__module__)
     if alias:
         return alias
@@ -104,6 +127,8 @@ def resolve(path):
             return obj
         except AttributeError:
             break
+    if path in _LATER:
+        return _LATER[path]
     raise BridgeError("cannot import '%s'" % path)
 
 
