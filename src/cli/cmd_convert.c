@@ -14,7 +14,8 @@ static const char convert_help[] =
     "Turn a calibrated model (bpcc calibrate) into PyTorch's reference quantized model, as\n"
     "convert_to_reference_fx does: observers become quantize/dequantize pairs, weighted modules the\n"
     "backend's reference quantized modules with quantized-weight parameters (docs/CONVERT.md).\n"
-    "BACKEND and QCONFIG must be those the model was prepared with. --sync waits for the disk\n"
+    "BACKEND and QCONFIG must be those the model was prepared with; a warning when nothing was\n"
+    "quantized. --sync waits for the disk\n"
     "before renaming the output over its target (see bpcc --help).\n";
 
 static const char quantize_help[] =
@@ -24,7 +25,8 @@ static const char quantize_help[] =
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
-    "output's SQNR against the float model on the batches. --explain also prints bpcc explain's\n"
+    "output's SQNR against the float model on the batches; a warning when nothing was quantized\n"
+    "(the backend's patterns refuse the qconfig's dtypes everywhere). --explain also prints bpcc explain's\n"
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
     "forward passes per batch). --time also prints how long each step took (wall clock): loading\n"
     "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving. --sync\n"
@@ -195,6 +197,14 @@ static int run(struct cargs *a, bool one_shot)
     bpcc_config_free(c);
     cli_print_diag(&d);
     if (s) return cli_exit_code(s);
+    if (nq == 0 && nm == 0) {
+        /* a success that changed nothing: most often a qconfig whose dtypes the backend's patterns
+        ** refuse (quint8 activations against tensorrt's qint8), which PyTorch leaves silent */
+        fprintf(stderr, "%s: warning: nothing was quantized (no quantize point, no reference module): the model "
+                        "is written as float\n", a->model);
+        fprintf(stderr, "%s: note: %s shows, node by node, the pattern and qconfig each got and why it stays "
+                        "float\n", a->model, one_shot ? "`bpcc quantize --explain`" : "`bpcc explain` of the float model");
+    }
     if (one_shot) {
         char sq[96] = "output SQNR not measured (--no-sqnr)";
         if (!a->no_sqnr) snprintf(sq, sizeof sq, "output SQNR %.1f dB vs float on the calibration data", db);

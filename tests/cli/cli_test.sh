@@ -34,6 +34,9 @@ bad() {
 has() { # has NAME HAYSTACK NEEDLE
     case "$2" in *"$3"*) ok ;; *) bad "$1: output lacks '$3': $2" ;; esac
 }
+lacks() { # lacks NAME HAYSTACK NEEDLE
+    case "$2" in *"$3"*) bad "$1: output has '$3': $2" ;; *) ok ;; esac
+}
 
 run "no args" 2 "$BPCC" && has "no args" "$ERR" "usage: bpcc"
 run "--help" 0 "$BPCC" --help && has "--help" "$OUT" "usage: bpcc"
@@ -285,9 +288,16 @@ run "quantize" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbg
 for b in qnnpack x86 onednn; do
     run "quantize -b $b" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b $b -q $b --data "$WORK/batches" -o "$WORK/quant_$b.bpcc" &&
         has "quantize -b $b summary" "$OUT" "reference modules, output SQNR" &&
+        lacks "quantize -b $b warns of nothing" "$ERR" "nothing was quantized" &&
         run "quantized -b $b model runs" 0 "$BPCC" run "$WORK/quant_$b.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout_$b.safetensors"
 done
 has "onednn fuses conv+add" "$(cat "$WORK/quant_onednn.bpcc")" "torch.ao.nn.intrinsic.ConvAddReLU2d"
+# a qconfig the backend refuses everywhere (quint8 activations, tensorrt's qint8): a float model,
+# written, with a warning that says so and where to look
+run "quantize nothing" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b tensorrt -q fbgemm --data "$WORK/batches" -o "$WORK/quant_none.bpcc" &&
+    has "quantize nothing summary" "$OUT" "0 quantize points, 0 reference modules" &&
+    has "quantize nothing warns" "$ERR" "tiny_resnet.bpcc: warning: nothing was quantized" &&
+    has "quantize nothing points to --explain" "$ERR" "note: \`bpcc quantize --explain\`"
 run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_ns.bpcc" --no-sqnr &&
     has "quantize --no-sqnr summary" "$OUT" "output SQNR not measured (--no-sqnr)" &&
     { cmp -s "$WORK/quant.bpcc" "$WORK/quant_ns.bpcc" 2>/dev/null || [ "$(sed 1,2d "$WORK/quant.bpcc")" = "$(sed 1,2d "$WORK/quant_ns.bpcc")" ]; } && ok || bad "quantize --no-sqnr: another model"
