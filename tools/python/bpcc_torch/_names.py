@@ -72,16 +72,26 @@ def function_name(fn):
     raise BridgeError("function %r has no importable name" % (fn,))
 
 
-class _ConvAdd2d(torch.nn.Sequential):
+class _ConvAdd2d(torch.ao.nn.intrinsic._FusedModule):
     """PyTorch 2.x's torch.ao.nn.intrinsic.ConvAdd2d (the onednn config's conv+add fusion), for a
-    torch that has none: forward(x1, x2) = add(conv(x1), x2), `add` the op the fusion matched."""
+    torch that has none: forward(x1, x2) = add(conv(x1), x2), `add` the op the fusion matched.
+    A fused module as 2.x's is, so that this torch's convert swaps its conv for a reference one."""
+
+    def __init__(self, conv, add):
+        super().__init__(conv)
+        self.add = add
 
     def forward(self, x1, x2):
         return self.add(self[0](x1), x2)
 
 
-class _ConvAddReLU2d(torch.nn.Sequential):
-    """PyTorch 2.x's torch.ao.nn.intrinsic.ConvAddReLU2d: relu(add(conv(x1), x2))."""
+class _ConvAddReLU2d(torch.ao.nn.intrinsic._FusedModule):
+    """PyTorch 2.x's torch.ao.nn.intrinsic.ConvAddReLU2d: relu(add(conv(x1), x2)). (2.x also
+    names its ReLU child `relu`; here it is only child 1, as in bpcc's model files.)"""
+
+    def __init__(self, conv, add, relu):
+        super().__init__(conv, relu)
+        self.add = add
 
     def forward(self, x1, x2):
         return self[1](self.add(self[0](x1), x2))

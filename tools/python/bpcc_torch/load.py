@@ -31,10 +31,11 @@ def _build(entry, data, children):
             parts = [children[k] for k in order]
             try:
                 m = cls(*parts)
-            except AssertionError:
+            except (AssertionError, TypeError):
                 # a fused module whose root was swapped for a reference quantized module (as
                 # convert_to_reference_fx does after construction): its constructor checks the
-                # float types, so build the container as Sequential does
+                # float types, so build the container as Sequential does; likewise one whose
+                # constructor takes more than its children (ConvAdd2d's add, set below)
                 m = cls.__new__(cls)
                 torch.nn.Sequential.__init__(m, *parts)
         else:
