@@ -97,9 +97,24 @@ class _ConvAddReLU2d(torch.ao.nn.intrinsic._FusedModule):
         return self[1](self.add(self[0](x1), x2))
 
 
+class _LinearLeakyReLU(torch.ao.nn.intrinsic._FusedModule):
+    """PyTorch 2.x's torch.ao.nn.intrinsic.LinearLeakyReLU: the linear, then the leaky relu."""
+
+    def __init__(self, linear, leaky_relu):
+        super().__init__(linear, leaky_relu)
+
+
+class _LinearTanh(torch.ao.nn.intrinsic._FusedModule):
+    """PyTorch 2.x's torch.ao.nn.intrinsic.LinearTanh: the linear, then tanh."""
+
+    def __init__(self, linear, tanh):
+        super().__init__(linear, tanh)
+
+
 # fused module classes of later PyTorch versions that bpcc's built-in configs make, by their
 # import path there: stand-ins where this torch has none
-_LATER = {"torch.ao.nn.intrinsic.ConvAdd2d": _ConvAdd2d, "torch.ao.nn.intrinsic.ConvAddReLU2d": _ConvAddReLU2d}
+_LATER = {"torch.ao.nn.intrinsic.ConvAdd2d": _ConvAdd2d, "torch.ao.nn.intrinsic.ConvAddReLU2d": _ConvAddReLU2d,
+          "torch.ao.nn.intrinsic.LinearLeakyReLU": _LinearLeakyReLU, "torch.ao.nn.intrinsic.LinearTanh": _LinearTanh}
 
 
 def class_name(cls):
