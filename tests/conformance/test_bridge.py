@@ -225,6 +225,18 @@ class Bridge(unittest.TestCase):
         with open(again) as f:
             self.assertIn("torch.ao.nn.intrinsic.ConvAddReLU2d", f.read())
 
+    def test_float_functionals_are_traced_as_prepare_fx_traces_them(self):
+        """prepare_fx swaps each FloatFunctional for an FXFloatFunctional before tracing; the
+        export does the same, so that the float model's activation_post_process (an Identity in
+        every FloatFunctional) is no node, and puts the model back as it was"""
+        import torchvision.models.quantization as tq
+        m = tq.resnet18(weights=None, quantize=False).eval()
+        before = [(n, type(x)) for n, x in m.named_modules()]
+        gm = bpcc_torch.export(m, (torch.randn(1, 3, 32, 32),), os.path.join(self.dir, "q.bpcc"))
+        self.assertEqual([n.target for n in gm.graph.nodes if "activation_post_process" in str(n.target)], [])
+        self.assertEqual([(n, type(x)) for n, x in m.named_modules()], before)
+        self.assertIsInstance(m.layer1[0].add_relu, torch.ao.nn.quantized.FloatFunctional)
+
     def test_unsupported_construct_names_the_node(self):
         class Weird(nn.Module):
             def forward(self, x):

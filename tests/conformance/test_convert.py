@@ -502,6 +502,24 @@ for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf"):
     setattr(Convert, "test_torchvision_" + _n, make_short_test(_n))
 
 
+def make_quantizable_test(name):
+    """torchvision's quantizable models (torchvision.models.quantization, not quantized): their
+    residual adds are FloatFunctional calls, which prepare_fx swaps for FXFloatFunctional before
+    tracing, as the bridge does, so that the float model's activation_post_process (an Identity)
+    is not traced"""
+    def test(self):
+        import torchvision.models.quantization as tq
+        torch.manual_seed(0)
+        model = getattr(tq, name)(weights=None, quantize=False).eval()
+        self.check(model, (1, 3, 64, 64), "q" + name, "minmax", minmax_mapping(), "fbgemm")
+        self.check(model, (1, 3, 64, 64), "q" + name, "fbgemm", "fbgemm", "fbgemm")
+    return test
+
+
+for _n in ("resnet18", "mobilenet_v3_large"):
+    setattr(Convert, "test_torchvision_quantizable_" + _n, make_quantizable_test(_n))
+
+
 if __name__ == "__main__":
     BPCC = sys.argv[1]
     conftools.run(Convert)

@@ -12,15 +12,43 @@ from . import _safetensors as st
 from ._names import BridgeError, class_name, function_name, to_ir
 
 
+def _swap_float_functionals(model):
+    """prepare_fx's _swap_ff_with_fxff: each FloatFunctional (torchvision's quantizable models'
+    skip_add) becomes an FXFloatFunctional, whose add/cat/mul do not call the float model's
+    activation_post_process (an Identity), so that no such call is traced. Returns what puts the
+    model back as it was."""
+    saved = []
+
+    def walk(mod):
+        if any(isinstance(c, torch.ao.nn.quantized.FloatFunctional) for c in mod.children()):
+            saved.append((mod, mod._modules.copy()))
+            for name, c in list(mod._modules.items()):
+                if isinstance(c, torch.ao.nn.quantized.FloatFunctional):
+                    mod._modules[name] = torch.ao.nn.quantized.FXFloatFunctional()
+        for c in mod.children():
+            if not isinstance(c, torch.ao.nn.quantized.FXFloatFunctional):
+                walk(c)
+    walk(model)
+
+    def restore():
+        for mod, modules in saved:
+            mod._modules.clear()
+            mod._modules.update(modules)
+    return restore
+
+
 def trace(model):
-    """The GraphModule prepare_fx would work on: QuantizationTracer's rules (leaf modules are
-    torch.nn / torch.ao.nn modules other than Sequential). A GraphModule is taken as it is."""
+    """The GraphModule prepare_fx would work on: its FloatFunctional swap (undone after) and
+    QuantizationTracer's rules (leaf modules are torch.nn / torch.ao.nn modules other than
+    Sequential). A GraphModule is taken as it is."""
     if isinstance(model, torch.fx.GraphModule):
         return model
     from torch.ao.quantization.fx.tracer import QuantizationTracer
     tracer = QuantizationTracer([], [])
+    restore = _swap_float_functionals(model)
     try:
         graph = tracer.trace(model)
+        gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
     except Exception as e:
         # iterating over a traced value (`q, k, v = t.unbind(0)`, `for p in x.chunk(2)`): torch.fx
         # refuses it, or, on Python 3.11, fails inside its own __iter__ with an IndexError
@@ -32,7 +60,8 @@ def trace(model):
                               "tensor or a module's output); index it instead (t[0], t[1], ...)"
                               % (f.filename, f.lineno, (f.line or "").strip())) from e
         raise
-    gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
+    finally:
+        restore()
     # the scope each node was traced in, as prepare_fx's generate_qconfig_map reads it
     gm._bpcc_scope = {k: (path, t) for k, (path, t) in tracer.node_name_to_scope.items() if path}
     return gm
