@@ -905,7 +905,9 @@ struct bpcc_compare_report {
     uint32_t n_rows;
     struct bpcc_compare_row *rows; /* graph (weights: module) order */
     uint32_t n_batches;
-    uint32_t n_unmatched;          /* weights: reference modules without a float counterpart */
+    uint32_t n_unmatched;          /* weights: reference modules without a float counterpart; outputs and
+                                   ** shadow: nodes of one name that compute another op in each model (the
+                                   ** float model fused for another backend), not compared */
 };
 
 /*

@@ -190,6 +190,23 @@ static bool comparable(const struct bpcc_node *n)
     return n->kind != BPCC_NODE_OUTPUT && n->kind != BPCC_NODE_GET_ATTR;
 }
 
+/* Whether float node f and quantized node q of the same name compute the same op: the same kind
+** and target, or modules of one type, a reference quantized module standing for its float one
+** (ConvReLU2d keeps its type when its conv becomes a reference one). A float model fused for
+** another backend than the quantized one's has nodes that do not: conv2 a folded conv there, the
+** conv+bn+add+relu of onednn's ConvAddReLU2d here. */
+static bool same_op(const struct bpcc_node *f, const struct bpcc_node *q)
+{
+    if (f->kind != q->kind) return false;
+    if (f->kind == BPCC_NODE_PLACEHOLDER) return true;
+    if (f->kind != BPCC_NODE_CALL_MODULE) return !strcmp(f->target, q->target);
+    const struct bpcc_module *fm = bpcc_node_module(f), *qm = bpcc_node_module(q);
+    if (!fm || !qm || !strcmp(fm->type, qm->type)) return true;
+    static const char ref[] = "torch.ao.nn.quantized.reference.", fl[] = "torch.nn.";
+    return !strncmp(qm->type, ref, sizeof ref - 1) && !strncmp(fm->type, fl, sizeof fl - 1) &&
+           !strcmp(qm->type + sizeof ref - 1, fm->type + sizeof fl - 1);
+}
+
 static enum bpcc_status float_hook(void *ud, const struct bpcc_node *n, struct xval *v, struct bpcc_diag *d)
 {
     struct cmp *c = ud;
@@ -278,10 +295,15 @@ enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *fg, const struct 
     memset(c.frow, 0, (fg->next_id + 1) * sizeof *c.frow);
     memset(c.qmeasure, 0, (qg->next_id + 1) * sizeof *c.qmeasure);
     memset(c.qshadow, 0, (qg->next_id + 1) * sizeof *c.qshadow);
+    uint32_t n_other_op = 0;
     for (const struct bpcc_node *n = qg->first; n; n = n->next) {
         if (!comparable(n)) continue;
         const struct bpcc_node *f = bpcc_graph_find_node(fg, n->name);
         if (!f || !comparable(f) || c.frow[f->id]) continue;
+        if (!same_op(f, n)) {
+            n_other_op++;
+            continue;
+        }
         struct logged *l = &c.rows[c.n];
         memset(l, 0, sizeof *l);
         l->qnode = n;
@@ -331,6 +353,7 @@ enum bpcc_status bpcc_compare_outputs(const struct bpcc_graph *fg, const struct 
         return s;
     }
     r->n_batches = n_batches;
+    r->n_unmatched = n_other_op;
     *out = r;
     return BPCC_OK;
 }

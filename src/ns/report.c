@@ -79,6 +79,10 @@ enum bpcc_status bpcc_compare_report_text(const struct bpcc_compare_report *r, c
     if (w && r->n_unmatched)
         bpcc_buf_printf(&b, "(%u reference module%s without a float module of the same name and weight shape)\n",
                         r->n_unmatched, r->n_unmatched == 1 ? "" : "s");
+    else if (r->n_unmatched)
+        bpcc_buf_printf(&b, "(%u node%s of the same name in both models compute%s another op in each, not compared: "
+                        "fuse FLOAT for QUANT's backend, -b BACKEND)\n", r->n_unmatched, r->n_unmatched == 1 ? "" : "s",
+                        r->n_unmatched == 1 ? "s" : "");
     int wn = 4, ww = 4;
     for (uint32_t i = 0; i < r->n_rows; i++) {
         wn = max_i(wn, (int)strlen(r->rows[i].name));
@@ -131,7 +135,7 @@ enum bpcc_status bpcc_compare_report_json(const struct bpcc_compare_report *r, i
     json_t *root = json_object(), *rows = json_array();
     bool ok = root && rows && bpcc_json_put(root, "kind", json_string(kind_name(r->kind))) &&
               bpcc_json_put(root, "batches", json_integer(r->n_batches));
-    if (ok && r->kind == BPCC_COMPARE_WEIGHTS) ok = bpcc_json_put(root, "unmatched", json_integer(r->n_unmatched));
+    if (ok) ok = bpcc_json_put(root, "unmatched", json_integer(r->n_unmatched));
     for (uint32_t i = 0; ok && i < r->n_rows; i++) {
         const struct bpcc_compare_row *x = &r->rows[i];
         json_t *e = json_object();

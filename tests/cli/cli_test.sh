@@ -376,6 +376,18 @@ run "compare outputs" 0 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$
 run "compare shadow json and html" 0 "$BPCC" compare shadow "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" --data "$WORK/batches" --json --html "$WORK/cmp.html" &&
     printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); r=d["rows"]; assert d["kind"]=="shadow" and d["batches"]==2 and r and sorted(x["rank"] for x in r)==list(range(1,len(r)+1)) and all("shadow_sqnr_db" in x for x in r), d' 2>/dev/null &&
     [ -s "$WORK/cmp.html" ] && grep -q '<svg id="chart"' "$WORK/cmp.html" && ok || bad "compare shadow: json or html"
+lacks "compare outputs: every node the same op" "$OUT" "another op"
+# an onednn model against the float model fused for native: the blocks' last convs are folded
+# convs on one side and conv+bn+add+relu on the other, so they are left out, and said so; fused
+# for onednn, every one is compared
+run "compare onednn as native" 0 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant_onednn.bpcc" --data "$WORK/batches" &&
+    has "compare onednn as native says so" "$OUT" "another op in each, not compared: fuse FLOAT for QUANT's backend"
+n_native=$(printf '%s\n' "$OUT" | sed -n 's/^compare outputs: \([0-9]*\) nodes.*/\1/p')
+run "compare onednn" 0 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant_onednn.bpcc" --data "$WORK/batches" -b onednn &&
+    lacks "compare onednn: every node the same op" "$OUT" "another op" &&
+    has "compare onednn compares the fused blocks" "$OUT" "torch.ao.nn.intrinsic.ConvAddReLU2d"
+n_onednn=$(printf '%s\n' "$OUT" | sed -n 's/^compare outputs: \([0-9]*\) nodes.*/\1/p')
+[ -n "$n_native" ] && [ -n "$n_onednn" ] && [ "$n_onednn" -gt "$n_native" ] && ok || bad "compare onednn: $n_onednn nodes, as native $n_native"
 run "compare needs data" 2 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" && has "compare needs data" "$ERR" "missing --data"
 run "compare unknown mode" 2 "$BPCC" compare everything a b && has "compare unknown mode" "$ERR" "unknown comparison 'everything'"
 run "compare one model" 2 "$BPCC" compare weights "$WORK/quant.bpcc" && has "compare one model" "$ERR" "needs FLOAT and QUANT"
