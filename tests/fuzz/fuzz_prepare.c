@@ -45,12 +45,13 @@ static void check_untouched(struct bpcc_graph *g, char *before, bool was_valid)
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-    static struct bpcc_config *backends[2];
+    static struct bpcc_config *backends[3];
     static struct bpcc_qconfig_mapping *maps[2];
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     if (!backends[0]) {
         if (bpcc_config_load("fbgemm", NULL, &backends[0], &d) || bpcc_config_load("qnnpack", NULL, &backends[1], &d) ||
+            bpcc_config_load("onednn", NULL, &backends[2], &d) ||
             bpcc_qconfig_load_text(mapping, strlen(mapping), "fuzz.yaml", NULL, &maps[0], &d) ||
             bpcc_qconfig_load("fbgemm", NULL, &maps[1], &d))
             abort();
@@ -58,7 +59,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     unsigned pick = size ? data[size - 1] & 3u : 0;
     struct bpcc_graph *g;
     if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return 0;
-    struct bpcc_config *c = backends[pick & 1];
+    /* onednn's conv+add fusions (extra inputs) when bit 2 of the last byte is set */
+    struct bpcc_config *c = backends[size && (data[size - 1] & 4u) ? 2 : pick & 1];
     char *before = text(g);
     bool was_valid = valid(g);
     if (bpcc_fuse(g, c, NULL, NULL, &d) != BPCC_OK) {

@@ -34,12 +34,16 @@ static bool same_without_rollback(const unsigned char *data, size_t size, const 
 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-    static struct bpcc_config *c;
+    static struct bpcc_config *configs[2];
     static struct bpcc_qconfig_mapping *q;
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     bpcc_exec_max_elements = (uint64_t)1 << 22;
-    if (!c && (bpcc_config_load("fbgemm", NULL, &c, &d) || bpcc_qconfig_load("fbgemm", NULL, &q, &d))) abort();
+    if (!configs[0] && (bpcc_config_load("fbgemm", NULL, &configs[0], &d) || bpcc_config_load("onednn", NULL, &configs[1], &d) ||
+                        bpcc_qconfig_load("fbgemm", NULL, &q, &d)))
+        abort();
+    /* onednn (its conv+add fusions: extra inputs, ConvAdd modules run) when bit 2 of the last byte is set */
+    const struct bpcc_config *c = configs[size && (data[size - 1] & 4u) ? 1 : 0];
     struct bpcc_graph *g, *f = NULL;
     if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return 0;
     fuzz_bind_tensors(g);
