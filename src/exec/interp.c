@@ -629,8 +629,9 @@ static void free_arg(struct xval *v)
 ** sequence items borrow it, which arg_value handles by copying the struct (shallow). */
 
 /* Module c and its next siblings in order, each on the result of the one before. `in` is the
-** caller's value (borrowed), or with `owned` an intermediate that dies with the next call, so
-** that call may consume it (an activation clamps the conv's output in place). */
+** caller's value (borrowed; then there is at least one module to run), or with `owned` an
+** intermediate that dies with the next call, so that call may consume it (an activation clamps
+** the conv's output in place). */
 static enum bpcc_status run_children(const struct xargs *a, const struct bpcc_module *c, const struct xval *in,
                                      bool owned, struct xval *out)
 {
@@ -647,7 +648,7 @@ static enum bpcc_status run_children(const struct xargs *a, const struct bpcc_mo
         cur = next;
         arg = &cur;
     }
-    if (arg != &cur) return bpcc_xval_copy(in, out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    BPCC_ASSERT(arg == &cur);
     *out = cur;
     return BPCC_OK;
 }
@@ -781,11 +782,12 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
                 }
             } else {
                 xkernel k = bpcc_exec_kernel(BPCC_NODE_CALL_MODULE, m->type);
+                const char *add_op = k || np != 2 || nk ? NULL : fused_add_op(m);
                 if (has_quantized(pos, np, kw, nk))
                     s = bpcc_xerr(&a, "a quantized tensor reaches this module; the reference model dequantizes before it");
                 else if (k) s = k(&a, &out);
                 else if (np == 1 && !nk) s = bpcc_exec_module(&a, m, &pos[0], &out);
-                else if (np == 2 && !nk && fused_add_op(m)) s = exec_fused_add(&a, m, fused_add_op(m), &out);
+                else if (add_op) s = exec_fused_add(&a, m, add_op, &out);
                 else s = bpcc_xerr(&a, "the interpreter cannot run module type %s", m->type);
             }
         } else {

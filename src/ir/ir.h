@@ -23,7 +23,7 @@ struct bpcc_node { /* the small fields together: no padding (144 bytes on LP64) 
     uint32_t n_users, cap_users;
     uint32_t mark;              /* scratch for passes (topo sort, verify) */
     uint32_t module_epoch;      /* with module_type: see bpcc_node_module */
-    /* from src_line to scope: what bpcc_node_remake replaces, one undo record (BPCC_NODE_REMADE) */
+    /* from src_line to scope: what bpcc_node_remake replaces, one undo record (BPCC_NODE_REMADE_BYTES) */
     uint32_t src_line, src_col; /* where the text file defined it; 0 if built in memory */
     uint8_t kind;               /* enum bpcc_node_kind */
     bool dead;
