@@ -1900,6 +1900,167 @@ static enum bpcc_status run_winograd_twice(void *ctx, struct bpcc_diag *d)
     return s;
 }
 
+/* a value on a grid of 1/4: what a weight quantized with scale 0.25 keeps */
+static float quarter(uint64_t i) { return (float)((int64_t)(i * 7919 % 9) - 4) / 4.0f; }
+/* a value off that grid, rounding to quarter(i) (ties away from the grid's middle points) */
+static float near_quarter(uint64_t i) { return quarter(i) + ((i % 3) - 1.0f) * 0.05f; }
+
+/* one step of a cell is one step of its layer: LSTMCell and GRUCell against LSTM and GRU on a
+** sequence of one, from the same state; RNNCell against its formula (tanh and relu); and the
+** reference quantized cells and LSTM of dynamic quantization run their weights quantized with
+** each weight's own qparams: weights off the grid give what the float modules give on it */
+START_TEST(cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_weight)
+{
+    static const char *const kinds[2][2] = {{"LSTMCell", "LSTM"}, {"GRUCell", "GRU"}};
+    for (int k = 0; k < 2; k++) {
+        int G = k ? 3 : 4;
+        char text[1600];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule {}\n  param h : f32[2, 3]\n"
+                 "module cell : torch.nn.%s {input_size: 4, hidden_size: 3}\n"
+                 "module layer : torch.nn.%s {input_size: 4, hidden_size: 3}\n"
+                 "module rc : torch.ao.nn.quantized.reference.%s {input_size: 4, hidden_size: 3, weight_ih_qscheme: "
+                 "torch.per_tensor_affine, weight_ih_dtype: torch.qint8, weight_hh_qscheme: torch.per_channel_affine, "
+                 "weight_hh_dtype: torch.qint8}\n\ngraph\n"
+                 "  %%x = placeholder x ()\n  %%h = get_attr h ()\n"
+                 "  %%u = call_method unsqueeze (%%x, 0)\n  %%h0 = call_method unsqueeze (%%h, 0)\n"
+                 "  %%cell = call_module cell (%%x, %s)\n  %%layer = call_module layer (%%u, %s)\n"
+                 "  %%rc = call_module rc (%%x, %s)\n"
+                 "  %%output = output output ((%%cell, %%layer, %%rc),)\n",
+                 kinds[k][0], kinds[k][1], kinds[k][0], k ? "%h" : "(%h, %h)", k ? "%h0" : "(%h0, %h0)",
+                 k ? "%h" : "(%h, %h)");
+        struct bpcc_graph *g = parse(text);
+        set_tensor(g, "", "h", 2, (int64_t[]){2, 3}, ramp2);
+        const char *mods[3] = {"cell", "layer", "rc"};
+        const char *w[3][4] = {{"weight_ih", "weight_hh", "bias_ih", "bias_hh"},
+                               {"weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"},
+                               {"weight_ih", "weight_hh", "bias_ih", "bias_hh"}};
+        for (int m = 0; m < 3; m++) {
+            float (*f)(uint64_t) = m == 2 ? near_quarter : quarter;
+            set_tensor(g, mods[m], w[m][0], 2, (int64_t[]){G * 3, 4}, f);
+            set_tensor(g, mods[m], w[m][1], 2, (int64_t[]){G * 3, 3}, f);
+            set_tensor(g, mods[m], w[m][2], 1, (int64_t[]){G * 3}, ramp);
+            set_tensor(g, mods[m], w[m][3], 1, (int64_t[]){G * 3}, ramp2);
+        }
+        /* weight_ih per tensor (scale 0.25, zero point 0), weight_hh per channel (all 0.25) */
+        tu_set_values(g, "rc", "weight_ih_scale", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){1}, (double[]){0.25});
+        tu_set_values(g, "rc", "weight_ih_zero_point", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I64, 1, (int64_t[]){1}, (double[]){0});
+        tu_set_values(g, "rc", "weight_ih_axis", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+        double hs[12], hz[12];
+        for (int i = 0; i < G * 3; i++) hs[i] = 0.25, hz[i] = 0;
+        tu_set_values(g, "rc", "weight_hh_scale", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){G * 3}, hs);
+        tu_set_values(g, "rc", "weight_hh_zero_point", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 1, (int64_t[]){G * 3}, hz);
+        tu_set_values(g, "rc", "weight_hh_axis", BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+        struct xtensor *x = input(2, (int64_t[]){2, 4}, ramp);
+        struct xval out;
+        RUN(g, x, &out);
+        const struct xval *cell = &out.u.seq.items[0], *layer = &out.u.seq.items[1], *rc = &out.u.seq.items[2];
+        /* LSTMCell: (h', c'); LSTM: (output [1, 2, 3], (h_n, c_n)); GRUCell: h'; GRU: (output, h_n) */
+        const struct xtensor *hc = k ? cell->u.t : cell->u.seq.items[0].u.t;
+        const struct xtensor *hl = layer->u.seq.items[0].u.t, *hr = k ? rc->u.t : rc->u.seq.items[0].u.t;
+        ck_assert_int_eq(hc->ndim, 2);
+        for (int i = 0; i < 6; i++) {
+            ck_assert_msg(hc->data[i] == hl->data[i], "%s %d: %g vs %s %g", kinds[k][0], i, hc->data[i], kinds[k][1], hl->data[i]);
+            ck_assert_msg(hr->data[i] == hc->data[i], "reference %s %d: %g vs %g", kinds[k][0], i, hr->data[i], hc->data[i]);
+        }
+        if (!k) {
+            const struct xtensor *cc = cell->u.seq.items[1].u.t, *cl = layer->u.seq.items[1].u.seq.items[1].u.t;
+            for (int i = 0; i < 6; i++) ck_assert(cc->data[i] == cl->data[i]);
+        }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+    /* RNNCell, unbatched, no state: h' = act(x W_ih^T + b_ih + b_hh) */
+    for (int relu = 0; relu < 2; relu++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule r : torch.nn.RNNCell {input_size: 4, hidden_size: 3, nonlinearity: \"%s\"}\n\n"
+                 "graph\n  %%x = placeholder x ()\n  %%r = call_module r (%%x,)\n  %%output = output output (%%r,)\n",
+                 relu ? "relu" : "tanh");
+        struct bpcc_graph *g = parse(text);
+        set_tensor(g, "r", "weight_ih", 2, (int64_t[]){3, 4}, quarter);
+        set_tensor(g, "r", "weight_hh", 2, (int64_t[]){3, 3}, quarter);
+        set_tensor(g, "r", "bias_ih", 1, (int64_t[]){3}, ramp);
+        set_tensor(g, "r", "bias_hh", 1, (int64_t[]){3}, ramp2);
+        struct xtensor *x = input(1, (int64_t[]){4}, ramp);
+        struct xval out;
+        RUN(g, x, &out);
+        ck_assert_int_eq(out.u.t->ndim, 1);
+        for (int j = 0; j < 3; j++) {
+            float v = 0;
+            for (int i = 0; i < 4; i++) v += x->data[i] * quarter((uint64_t)(j * 4 + i));
+            v = (v + ramp((uint64_t)j)) + ramp2((uint64_t)j);
+            float want = relu ? (v > 0 ? v : 0) : tanhf(v);
+            ck_assert_msg(fabsf(out.u.t->data[j] - want) < 1e-6f, "%s %d: %g vs %g", relu ? "relu" : "tanh", j, out.u.t->data[j], want);
+        }
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
+/* values PyTorch 1.13 gives (torch.quantize_per_tensor_dynamic(x, dtype, reduce_range).dequantize())
+** for three ranges: an ordinary one, one of positive values whose scale would be below 6.1e-5, and
+** one across zero that small (the range stretched); and float16's rounding at its edges */
+START_TEST(dynamic_quantization_chooses_qparams_as_aten)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule {}\n\ngraph\n  %x = placeholder x ()\n"
+                                 "  %a = call_function torch.quantize_per_tensor_dynamic (%x, torch.quint8, False)\n"
+                                 "  %b = call_function torch.quantize_per_tensor_dynamic (%x, torch.quint8, True)\n"
+                                 "  %c = call_function torch.quantize_per_tensor_dynamic (%x, torch.qint8, False)\n"
+                                 "  %da = call_method dequantize (%a,)\n  %db = call_method dequantize (%b,)\n"
+                                 "  %dc = call_method dequantize (%c,)\n  %output = output output ((%da, %db, %dc),)\n");
+    static const float in[3][5] = {{-1.0f, 0.5f, 3.0f, 2.0f, 0.0123f},
+                                   {0.0f, 1e-3f, 5e-4f, 2e-4f, 7e-4f},
+                                   {-2e-3f, 1e-3f, -5e-4f, 0.0f, 3e-4f}};
+    static const float want[3][3][5] = {
+        {{-0x1.010102p+0f, 0x1.010102p-1f, 0x1.7f7f8p+1f, 0x1.fdfep+0f, 0x1.010102p-6f},
+         {-0x1.020408p+0f, 0x1.020408p-1f, 0x1.7efdfcp+1f, 0x1.020408p+1f, 0.0f},
+         {-0x1.010102p+0f, 0x1.010102p-1f, 0x1.7f7f8p+1f, 0x1.fdfep+0f, 0x1.010102p-6f}},
+        {{0.0f, 0x1.ffb48p-11f, 0x1.ffb48p-12f, 0x1.7fc76p-13f, 0x1.5fcc18p-11f},
+         {0.0f, 0x1.ffb48p-11f, 0x1.ffb48p-12f, 0x1.7fc76p-13f, 0x1.5fcc18p-11f},
+         {0.0f, 0x1.ffb48p-11f, 0x1.ffb48p-12f, 0x1.7fc76p-13f, 0x1.5fcc18p-11f}},
+        {{-0x1.07d912p-9f, 0x1.ffb48p-11f, -0x1.ffb48p-12f, 0.0f, 0x1.3fd0dp-12f},
+         {-0x1.07d912p-9f, 0x1.ffb48p-11f, -0x1.ffb48p-12f, 0.0f, 0x1.3fd0dp-12f},
+         {-0x1.07d912p-9f, 0x1.ffb48p-11f, -0x1.ffb48p-12f, 0.0f, 0x1.3fd0dp-12f}}};
+    static const int64_t zps[3][3] = {{64, 32, -64}, {0, 0, -128}, {170, 85, 42}};
+    for (int r = 0; r < 3; r++) {
+        struct xtensor *x = bpcc_xtensor_new(1, (int64_t[]){5});
+        memcpy(x->data, in[r], sizeof in[r]);
+        struct xval out;
+        RUN(g, x, &out);
+        ck_assert_int_eq(out.k, XV_SEQ);
+        for (int k = 0; k < 3; k++)
+            for (int i = 0; i < 5; i++)
+                ck_assert_msg(out.u.seq.items[k].u.t->data[i] == want[r][k][i], "range %d, output %d, value %d: %a, PyTorch %a", r,
+                              k, i, (double)out.u.seq.items[k].u.t->data[i], (double)want[r][k][i]);
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(x);
+        /* the zero points PyTorch chose */
+        for (int k = 0; k < 3; k++) {
+            float sc;
+            int64_t zp;
+            float lo = in[r][0], hi = in[r][0];
+            for (int i = 1; i < 5; i++) lo = in[r][i] < lo ? in[r][i] : lo, hi = in[r][i] > hi ? in[r][i] : hi;
+            bpcc_choose_qparams(lo, hi, k == 2 ? -128 : 0, k == 2 ? 127 : 255, k == 1, &sc, &zp);
+            ck_assert_int_eq(zp, zps[r][k]);
+        }
+    }
+    bpcc_graph_free(g);
+    /* float16: the largest finite value, overflow from 65520 on, below the smallest subnormal,
+    ** subnormal steps with ties to even, 11 significant bits with ties to even */
+    static const float h[][2] = {{65519.0f, 65504.0f}, {65520.0f, INFINITY}, {-70000.0f, -INFINITY}, {1e-8f, 0.0f},
+                                 {3e-8f, 0x1p-24f}, {0.1f, 0x1.998p-4f}, {2049.0f, 2048.0f}, {2051.0f, 2052.0f},
+                                 {0x1.8p-24f, 0x1p-23f}, {-0.0f, -0.0f}};
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(h); i++)
+        ck_assert_msg(bpcc_round_to_half(h[i][0]) == h[i][1], "%a -> %a, PyTorch %a", (double)h[i][0],
+                      (double)bpcc_round_to_half(h[i][0]), (double)h[i][1]);
+    ck_assert(isnan(bpcc_round_to_half(NAN)));
+}
+END_TEST
+
 START_TEST(qparams_are_read_from_quantize_nodes_observers_and_reference_modules)
 {
     struct bpcc_graph *g = parse(
@@ -2124,6 +2285,8 @@ int main(void)
     tcase_add_test(tc, minmax_observers_find_the_extremes_and_nan_anywhere);
     tcase_add_test(tc, histograms_combine_bit_for_bit_as_element_by_element);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
+    tcase_add_test(tc, dynamic_quantization_chooses_qparams_as_aten);
+    tcase_add_test(tc, cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_weight);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     tcase_add_test(tc, a_batch_feeds_many_inputs_and_names_a_missing_one);
     tcase_add_test(tc, every_op_of_every_kernel_table_finds_its_own_kernel);

@@ -168,6 +168,18 @@ BPCC_INTERNAL const float *bpcc_mtensor_n(const struct xargs *a, const struct bp
 BPCC_INTERNAL bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *dims, const struct bpcc_qparams *q,
                                       float *out);
 BPCC_INTERNAL bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out);
+/* a reference module's weight `wn` (n floats) as its forward uses it: quantized and dequantized
+** with its <wn>_ qparams, or as it is when it has none (float16, no qscheme); *owned is what the
+** caller frees (NULL when nothing was made). NULL with an error set when the weight or its qparams
+** do not fit (nn.c). */
+BPCC_INTERNAL const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m, const char *wn, int64_t n,
+                                           float **owned);
+/* x rounded to float16 and back (x.to(torch.float16).float()) (quantize.c) */
+BPCC_INTERNAL float bpcc_round_to_half(float x);
+/* ATen's ChooseQuantizationParams for the range [lo, hi] (finite, lo <= hi) and [qmin, qmax], as
+** quantize_per_tensor_dynamic calls it (quantize.c) */
+BPCC_INTERNAL void bpcc_choose_qparams(float lo, float hi, int64_t qmin, int64_t qmax, bool reduce_range, float *scale,
+                                       int64_t *zp);
 /* the observer state of an observer module (interp.c) */
 BPCC_INTERNAL struct obs_state *bpcc_exec_observer(struct xctx *c, const struct bpcc_module *m);
 /* run a module as a call (fused containers run their children) */

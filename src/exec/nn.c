@@ -1209,6 +1209,23 @@ BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *d
     for (uint32_t i = 0; i < ndim; i++) numel *= (uint64_t)dims[i];
     for (uint32_t i = (uint32_t)axis + 1; per_channel && i < ndim; i++) inner *= (uint64_t)dims[i];
     if (q->n < C) return false;
+    if (q->zero_point && q->zero_point->dtype == BPCC_DTYPE_F32) {
+        /* per_channel_affine_float_qparams (embeddings): lrintf(x / scale + zero_point), clamped;
+        ** then (q - zero_point) * scale, all in float32 */
+        for (uint64_t c0 = 0; c0 < numel; c0 += inner) {
+            uint64_t c = per_channel ? (c0 / inner) % C : 0;
+            float s = (float)bpcc_qparams_scale(q, c), inv = s == 0.0f ? 1.0f : 1.0f / s;
+            float zf = (float)bpcc_qparams_zero_point(q, c);
+            uint64_t end = per_channel ? c0 + inner : numel;
+            for (uint64_t i = c0; i < end; i++) {
+                long v = lrintf(x[i] * inv + zf);
+                v = v < lo ? (long)lo : v > hi ? (long)hi : v;
+                out[i] = ((float)v - zf) * s;
+            }
+            if (!per_channel) break;
+        }
+        return true;
+    }
     for (uint64_t c0 = 0; c0 < numel; c0 += inner) {
         uint64_t c = per_channel ? (c0 / inner) % C : 0;
         float s = (float)bpcc_qparams_scale(q, c), inv = 1.0f / s;
@@ -1225,6 +1242,29 @@ BPCC_HOT bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *d
     return true;
 }
 
+const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m, const char *wn, int64_t n, float **owned)
+{
+    *owned = NULL;
+    const float *p = bpcc_mtensor_n(a, m, wn, n);
+    struct bpcc_qparams q;
+    if (!p || !bpcc_module_named_weight_qparams(m, wn, &q) || q.kind == BPCC_QPARAMS_FLOAT16 ||
+        q.kind == BPCC_QPARAMS_NONE)
+        return p; /* float16 or float weights, and those without a qscheme, are used as they are */
+    const struct bpcc_tensor *w = bpcc_mtensor(m, wn);
+    float *fq = bpcc_malloc((size_t)(n ? n : 1) * sizeof *fq);
+    if (!fq) {
+        bpcc_diag_nomem(a->d);
+        return NULL;
+    }
+    if (!bpcc_fake_quantize_weight(w, &q, fq)) {
+        bpcc_xfree(fq);
+        bpcc_xerr(a, "%s's %s needs %s_scale and %s_zero_point buffers with a value per %s", m->name, wn, wn, wn,
+                  q.kind == BPCC_QPARAMS_PER_CHANNEL ? "channel" : "tensor");
+        return NULL;
+    }
+    return *owned = fq;
+}
+
 /* torch.ao.nn.quantized.reference.{Conv1d,Conv2d,Conv3d,Linear,ConvTranspose*}: the float op on
 ** the weight quantized and dequantized with the module's weight qparams (per tensor or per
 ** channel along weight_axis), as _quantize_and_dequantize_weight does */
@@ -1235,8 +1275,8 @@ BPCC_HOT static enum bpcc_status k_reference(const struct xargs *a, struct xval 
     if (!w) return bpcc_xerr(a, "%s has no float32 weight", m->name);
     const struct bpcc_value *qd = bpcc_module_attr(m, "weight_dtype");
     enum bpcc_dtype dt = qd && qd->kind == BPCC_VAL_DTYPE ? qd->u.dtype : BPCC_DTYPE_QINT8;
-    if (dt != BPCC_DTYPE_QUINT8 && dt != BPCC_DTYPE_QINT8 && dt != BPCC_DTYPE_QINT32 && dt != BPCC_DTYPE_F16 &&
-        dt != BPCC_DTYPE_F32)
+    if (dt != BPCC_DTYPE_QUINT8 && dt != BPCC_DTYPE_QINT8 && dt != BPCC_DTYPE_QINT32 && dt != BPCC_DTYPE_QUINT4X2 &&
+        dt != BPCC_DTYPE_F16 && dt != BPCC_DTYPE_F32)
         return bpcc_xerr(a, "weight_dtype %s is not supported", bpcc_dtype_name(dt));
     uint64_t numel = 1;
     for (uint32_t i = 0; i < w->ndim; i++) numel *= (uint64_t)w->dims[i];
@@ -1255,6 +1295,7 @@ BPCC_HOT static enum bpcc_status k_reference(const struct xargs *a, struct xval 
     enum bpcc_status st;
     const char *t = m->type + strlen("torch.ao.nn.quantized.reference.");
     if (!strcmp(t, "Linear")) st = k_linear(&sub, out);
+    else if (!strcmp(t, "Embedding")) st = k_embedding(&sub, out);
     else if (!strncmp(t, "ConvTranspose", 13)) st = k_conv_transpose(&sub, out);
     else st = k_conv(&sub, out);
     bpcc_xfree(fq);
@@ -1269,6 +1310,7 @@ const struct xop bpcc_nn_ops[] = {
     {'f', "torch.nn.functional.conv3d", k_conv}, {'f', "torch.nn.functional.conv_transpose1d", k_conv_transpose},
     {'f', "torch.nn.functional.conv_transpose2d", k_conv_transpose}, {'m', "torch.nn.Linear", k_linear},
     {'m', "torch.ao.nn.quantized.reference.Linear", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.Embedding", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Conv1d", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Conv2d", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Conv3d", k_reference},

@@ -1,6 +1,7 @@
 /*
-** quantize.c — torch.quantize_per_tensor / quantize_per_channel and dequantize: quantized tensors
-** as ATen makes them (the integer values held in float32, with their scales and zero points).
+** quantize.c — torch.quantize_per_tensor / quantize_per_channel / quantize_per_tensor_dynamic and
+** dequantize: quantized tensors as ATen makes them (the integer values held in float32, with their
+** scales and zero points).
 */
 #include "exec.h"
 
@@ -48,6 +49,96 @@ static enum bpcc_status k_quantize_per_tensor(const struct xargs *a, struct xval
     y->qscale[0] = (float)scale;
     y->qzp[0] = (int64_t)zpd;
     float inv = 1.0f / (float)scale;
+    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, y->qzp[0], lo, hi);
+    return bpcc_xput(a, y, out);
+}
+
+/* x rounded to the nearest float16 (ties to even) and back, as x.to(torch.float16).float():
+** 11 significant bits, steps of 2^-24 below the normal range, infinity from 65520 on */
+float bpcc_round_to_half(float x)
+{
+    if (!isfinite(x) || x == 0.0f) return x;
+    int e;
+    (void)frexpf(x, &e); /* |x| in [2^(e-1), 2^e) */
+    int q = e - 11 > -24 ? e - 11 : -24;
+    float r = ldexpf(nearbyintf(ldexpf(x, -q)), q);
+    return fabsf(r) > 65504.0f ? copysignf(INFINITY, x) : r;
+}
+
+/* ATen's ChooseQuantizationParams (preserve_sparsity and power-of-two scales off, as
+** quantize_per_tensor_dynamic calls it): the range widened to hold 0, the scale in double, at
+** least 6.1e-5 (the range stretched to keep the zero point), the zero point from whichever end
+** adds the smaller error, nudged into [qmin, qmax]. The scale the tensor keeps is its float32 value. */
+void bpcc_choose_qparams(float lo, float hi, int64_t qmin, int64_t qmax, bool reduce_range, float *scale, int64_t *zp)
+{
+    const float small = 6.1e-5f;
+    if (reduce_range) qmin /= 2, qmax /= 2;
+    lo = lo < 0.0f ? lo : 0.0f;
+    hi = hi > 0.0f ? hi : 0.0f;
+    double s = ((double)hi - lo) / (double)(qmax - qmin);
+    if ((float)s == 0.0f || isinf(1.0f / (float)s)) s = 0.1;
+    if (s < small) {
+        float was = (float)s;
+        s = small;
+        if (lo == 0.0f) hi = small * (float)(qmax - qmin);
+        else if (hi == 0.0f) lo = -small * (float)(qmax - qmin);
+        else lo *= small / was, hi *= small / was;
+    }
+    double from_min = (double)qmin - lo / s, from_max = (double)qmax - hi / s;
+    double err_min = fabs((double)qmin) - fabs(lo / s), err_max = fabs((double)qmax) - fabs(hi / s);
+    double z = err_min < err_max ? from_min : from_max;
+    *zp = z < (double)qmin ? qmin : z > (double)qmax ? qmax : (int64_t)nearbyint(z);
+    *scale = (float)s;
+}
+
+/* torch.quantize_per_tensor_dynamic(input, dtype, reduce_range): quint8/qint8 with the qparams
+** of the tensor's own range; float16 rounds the values (a float16 tensor, which dequantize turns
+** back into float32). reduce_range is taken as the fbgemm, x86 and onednn engines take it (QNNPACK
+** ignores it). */
+static enum bpcc_status k_quantize_per_tensor_dynamic(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    enum bpcc_dtype dt;
+    bool rr;
+    int64_t lo = 0, hi = 255;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_dtype(a, 1, "dtype", &dt) ||
+        !bpcc_xarg_bool(a, 2, "reduce_range", false, &rr))
+        return BPCC_ERR_GRAPH;
+    if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "the input is quantized already");
+    if (dt != BPCC_DTYPE_QUINT8 && dt != BPCC_DTYPE_QINT8 && dt != BPCC_DTYPE_F16)
+        return bpcc_xerr(a, "quantize_per_tensor_dynamic takes quint8, qint8 or float16, not %s", bpcc_dtype_name(dt));
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    if (dt == BPCC_DTYPE_F16) {
+        for (uint64_t i = 0; i < x->numel; i++) y->data[i] = bpcc_round_to_half(x->data[i]);
+        return bpcc_xput(a, y, out);
+    }
+    if (!x->numel) {
+        bpcc_xtensor_free(y);
+        return bpcc_xerr(a, "quantize_per_tensor_dynamic of an empty tensor (PyTorch fails: min of no values)");
+    }
+    float mn = x->data[0], mx = x->data[0];
+    bool nan = false;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i];
+        nan |= v != v;
+        mn = v < mn ? v : mn;
+        mx = v > mx ? v : mx;
+    }
+    if (nan || !isfinite(mn) || !isfinite(mx)) {
+        bpcc_xtensor_free(y);
+        return bpcc_xerr(a, "quantize_per_tensor_dynamic of a tensor with NaN or infinite values");
+    }
+    (void)qrange_of(dt, &lo, &hi);
+    y->qscale = bpcc_malloc(sizeof *y->qscale);
+    y->qzp = bpcc_malloc(sizeof *y->qzp);
+    if (!y->qscale || !y->qzp) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    y->qdtype = dt;
+    bpcc_choose_qparams(mn, mx, lo, hi, rr, &y->qscale[0], &y->qzp[0]);
+    float inv = 1.0f / y->qscale[0];
     for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, y->qzp[0], lo, hi);
     return bpcc_xput(a, y, out);
 }
@@ -109,6 +200,7 @@ static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
 
 const struct xop bpcc_quantize_ops[] = {
     {'f', "torch.quantize_per_tensor", k_quantize_per_tensor},
-    {'f', "torch.quantize_per_channel", k_quantize_per_channel}, {'f', "torch.dequantize", k_dequantize},
+    {'f', "torch.quantize_per_channel", k_quantize_per_channel},
+    {'f', "torch.quantize_per_tensor_dynamic", k_quantize_per_tensor_dynamic}, {'f', "torch.dequantize", k_dequantize},
     {'t', "dequantize", k_dequantize}, {0}
 };

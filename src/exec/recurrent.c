@@ -10,6 +10,9 @@
 ** concatenates both directions' outputs. quantize_fx leaves these modules whole (no static
 ** pattern), so the interpreter runs them as one op. proj_size and dropout in training mode are
 ** refused. Outputs agree with PyTorch to ~1e-6.
+** The cells (LSTMCell, GRUCell, RNNCell) take one step of the same gates (RNNCell: tanh or relu of
+** the summed projections). The reference quantized LSTM and cells of dynamic quantization run the
+** same way on their weights quantized and dequantized with each weight's own qparams.
 */
 #include "exec.h"
 
@@ -28,12 +31,28 @@ static const float *rnn_tensor(const struct xargs *a, const char *name, int64_t 
     return p;
 }
 
+/* a weight of n floats: a reference module's quantized and dequantized (*owned to free), else the
+** module's own */
+static const float *rnn_weight(const struct xargs *a, const char *name, int64_t n, bool ref, float **owned, bool *failed)
+{
+    *owned = NULL;
+    const float *p = ref ? bpcc_ref_weight(a, a->module, name, n, owned) : rnn_tensor(a, name, n, true, failed);
+    if (!p) *failed = true;
+    return p;
+}
+
+static bool is_reference(const struct bpcc_module *m)
+{
+    return !strncmp(m->type, "torch.ao.nn.quantized.reference.", 32);
+}
+
 static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
 {
     const struct bpcc_module *m = a->module;
     const struct xtensor *x;
     if (!m || !bpcc_xarg_tensor(a, 0, "input", &x)) return m ? BPCC_ERR_GRAPH : bpcc_xerr(a, "a recurrent layer runs as a module");
-    bool lstm = !strcmp(m->type, "torch.nn.LSTM");
+    bool ref = is_reference(m);
+    bool lstm = !strcmp(m->type, "torch.nn.LSTM") || ref;
     int G = lstm ? 4 : 3; /* gates */
     int64_t IN = bpcc_mattr_int(m, "input_size", 0), H = bpcc_mattr_int(m, "hidden_size", 0);
     int64_t layers = bpcc_mattr_int(m, "num_layers", 1);
@@ -73,6 +92,7 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     struct xtensor *hn = bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H});
     struct xtensor *cn = lstm ? bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H}) : NULL;
     struct xtensor *y = NULL;
+    float *own_ih = NULL, *own_hh = NULL;
     enum bpcc_status st = BPCC_ERR_GRAPH;
     if (!seq || !nxt || !gx || !gh || !h || !c || !hn || (lstm && !cn)) {
         st = bpcc_diag_nomem(a->d);
@@ -90,9 +110,12 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
             bool failed = false;
             const char *sfx = dir ? "_reverse" : "";
             snprintf(name, sizeof name, "weight_ih_l%lld%s", (long long)l, sfx);
-            const float *wih = rnn_tensor(a, name, G * H * in, true, &failed);
+            bpcc_xfree(own_ih);
+            bpcc_xfree(own_hh);
+            own_ih = own_hh = NULL;
+            const float *wih = rnn_weight(a, name, G * H * in, ref, &own_ih, &failed);
             snprintf(name, sizeof name, "weight_hh_l%lld%s", (long long)l, sfx);
-            const float *whh = rnn_tensor(a, name, G * H * H, true, &failed);
+            const float *whh = failed ? NULL : rnn_weight(a, name, G * H * H, ref, &own_hh, &failed);
             snprintf(name, sizeof name, "bias_ih_l%lld%s", (long long)l, sfx);
             const float *bih = rnn_tensor(a, name, G * H, has_bias, &failed);
             snprintf(name, sizeof name, "bias_hh_l%lld%s", (long long)l, sfx);
@@ -169,6 +192,8 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     y = hn = cn = NULL;
     st = BPCC_OK;
 done:
+    bpcc_xfree(own_ih);
+    bpcc_xfree(own_hh);
     bpcc_xtensor_free(y);
     bpcc_xtensor_free(hn);
     bpcc_xtensor_free(cn);
@@ -181,6 +206,118 @@ done:
     return st;
 }
 
+/* LSTMCell(input, hx=None) -> (h', c'); GRUCell and RNNCell(input, hx=None) -> h'. input [N, IN]
+** or unbatched [IN]; the state [N, H] (or [H]), zeros when absent. The gates as the layers above
+** compute them: (x W_ih^T + b_ih) + (h W_hh^T + b_hh). */
+static enum bpcc_status k_cell(const struct xargs *a, struct xval *out)
+{
+    const struct bpcc_module *m = a->module;
+    const struct xtensor *x;
+    if (!m || !bpcc_xarg_tensor(a, 0, "input", &x)) return m ? BPCC_ERR_GRAPH : bpcc_xerr(a, "a recurrent cell runs as a module");
+    const char *t = strrchr(m->type, '.') + 1;
+    bool ref = is_reference(m), lstm = !strcmp(t, "LSTMCell"), gru = !strcmp(t, "GRUCell");
+    int G = lstm ? 4 : gru ? 3 : 1;
+    bool relu = false;
+    if (!lstm && !gru) {
+        const struct bpcc_value *nl = bpcc_module_attr(m, "nonlinearity");
+        if (nl && nl->kind == BPCC_VAL_STR && !strcmp(nl->u.s, "relu")) relu = true;
+        else if (nl && !(nl->kind == BPCC_VAL_STR && !strcmp(nl->u.s, "tanh")))
+            return bpcc_xerr(a, "RNNCell's nonlinearity must be 'tanh' or 'relu'");
+    }
+    int64_t IN = bpcc_mattr_int(m, "input_size", 0), H = bpcc_mattr_int(m, "hidden_size", 0);
+    if (IN <= 0 || H <= 0) return bpcc_xerr(a, "%s needs input_size and hidden_size", m->type);
+    bool batched = x->ndim == 2;
+    if ((x->ndim != 1 && x->ndim != 2) || x->dims[x->ndim - 1] != IN)
+        return bpcc_xerr(a, "%s takes [batch, %lld] or unbatched [%lld]", m->type, (long long)IN, (long long)IN);
+    int64_t N = batched ? x->dims[0] : 1;
+    const struct xtensor *h0 = NULL, *c0 = NULL;
+    const struct xval *hx = bpcc_xarg(a, 1, "hx");
+    if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
+        hx->u.seq.items[1].k == XV_TENSOR)
+        h0 = hx->u.seq.items[0].u.t, c0 = hx->u.seq.items[1].u.t;
+    else if (hx && hx->k == XV_TENSOR && !lstm)
+        h0 = hx->u.t;
+    else if (hx && hx->k != XV_NONE)
+        return bpcc_xerr(a, "%s's state must be %s", m->type, lstm ? "a pair of tensors (h, c)" : "a tensor");
+    for (int k = 0; k < 2; k++) {
+        const struct xtensor *s = k ? c0 : h0;
+        if (s && (s->numel != (uint64_t)(N * H) || s->ndim != x->ndim))
+            return bpcc_xerr(a, "%s's state must be [%s%lld]", m->type, batched ? "batch, " : "", (long long)H);
+    }
+    bool failed = false, has_bias = bpcc_mattr_bool(m, "bias", true);
+    float *own_ih = NULL, *own_hh = NULL;
+    const float *wih = rnn_weight(a, "weight_ih", G * H * IN, ref, &own_ih, &failed);
+    const float *whh = failed ? NULL : rnn_weight(a, "weight_hh", G * H * H, ref, &own_hh, &failed);
+    const float *bih = failed ? NULL : rnn_tensor(a, "bias_ih", G * H, has_bias, &failed);
+    const float *bhh = failed ? NULL : rnn_tensor(a, "bias_hh", G * H, has_bias, &failed);
+    float *gx = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gx), *gh = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gh);
+    int64_t sd[2] = {N, H};
+    struct xtensor *hy = bpcc_xtensor_new(batched ? 2 : 1, batched ? sd : sd + 1);
+    struct xtensor *cy = lstm ? bpcc_xtensor_new(batched ? 2 : 1, batched ? sd : sd + 1) : NULL;
+    struct xval *items = lstm ? bpcc_malloc(2 * sizeof *items) : NULL;
+    enum bpcc_status st = BPCC_ERR_GRAPH;
+    if (failed) goto done;
+    if (!gx || !gh || !hy || (lstm && (!cy || !items))) {
+        st = bpcc_diag_nomem(a->d);
+        goto done;
+    }
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t k = 0; k < G * H; k++) {
+            gx[n * G * H + k] = bih ? bih[k] : 0.0f;
+            gh[n * G * H + k] = bhh ? bhh[k] : 0.0f;
+        }
+    bpcc_blas_set_threads(bpcc_exec_threads(a->ctx));
+    bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)IN, 1.0f, x->data, (int)IN, wih, (int)IN,
+               1.0f, gx, (int)(G * H));
+    if (h0)
+        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)H, 1.0f, h0->data, (int)H, whh,
+                   (int)H, 1.0f, gh, (int)(G * H));
+    for (int64_t n = 0; n < N; n++) {
+        const float *px = gx + n * G * H, *ph = gh + n * G * H;
+        for (int64_t j = 0; j < H; j++) {
+            float h = h0 ? h0->data[n * H + j] : 0.0f;
+            if (lstm) {
+                float c = c0 ? c0->data[n * H + j] : 0.0f;
+                float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
+                float gg = tanhf(px[2 * H + j] + ph[2 * H + j]), og = sigmoid(px[3 * H + j] + ph[3 * H + j]);
+                c = fg * c + ig * gg;
+                cy->data[n * H + j] = c;
+                hy->data[n * H + j] = og * tanhf(c);
+            } else if (gru) {
+                float r = sigmoid(px[j] + ph[j]), z = sigmoid(px[H + j] + ph[H + j]);
+                float nn = tanhf(px[2 * H + j] + r * ph[2 * H + j]);
+                hy->data[n * H + j] = (h - nn) * z + nn;
+            } else {
+                float v = px[j] + ph[j];
+                hy->data[n * H + j] = relu ? (v > 0.0f ? v : 0.0f) : tanhf(v);
+            }
+        }
+    }
+    if (lstm) {
+        items[0] = (struct xval){.k = XV_TENSOR, .u.t = hy};
+        items[1] = (struct xval){.k = XV_TENSOR, .u.t = cy};
+        *out = (struct xval){.k = XV_SEQ, .u.seq = {2, items}};
+        items = NULL;
+    } else {
+        *out = (struct xval){.k = XV_TENSOR, .u.t = hy};
+    }
+    hy = cy = NULL;
+    st = BPCC_OK;
+done:
+    bpcc_xfree(own_ih);
+    bpcc_xfree(own_hh);
+    bpcc_xfree(gx);
+    bpcc_xfree(gh);
+    bpcc_xfree(items);
+    bpcc_xtensor_free(hy);
+    bpcc_xtensor_free(cy);
+    return st;
+}
+
 const struct xop bpcc_recurrent_ops[] = {
-    {'m', "torch.nn.LSTM", k_recurrent}, {'m', "torch.nn.GRU", k_recurrent}, {0}
+    {'m', "torch.nn.LSTM", k_recurrent}, {'m', "torch.nn.GRU", k_recurrent},
+    {'m', "torch.ao.nn.quantized.reference.LSTM", k_recurrent}, {'m', "torch.nn.LSTMCell", k_cell},
+    {'m', "torch.nn.GRUCell", k_cell}, {'m', "torch.nn.RNNCell", k_cell},
+    {'m', "torch.ao.nn.quantized.reference.LSTMCell", k_cell}, {'m', "torch.ao.nn.quantized.reference.GRUCell", k_cell},
+    {'m', "torch.ao.nn.quantized.reference.RNNCell", k_cell}, {0}
 };

@@ -139,10 +139,16 @@ bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, st
            none(q);
 }
 
-bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
+/* <wn>_qscheme, <wn>_dtype, <wn>_scale, <wn>_zero_point, <wn>_axis: what a reference module keeps
+** for its weight `wn` (weight; an RNN's weight_ih_l0 ...) */
+bool bpcc_module_named_weight_qparams(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q)
 {
     none(q);
-    const struct bpcc_value *qs = bpcc_module_attr(m, "weight_qscheme"), *dt = bpcc_module_attr(m, "weight_dtype");
+    char k[5][160];
+    static const char *const sfx[5] = {"qscheme", "dtype", "scale", "zero_point", "axis"};
+    for (int i = 0; i < 5; i++)
+        if ((size_t)snprintf(k[i], sizeof k[i], "%s_%s", wn, sfx[i]) >= sizeof k[i]) return false;
+    const struct bpcc_value *qs = bpcc_module_attr(m, k[0]), *dt = bpcc_module_attr(m, k[1]);
     if (!dt || dt->kind != BPCC_VAL_DTYPE) return false;
     q->dtype = dt->u.dtype;
     if (dt->u.dtype == BPCC_DTYPE_F32) return none(q); /* a float weight: not quantized */
@@ -150,11 +156,16 @@ bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams
         q->kind = BPCC_QPARAMS_FLOAT16;
         return true;
     }
+    if (qs && qs->kind == BPCC_VAL_NONE) return none(q); /* no qscheme: the weight is used as it is */
     bool pc = qs && qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel");
-    const struct bpcc_tensor *ax = bpcc_module_tensor(m, "weight_axis");
+    const struct bpcc_tensor *ax = bpcc_module_tensor(m, k[4]);
     int64_t axis = count(ax) == 1 ? (int64_t)num(ax, 0) : 0;
-    return from_tensors(bpcc_module_tensor(m, "weight_scale"), bpcc_module_tensor(m, "weight_zero_point"), pc, axis, q) ||
-           none(q);
+    return from_tensors(bpcc_module_tensor(m, k[2]), bpcc_module_tensor(m, k[3]), pc, axis, q) || none(q);
+}
+
+bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
+{
+    return bpcc_module_named_weight_qparams(m, "weight", q);
 }
 
 const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n)
