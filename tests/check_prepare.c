@@ -553,10 +553,89 @@ START_TEST(convert_turns_observers_into_quantize_dequantize_and_weighted_modules
     ck_assert_ptr_nonnull(ws);
     /* QC_A's weight: MinMax qint8 per-tensor symmetric over the weight values [-5/8, 5/8] */
     ck_assert(*(const float *)bpcc_tensor_data((struct bpcc_tensor *)ws) == 0.625f / 127.5f);
+    /* per tensor: [1], as calculate_qparams gives it (convert_weighted_module keeps its shape) */
+    ck_assert_uint_eq(bpcc_tensor_ndim(ws), 1);
+    ck_assert_int_eq(bpcc_tensor_dims(ws)[0], 1);
+    ck_assert_int_eq(bpcc_tensor_dtype(bpcc_module_tensor(conv, "weight_zero_point")), BPCC_DTYPE_I64); /* symmetric */
+    ck_assert_uint_eq(bpcc_tensor_ndim(bpcc_module_tensor(conv, "weight_axis")), 0);
     ck_assert_int_eq(bpcc_module_attr(conv, "weight_dtype")->u.dtype, BPCC_DTYPE_QINT8);
     ck_assert_str_eq(bpcc_module_attr(conv, "weight_qscheme")->u.s, "torch.per_tensor_affine");
     ck_assert_ptr_null(bpcc_graph_find_module(p.g, "activation_post_process_0"));
     prepared_free(&p);
+}
+END_TEST
+
+/* dynamic and weight-only quantization: an LSTM's reference module gets qparams per weight
+** (<wn>_scale [1] f32, <wn>_zero_point [1] int32 as torch.int, <wn>_axis 0-d), the float16 one only
+** <wn>_qscheme None and <wn>_dtype; an Embedding, whose pattern observes nothing, is converted
+** all the same (per-channel float qparams), as PyTorch counts it observed */
+START_TEST(convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embeddings_theirs)
+{
+    static const char *const model =
+        "bpcc-model 1\n\nmodule lstm : torch.nn.LSTM {input_size: 4, hidden_size: 2, num_layers: 2}\n"
+        "  param weight_ih_l0 : f32[8, 4]\n  param weight_hh_l0 : f32[8, 2]\n  param bias_ih_l0 : f32[8]\n"
+        "  param bias_hh_l0 : f32[8]\n  param weight_ih_l1 : f32[8, 2]\n  param weight_hh_l1 : f32[8, 2]\n"
+        "  param bias_ih_l1 : f32[8]\n  param bias_hh_l1 : f32[8]\n"
+        "module emb : torch.nn.Embedding {num_embeddings: 5, embedding_dim: 3}\n  param weight : f32[5, 3]\n\ngraph\n"
+        "  %x = placeholder x ()\n  %ids = placeholder ids ()\n  %lstm = call_module lstm (%x,)\n"
+        "  %getitem = call_function operator.getitem (%lstm, 0)\n  %emb = call_module emb (%ids,)\n"
+        "  %output = output output ((%getitem, %emb),)\n";
+    static const char *const qcs[2] = {
+        "object_type:\n  - {type: torch.nn.LSTM, qconfig: " QC_DYN "}\n"
+        "  - {type: torch.nn.Embedding, qconfig: {activation: {observer: PlaceholderObserver}, weight: {observer: "
+        "PerChannelMinMaxObserver, dtype: quint8, qscheme: per_channel_affine_float_qparams}}}\n",
+        "object_type:\n  - {type: torch.nn.LSTM, qconfig: {activation: {observer: PlaceholderObserver, dtype: float16, "
+        "compute_dtype: float16}, weight: {observer: PlaceholderObserver, dtype: float16}}}\n"};
+    for (int f16 = 0; f16 < 2; f16++) {
+        struct prepared p;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_msg(quantize_text(model, qcs[f16], &p, &d, false) == BPCC_OK, "%s", tu_msg(&d));
+        const struct bpcc_module *lstm = bpcc_graph_find_module(p.g, "lstm");
+        ck_assert_str_eq(bpcc_module_type(lstm), "torch.ao.nn.quantized.reference.LSTM");
+        static const char *const wn[4] = {"weight_ih_l0", "weight_hh_l0", "weight_ih_l1", "weight_hh_l1"};
+        for (int i = 0; i < 4; i++) {
+            char k[64];
+            snprintf(k, sizeof k, "%s_dtype", wn[i]);
+            ck_assert_int_eq(bpcc_module_attr(lstm, k)->u.dtype, f16 ? BPCC_DTYPE_F16 : BPCC_DTYPE_QINT8);
+            snprintf(k, sizeof k, "%s_qscheme", wn[i]);
+            const struct bpcc_value *qs = bpcc_module_attr(lstm, k);
+            ck_assert_ptr_nonnull(qs);
+            if (f16) ck_assert_int_eq(qs->kind, BPCC_VAL_NONE);
+            else ck_assert_str_eq(qs->u.s, "torch.per_tensor_affine");
+            snprintf(k, sizeof k, "%s_scale", wn[i]);
+            const struct bpcc_tensor *sc = bpcc_module_tensor(lstm, k);
+            snprintf(k, sizeof k, "%s_zero_point", wn[i]);
+            const struct bpcc_tensor *zp = bpcc_module_tensor(lstm, k);
+            snprintf(k, sizeof k, "%s_axis", wn[i]);
+            const struct bpcc_tensor *ax = bpcc_module_tensor(lstm, k);
+            if (f16) {
+                ck_assert(!sc && !zp && !ax);
+                continue;
+            }
+            ck_assert(sc && zp && ax);
+            ck_assert(bpcc_tensor_ndim(sc) == 1 && bpcc_tensor_dims(sc)[0] == 1 && bpcc_tensor_dtype(zp) == BPCC_DTYPE_I32);
+            ck_assert(bpcc_tensor_ndim(zp) == 1 && bpcc_tensor_ndim(ax) == 0);
+            /* the weight's own range: MinMax symmetric over |w| */
+            const struct bpcc_tensor *w = bpcc_module_tensor(lstm, wn[i]);
+            const float *wd = bpcc_tensor_data((struct bpcc_tensor *)w);
+            float amax = 0;
+            for (uint64_t j = 0; j < bpcc_tensor_numel(w); j++) amax = fabsf(wd[j]) > amax ? fabsf(wd[j]) : amax;
+            ck_assert(*(const float *)bpcc_tensor_data((struct bpcc_tensor *)sc) == amax / 127.5f);
+        }
+        struct bpcc_qparams q;
+        ck_assert(!bpcc_module_weight_qparams(lstm, &q)); /* no `weight` of its own */
+        const struct bpcc_module *emb = bpcc_graph_find_module(p.g, "emb");
+        if (!f16) {
+            ck_assert_str_eq(bpcc_module_type(emb), "torch.ao.nn.quantized.reference.Embedding");
+            ck_assert(bpcc_module_weight_qparams(emb, &q) && q.kind == BPCC_QPARAMS_PER_CHANNEL && q.n == 5);
+            ck_assert_int_eq(bpcc_tensor_dtype(bpcc_module_tensor(emb, "weight_zero_point")), BPCC_DTYPE_F32);
+            ck_assert_str_eq(bpcc_module_attr(emb, "weight_qscheme")->u.s, "torch.per_channel_affine_float_qparams");
+        } else {
+            ck_assert_str_eq(bpcc_module_type(emb), "torch.nn.Embedding"); /* no qconfig: stays float */
+        }
+        prepared_free(&p);
+    }
 }
 END_TEST
 
@@ -1178,6 +1257,7 @@ int main(void)
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
+    tcase_add_test(tc, convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embeddings_theirs);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
     tcase_add_test(tc, convert_gives_modules_converted_alike_one_attribute_array);
     tcase_add_test(tc, convert_numbers_a_get_attr_node_whose_buffer_name_a_node_has);

@@ -301,7 +301,8 @@ static bool qconfig_supported(const struct qconfig *qc, const struct pattern_ent
     return false;
 }
 
-/* the reference module's weight_qscheme (qs: one of convert_module's literals) and weight_dtype */
+/* the reference module's weight_qscheme (qs: one of quantize_weight's literals, NULL for None)
+** and weight_dtype */
 static enum bpcc_status set_weight_attrs(struct conv *cv, struct bpcc_module *root, const char *qs, enum bpcc_dtype wd)
 {
     /* an array that modules share is never written (a change copies it), and one a module owns
@@ -315,8 +316,8 @@ static enum bpcc_status set_weight_attrs(struct conv *cv, struct bpcc_module *ro
             return BPCC_OK;
         }
     }
-    struct bpcc_value v;
-    if (bpcc_value_str_new(cv->g, BPCC_VAL_SYMBOL, qs, &v)) return bpcc_diag_nomem(cv->d);
+    struct bpcc_value v = bpcc_value_none();
+    if (qs && bpcc_value_str_new(cv->g, BPCC_VAL_SYMBOL, qs, &v)) return bpcc_diag_nomem(cv->d);
     enum bpcc_status s = bpcc_module_set_attr(root, "weight_qscheme", &v, cv->d);
     v = bpcc_value_dtype(wd);
     if (!s) s = bpcc_module_set_attr(root, "weight_dtype", &v, cv->d);
@@ -324,6 +325,107 @@ static enum bpcc_status set_weight_attrs(struct conv *cv, struct bpcc_module *ro
     return s;
 }
 
+/* How a reference module keeps a weight's qparams (torch.ao.nn.quantized.reference):
+** W_MODULE  Linear, Conv*, Embedding ... (ReferenceQuantizedModule): one weight, `weight`; the
+**           observer's tensors as they are; float weights get scale 1.0, zero point 0 and axis 0
+**           all the same;
+** W_CELL    LSTMCell, GRUCell, RNNCell: weight_ih and weight_hh, the observer's tensors; no
+**           buffers for a weight without a qscheme;
+** W_LSTM    LSTM: every weight of its flat weights; zero points made int32 (torch.int); 1.13 runs
+**           the weight observer only when its dtype is qint8 (another dtype keeps the defaults of
+**           an observer that saw nothing: scale 1.0, zero point 0), as convert_weighted_module does. */
+enum wkind { W_MODULE, W_CELL, W_LSTM };
+
+static const char *wname(struct conv *cv, const char *wn, const char *sfx)
+{
+    char buf[192];
+    if ((size_t)snprintf(buf, sizeof buf, "%s_%s", wn, sfx) >= sizeof buf) return NULL;
+    return bpcc_graph_intern(cv->g, buf);
+}
+
+/* Run the qconfig's weight observer on root's weight `wn` and give root what get_qparam_dict and
+** the reference module's constructor make of it: the attributes <wn>_qscheme (symmetric schemes as
+** affine; None for an observer without one, a float16 weight's) and <wn>_dtype, and the buffers
+** <wn>_scale, <wn>_zero_point ([C] per channel, [1] per tensor, as calculate_qparams gives them)
+** and <wn>_axis (0-d int32; 0 per tensor). */
+static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, struct bpcc_module *root, const char *wn,
+                                        const struct qconfig *qc, enum wkind kind)
+{
+    struct bpcc_graph *g = cv->g;
+    enum bpcc_dtype wd = qc->weight.dtype;
+    const struct bpcc_tensor *w = bpcc_module_tensor(root, wn);
+    if (!w || !w->data || w->dtype != BPCC_DTYPE_F32)
+        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
+                               "'%s' has no float32 %s to quantize", root->name, wn);
+    /* run the weight observer on the weight */
+    struct obs_state st;
+    if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
+    char why[200];
+    bool used = false;
+    enum bpcc_status s = BPCC_OK;
+    if (kind != W_LSTM || wd == BPCC_DTYPE_QINT8) {
+        const float *range = !strcmp(wn, "weight") ? bpcc_tensor_range(w) : NULL;
+        s = range ? bpcc_obs_observe_range(&st, range, w->ndim, w->dims, &used) : BPCC_OK;
+        if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
+    }
+    float *sc = NULL;
+    double *zp = NULL;
+    uint32_t nq = 0;
+    if (!s) s = bpcc_obs_qparams(&st, &sc, &zp, &nq);
+    bpcc_obs_release(&st);
+    if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
+    if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "%s of '%s': %s", wn,
+                                  root->name, why);
+    enum qscheme q = qc->weight.qscheme;
+    bool per_channel = nq && (q == QS_PER_CHANNEL_AFFINE || q == QS_PER_CHANNEL_SYMMETRIC || q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS);
+    const char *qs = !nq                                     ? NULL
+                     : q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS ? "torch.per_channel_affine_float_qparams"
+                     : per_channel                           ? "torch.per_channel_affine"
+                                                             : "torch.per_tensor_affine";
+    if (kind == W_MODULE) {
+        s = set_weight_attrs(cv, root, qs, wd);
+    } else {
+        const char *kq = wname(cv, wn, "qscheme"), *kd = wname(cv, wn, "dtype");
+        struct bpcc_value v = bpcc_value_none();
+        if (!kq || !kd || (qs && bpcc_value_str_new(g, BPCC_VAL_SYMBOL, qs, &v))) s = bpcc_diag_nomem(cv->d);
+        if (!s) s = bpcc_module_set_attr(root, kq, &v, cv->d);
+        v = bpcc_value_dtype(wd);
+        if (!s) s = bpcc_module_set_attr(root, kd, &v, cv->d);
+    }
+    struct bpcc_tensor *ts = NULL, *tz = NULL, *ta = NULL;
+    if (!s && (nq || kind == W_MODULE)) {
+        int64_t C = nq ? nq : 1;
+        /* affine zero points come out of the observer as int32, symmetric ones as int64, float
+        ** qparams' as float32; LSTM's are int32; a float weight's 0-d int32 */
+        enum bpcc_dtype zdt = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_TENSOR_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
+        if (q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) zdt = BPCC_DTYPE_F32;
+        if (kind == W_LSTM || !nq) zdt = BPCC_DTYPE_I32;
+        const char *ks = wname(cv, wn, "scale"), *kz = wname(cv, wn, "zero_point"), *ka = wname(cv, wn, "axis");
+        /* the three buffers' room at once (a folded convolution's weight and bias: 5, not 8) */
+        s = !ks || !kz || !ka || bpcc_module_reserve_tensors(root, 3) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_F32, nq ? 1 : 0, &C, &ts, cv->d);
+        if (!s) s = bpcc_tensor_new(g, zdt, nq ? 1 : 0, &C, &tz, cv->d);
+        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I32, 0, NULL, &ta, cv->d);
+        if (!s) {
+            for (uint32_t i = 0; i < (uint32_t)C; i++) {
+                ((float *)ts->data)[i] = nq ? sc[i] : 1.0f;
+                double z = nq ? zp[i] : 0.0;
+                if (tz->dtype == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)z;
+                else if (tz->dtype == BPCC_DTYPE_I64) ((int64_t *)tz->data)[i] = (int64_t)z;
+                else ((float *)tz->data)[i] = (float)z;
+            }
+            *(int32_t *)ta->data = per_channel ? (int32_t)qc->weight.ch_axis : 0;
+            s = bpcc_module_set_tensor(root, ks, BPCC_TENSOR_BUFFER, ts, cv->d);
+            if (!s) s = bpcc_module_set_tensor(root, kz, BPCC_TENSOR_BUFFER, tz, cv->d);
+            if (!s) s = bpcc_module_set_tensor(root, ka, BPCC_TENSOR_BUFFER, ta, cv->d);
+        }
+    }
+    bpcc_xfree(sc);
+    bpcc_xfree(zp);
+    return s;
+}
+
+/* the reference module of a weighted module node (convert_weighted_module) */
 static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, bool observed)
 {
     struct bpcc_graph *g = cv->g;
@@ -338,62 +440,31 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     const struct pattern_entry *re = entry_for(cv->c, root->type);
     if (!re || !re->reference_module) return BPCC_OK;
     const struct qconfig *qc = qc_of(cv, n);
-    if (!qc || !observed) return BPCC_OK;
+    if (!qc) return BPCC_OK;
+    /* prepare counts a node whose pattern observes neither inputs nor output (Embedding) as
+    ** observed when its qconfig is there and the backend takes it */
+    if (!observed && !(e && e->input_output_observed == 0)) return BPCC_OK;
     if (!qconfig_supported(qc, e ? e : re)) return BPCC_OK;
     enum bpcc_dtype wd = qc->weight.dtype;
     if (wd != BPCC_DTYPE_QINT8 && wd != BPCC_DTYPE_QUINT8 && wd != BPCC_DTYPE_QUINT4X2 && wd != BPCC_DTYPE_F16) return BPCC_OK;
-    const struct bpcc_tensor *w = bpcc_module_tensor(root, "weight");
-    if (!w || !w->data || w->dtype != BPCC_DTYPE_F32)
-        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
-                               "'%s' has no float32 weight to quantize", root->name);
-    /* run the weight observer on the weight */
-    struct obs_state st;
-    if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
-    char why[200];
-    bool used = false;
-    const float *range = bpcc_tensor_range(w);
-    enum bpcc_status s = range ? bpcc_obs_observe_range(&st, range, w->ndim, w->dims, &used) : BPCC_OK;
-    if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
-    float *sc = NULL;
-    double *zp = NULL;
-    uint32_t nq = 0;
-    if (!s) s = bpcc_obs_qparams(&st, &sc, &zp, &nq);
-    bpcc_obs_release(&st);
-    if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
-    if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "weight of '%s': %s",
-                                  root->name, why);
-    enum qscheme q = qc->weight.qscheme;
-    bool per_channel = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_CHANNEL_SYMMETRIC || q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
-    const char *qs = q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS ? "torch.per_channel_affine_float_qparams"
-                     : per_channel                           ? "torch.per_channel_affine"
-                                                             : "torch.per_tensor_affine";
-    if (!s) s = set_weight_attrs(cv, root, qs, wd);
-    struct bpcc_tensor *ts = NULL, *tz = NULL, *ta = NULL;
-    if (!s && nq) {
-        int64_t C = nq;
-        /* affine zero points come out of the observer as int32, symmetric ones as int64 */
-        enum bpcc_dtype zdt = q == QS_PER_CHANNEL_AFFINE || q == QS_PER_TENSOR_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
-        if (q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS) zdt = BPCC_DTYPE_F32;
-        /* the three buffers' room at once (a folded convolution's weight and bias: 5, not 8) */
-        s = bpcc_module_reserve_tensors(root, 3) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
-        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_F32, per_channel ? 1 : 0, &C, &ts, cv->d);
-        if (!s) s = bpcc_tensor_new(g, per_channel ? zdt : BPCC_DTYPE_I64, per_channel ? 1 : 0, &C, &tz, cv->d);
-        if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I32, 0, NULL, &ta, cv->d);
-        if (!s) {
-            for (uint32_t i = 0; i < nq && i < (per_channel ? nq : 1); i++) {
-                ((float *)ts->data)[i] = sc[i];
-                if (tz->dtype == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)zp[i];
-                else if (tz->dtype == BPCC_DTYPE_I64) ((int64_t *)tz->data)[i] = (int64_t)zp[i];
-                else ((float *)tz->data)[i] = (float)zp[i];
-            }
-            *(int32_t *)ta->data = per_channel ? (int32_t)qc->weight.ch_axis : 0;
-            s = bpcc_module_set_tensor(root, "weight_scale", BPCC_TENSOR_BUFFER, ts, cv->d);
-            if (!s) s = bpcc_module_set_tensor(root, "weight_zero_point", BPCC_TENSOR_BUFFER, tz, cv->d);
-            if (!s) s = bpcc_module_set_tensor(root, "weight_axis", BPCC_TENSOR_BUFFER, ta, cv->d);
-        }
+    enum bpcc_status s = BPCC_OK;
+    if (!strcmp(root->type, "torch.nn.LSTM")) {
+        /* its flat weights' `weight...` in the module's order (weight_ih_l0, weight_hh_l0, ...) */
+        uint32_t nt = root->n_tensors, k = 0;
+        const char **names = bpcc_malloc((nt ? nt : 1) * sizeof *names);
+        if (!names) return bpcc_diag_nomem(cv->d);
+        for (uint32_t i = 0; i < nt; i++)
+            if (root->tensors[i].role == BPCC_TENSOR_PARAM && !strncmp(root->tensors[i].name, "weight_", 7))
+                names[k++] = root->tensors[i].name;
+        for (uint32_t i = 0; i < k && !s; i++) s = quantize_weight(cv, n, root, names[i], qc, W_LSTM);
+        bpcc_xfree(names);
+    } else if (!strcmp(root->type, "torch.nn.LSTMCell") || !strcmp(root->type, "torch.nn.GRUCell") ||
+               !strcmp(root->type, "torch.nn.RNNCell")) {
+        s = quantize_weight(cv, n, root, "weight_ih", qc, W_CELL);
+        if (!s) s = quantize_weight(cv, n, root, "weight_hh", qc, W_CELL);
+    } else {
+        s = quantize_weight(cv, n, root, "weight", qc, W_MODULE);
     }
-    bpcc_xfree(sc);
-    bpcc_xfree(zp);
     if (s) return s;
     const char *type = bpcc_graph_intern(g, re->reference_module);
     if (!type) return bpcc_diag_nomem(cv->d);

@@ -199,7 +199,10 @@ static void reason_text(const struct bpcc_prepare_report *r, const struct prep_n
                             "(propagate_dtypes_for_known_nodes); ", x->dtype_from->name, bpcc_tdt_name(x->in));
         bpcc_buf_adds(b, x->why ? x->why : "?");
         break;
-    case PS_NOT_OBSERVED: bpcc_buf_adds(b, "not observed: the pattern is INPUT_OUTPUT_NOT_OBSERVED"); break;
+    case PS_NOT_OBSERVED:
+        bpcc_buf_adds(b, "not observed: the pattern observes neither input nor output (INPUT_OUTPUT_NOT_OBSERVED); "
+                         "convert quantizes its weight when the qconfig's weight dtype is quantized");
+        break;
     case PS_NO_TENSORS: bpcc_buf_adds(b, "not observed: its arguments hold no tensors"); break;
     case PS_GETITEM: bpcc_buf_adds(b, "float: operator.getitem stays float (PyTorch 1.13)"); break;
     case PS_FLOAT_TARGET: bpcc_buf_adds(b, "float: its qconfig keeps float activations"); break;
