@@ -560,6 +560,105 @@ static enum bpcc_status k_embedding(const struct xargs *a, struct xval *out)
     return bpcc_xput(a, y, out);
 }
 
+/* an optional tensor argument: module calls at mi, functional ones at fi (or the keyword) */
+static const struct xtensor *opt_tensor(const struct xargs *a, uint32_t mi, uint32_t fi, const char *name, bool *bad)
+{
+    const struct xval *v = bpcc_xarg(a, a->module ? mi : fi, name);
+    if (!v || v->k == XV_NONE) return NULL;
+    if (v->k != XV_TENSOR) *bad = true;
+    return v->k == XV_TENSOR ? v->u.t : NULL;
+}
+
+/* nn.EmbeddingBag(input, offsets=None, per_sample_weights=None) and F.embedding_bag(input, weight,
+** offsets, max_norm, norm_type, scale_grad_by_freq, mode, sparse, per_sample_weights,
+** include_last_offset, padding_idx): bags of rows summed in index order (per_sample_weights scale
+** each row, mode sum only), averaged over the bag's rows, or their elementwise max; a 2-d input
+** is one bag per row, a 1-d one is cut at the offsets (the last bag runs to the end unless
+** include_last_offset). Rows of padding_idx are left out (and not counted); an empty bag is zeros. */
+static enum bpcc_status k_embedding_bag(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *ix;
+    const float *w;
+    uint32_t wn = 0;
+    const int64_t *wd = NULL;
+    if (!bpcc_xarg_tensor(a, 0, "input", &ix) || !param(a, 1, "weight", &w, &wn, &wd, true)) return BPCC_ERR_GRAPH;
+    if (wn != 2) return bpcc_xerr(a, "the embedding weight must have 2 dimensions");
+    int64_t rows = wd[0], dim = wd[1];
+    bool bad = false, last;
+    const struct xtensor *offs = opt_tensor(a, 1, 2, "offsets", &bad), *psw = opt_tensor(a, 2, 8, "per_sample_weights", &bad);
+    if (bad) return bpcc_xerr(a, "offsets and per_sample_weights must be tensors");
+    const char *mode = "mean";
+    int64_t pad = INT64_MIN;
+    if (a->module) {
+        const struct bpcc_value *mv = bpcc_module_attr(a->module, "mode"), *pv = bpcc_module_attr(a->module, "padding_idx");
+        if (mv && mv->kind == BPCC_VAL_STR) mode = mv->u.s;
+        if (pv && pv->kind == BPCC_VAL_INT) pad = pv->u.i;
+        last = bpcc_mattr_bool(a->module, "include_last_offset", false);
+        if (!isnan(bpcc_mattr_float(a->module, "max_norm", NAN)))
+            return bpcc_xerr(a, "embedding_bag with max_norm changes its weight as it runs; not supported");
+    } else {
+        const struct xval *mv = bpcc_xarg(a, 6, "mode"), *mn = bpcc_xarg(a, 3, "max_norm"), *pv = bpcc_xarg(a, 10, "padding_idx");
+        if (mv && mv->k == XV_STR) mode = mv->u.s;
+        else if (mv && mv->k != XV_NONE) return bpcc_xerr(a, "mode must be 'sum', 'mean' or 'max'");
+        if (mn && mn->k != XV_NONE) return bpcc_xerr(a, "embedding_bag with max_norm changes its weight as it runs; not supported");
+        if (pv && pv->k == XV_INT) pad = pv->u.i;
+        if (!bpcc_xarg_bool(a, 9, "include_last_offset", false, &last)) return BPCC_ERR_GRAPH;
+    }
+    int m = !strcmp(mode, "sum") ? 0 : !strcmp(mode, "mean") ? 1 : !strcmp(mode, "max") ? 2 : -1;
+    if (m < 0) return bpcc_xerr(a, "mode must be 'sum', 'mean' or 'max', not '%s'", mode);
+    if (pad != INT64_MIN && pad < 0) pad += rows;
+    if (psw && (m != 0 || psw->numel != ix->numel))
+        return bpcc_xerr(a, "per_sample_weights need mode 'sum' and one weight per index");
+    int64_t B, n = (int64_t)ix->numel;
+    if (ix->ndim == 2) {
+        if (offs) return bpcc_xerr(a, "offsets go with a 1-d input; a 2-d input's rows are its bags");
+        B = ix->dims[0];
+    } else if (ix->ndim == 1) {
+        if (!offs || offs->ndim != 1) return bpcc_xerr(a, "a 1-d input needs 1-d offsets");
+        B = (int64_t)offs->numel - (last ? 1 : 0);
+        if (B < 0) return bpcc_xerr(a, "include_last_offset needs at least one offset");
+    } else {
+        return bpcc_xerr(a, "embedding_bag takes a 1-d input with offsets or a 2-d input");
+    }
+    struct xtensor *y = bpcc_xtensor_new(2, (int64_t[]){B, dim});
+    if (!y) return bpcc_diag_nomem(a->d);
+    memset(y->data, 0, (size_t)(B * dim) * sizeof *y->data);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lo, hi;
+        if (ix->ndim == 2) {
+            lo = b * ix->dims[1], hi = lo + ix->dims[1];
+        } else {
+            lo = (int64_t)offs->data[b];
+            hi = b + 1 < (int64_t)offs->numel ? (int64_t)offs->data[b + 1] : n;
+            if (lo < 0 || hi > n || lo > hi) {
+                bpcc_xtensor_free(y);
+                return bpcc_xerr(a, "offsets must rise from 0 and stay within the input's %lld indices", (long long)n);
+            }
+        }
+        float *o = y->data + b * dim;
+        int64_t count = 0;
+        for (int64_t i = lo; i < hi; i++) {
+            float f = ix->data[i];
+            if (!(f >= 0 && f < (float)rows) || f != floorf(f)) {
+                bpcc_xtensor_free(y);
+                return bpcc_xerr(a, "index %g is out of range for an embedding of %lld rows", f, (long long)rows);
+            }
+            int64_t r = (int64_t)f;
+            if (r == pad) continue;
+            const float *row = w + r * dim;
+            float s = psw ? psw->data[i] : 1.0f;
+            for (int64_t j = 0; j < dim; j++) {
+                if (m == 2) o[j] = count == 0 || row[j] > o[j] ? row[j] : o[j];
+                else o[j] += psw ? s * row[j] : row[j];
+            }
+            count++;
+        }
+        if (m == 1 && count > 1)
+            for (int64_t j = 0; j < dim; j++) o[j] /= (float)count;
+    }
+    return bpcc_xput(a, y, out);
+}
+
 /* addmm(input, mat1, mat2, *, beta=1, alpha=1) and baddbmm(input, batch1, batch2, *, beta=1,
 ** alpha=1): beta input + alpha (mat1 @ mat2), per batch for baddbmm; input broadcast to the
 ** product's shape, as BLAS's C = alpha A B + beta C on a copy of it (PyTorch's own call) */
@@ -1296,6 +1395,7 @@ BPCC_HOT static enum bpcc_status k_reference(const struct xargs *a, struct xval 
     const char *t = m->type + strlen("torch.ao.nn.quantized.reference.");
     if (!strcmp(t, "Linear")) st = k_linear(&sub, out);
     else if (!strcmp(t, "Embedding")) st = k_embedding(&sub, out);
+    else if (!strcmp(t, "EmbeddingBag")) st = k_embedding_bag(&sub, out);
     else if (!strncmp(t, "ConvTranspose", 13)) st = k_conv_transpose(&sub, out);
     else st = k_conv(&sub, out);
     bpcc_xfree(fq);
@@ -1311,6 +1411,8 @@ const struct xop bpcc_nn_ops[] = {
     {'f', "torch.nn.functional.conv_transpose2d", k_conv_transpose}, {'m', "torch.nn.Linear", k_linear},
     {'m', "torch.ao.nn.quantized.reference.Linear", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Embedding", k_reference},
+    {'m', "torch.ao.nn.quantized.reference.EmbeddingBag", k_reference}, {'m', "torch.nn.EmbeddingBag", k_embedding_bag},
+    {'f', "torch.nn.functional.embedding_bag", k_embedding_bag},
     {'m', "torch.ao.nn.quantized.reference.Conv1d", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Conv2d", k_reference},
     {'m', "torch.ao.nn.quantized.reference.Conv3d", k_reference},

@@ -8,6 +8,8 @@ LSTM (two layers, both directions), the three cells and embeddings:
   (name, dtype, shape, values bit for bit);
 - bpcc's model loaded through the bridge gives PyTorch's outputs bit for bit when PyTorch runs it;
 - `bpcc run` of bpcc's model agrees with PyTorch running it.
+The float model's outputs are checked too (the embedding bags' modes, offsets, per-sample weights
+and padding index run by bpcc's interpreter as PyTorch runs them).
 
 One setting differs by how torch was built: convert writes quantize_per_tensor_dynamic's
 reduce_range as `torch.backends.quantized.engine in ("fbgemm", "x86")`. Debian's torch has no
@@ -95,6 +97,24 @@ class Embeddings(nn.Module):
         return self.fc(self.emb(ids))
 
 
+class Bags(nn.Module):
+    """EmbeddingBag: bags cut at offsets (an empty one among them) with per-sample weights (sum),
+    the same ids as fixed-size bags (mean, max with a padding index)"""
+    def __init__(self):
+        super().__init__()
+        self.sum = nn.EmbeddingBag(20, 8, mode="sum")
+        self.mean = nn.EmbeddingBag(20, 8, mode="mean")
+        self.max = nn.EmbeddingBag(20, 8, mode="max", padding_idx=3)
+        self.register_buffer("offsets", torch.tensor([0, 2, 2, 5]))
+        self.register_buffer("psw", torch.rand(8))
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, ids):
+        a = self.sum(ids, self.offsets, self.psw)
+        b = self.mean(ids.reshape(2, 4)) + self.max(ids.reshape(4, 2))[:2]
+        return self.fc(torch.cat([a, b]))
+
+
 def mapping_of(global_qc=None, **object_types):
     m = QConfigMapping()
     if global_qc is not None:
@@ -145,6 +165,12 @@ class Dynamic(unittest.TestCase):
         data = self.path("b.safetensors")
         inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
         st.write(data, [(inp, x)])
+        # the float model first: bpcc's interpreter against eager PyTorch
+        fo = self.path("f.safetensors")
+        subprocess.run([BPCC, "run", src, "--data", data, "-o", fo], check=True)
+        with torch.no_grad():
+            fe = model(x)
+        self.assertLess(((st.read(fo)["output"] - fe).abs().max() / fe.abs().max()).item(), 1e-6, "%s: float" % what)
         out = self.path("q.bpcc")
         r = subprocess.run([BPCC, "quantize", src, "-b", backend, "-q", spec, "--data", data, "-o", out],
                            capture_output=True, text=True)
@@ -220,6 +246,9 @@ class Dynamic(unittest.TestCase):
             self.check(Embeddings(), ids, "embeddings", mname, mapping_of(Embedding=qc))
             self.check(Embeddings(), ids, "embeddings", mname + "+dynamic",
                        mapping_of(Embedding=qc, Linear=default_dynamic_qconfig))
+            bag_ids = torch.tensor([3, 1, 7, 3, 3, 0, 19, 5])
+            self.check(Bags(), bag_ids, "bags", mname, mapping_of(EmbeddingBag=qc))
+            self.check(Bags(), bag_ids, "bags", mname + "+dynamic", mapping_of(EmbeddingBag=qc, Linear=default_dynamic_qconfig))
 
 
 if __name__ == "__main__":
