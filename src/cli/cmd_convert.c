@@ -1,6 +1,6 @@
 /*
 ** cmd_convert.c — `bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT` and the one-shot
-** `bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]`.
+** `bpcc quantize MODEL -b BACKEND -q QCONFIG [--data FILE|DIR...] -o OUT [--plan PLAN.json]`.
 */
 #include "cli.h"
 
@@ -19,11 +19,13 @@ static const char convert_help[] =
     "before renaming the output over its target (see bpcc --help).\n";
 
 static const char quantize_help[] =
-    "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG --data FILE|DIR... -o OUT [--plan PLAN.json]\n"
+    "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG [--data FILE|DIR...] -o OUT [--plan PLAN.json]\n"
     "                     [--explain] [--threads N] [--no-sqnr] [--time] [--sync]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
+    "Dynamic and weight-only quantization need no batches: without --data, quantize converts them\n"
+    "directly and refuses observers that would need calibration.\n"
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
     "output's SQNR against the float model on the batches; a warning when nothing was quantized\n"
     "(the backend's patterns refuse the qconfig's dtypes everywhere). --explain also prints bpcc explain's\n"
@@ -94,7 +96,7 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
     if (!a->model) return cli_usage_error(verb, "missing MODEL");
     if (!a->backend) return cli_usage_error(verb, "missing -b BACKEND");
     if (!a->qconfig) return cli_usage_error(verb, "missing -q QCONFIG");
-    if (want_data && !a->data.n) return cli_usage_error(verb, "missing --data FILE");
+    (void)want_data; /* quantize without --data: dynamic and weight-only mappings need no batches */
     if (!a->out) return cli_usage_error(verb, "missing -o OUT");
     return 0;
 }
@@ -143,7 +145,7 @@ static int run(struct cargs *a, bool one_shot)
     struct bpcc_qconfig_mapping *m = NULL;
     struct bpcc_graph *g = NULL;
     struct bpcc_prepare_report *r = NULL;
-    char *plan = NULL;
+    char *plan = NULL, no_data_err[512] = "";
     uint32_t n0 = 0, n_fused = 0, n_obs = 0, nq = 0, nm = 0;
     struct step_clock k;
     clock_start(&k);
@@ -169,16 +171,33 @@ static int run(struct cargs *a, bool one_shot)
         for (uint32_t i = 0; !s && i < bpcc_graph_n_modules(g); i++)
             n_obs += !strncmp(bpcc_module_type(bpcc_graph_module(g, i)), "torch.ao.quantization.", 22);
         lap(&k, STEP_PREPARE);
-        if (!s) {
+        if (!s && a->data.n) {
             struct bpcc_calibrate_options o = {.threads = a->threads};
             s = bpcc_calibrate(g, (const char *const *)a->data.v, a->data.n, &o, &d);
+        } else if (!s) {
+            /* no batches: fine where no observer needs any (dynamic and weight-only quantization,
+            ** whose PlaceholderObservers have no qparams to find); else say which one needs them */
+            static const char *const no_data[] = {"PlaceholderObserver", "NoopObserver", "ReuseInputObserver",
+                                                  "FixedQParamsObserver"};
+            for (uint32_t i = 0; i < bpcc_graph_n_modules(g) && !s; i++) {
+                const struct bpcc_module *om = bpcc_graph_module(g, i);
+                const char *t = bpcc_module_type(om);
+                bool needs = !strncmp(t, "torch.ao.quantization.", 22);
+                for (size_t j = 0; needs && j < sizeof no_data / sizeof no_data[0]; j++) needs = strcmp(t + 22, no_data[j]) != 0;
+                if (needs) {
+                    snprintf(no_data_err, sizeof no_data_err,
+                             "%s: error: observer '%s' (%s) needs calibration batches: give --data FILE|DIR (only "
+                             "dynamic and weight-only quantization need none)", a->model, bpcc_module_name(om), t);
+                    s = BPCC_ERR_GRAPH; /* bad input: exit 1 */
+                }
+            }
         }
         lap(&k, STEP_CALIBRATE);
     }
     if (!s) s = bpcc_convert(g, c, m, &nq, &nm, &d);
     lap(&k, STEP_CONVERT);
     double db = 0;
-    if (!s && one_shot && !a->no_sqnr) { /* the float model, reloaded, against the quantized one on the batches */
+    if (!s && one_shot && !a->no_sqnr && a->data.n) { /* the float model, reloaded, against the quantized one on the batches */
         struct bpcc_graph *f;
         s = bpcc_graph_load(a->model, &f, &d);
         if (!s) {
@@ -196,6 +215,7 @@ static int run(struct cargs *a, bool one_shot)
     bpcc_qconfig_free(m);
     bpcc_config_free(c);
     cli_print_diag(&d);
+    if (no_data_err[0]) fprintf(stderr, "%s\n", no_data_err);
     if (s) return cli_exit_code(s);
     if (nq == 0 && nm == 0) {
         /* a success that changed nothing: most often a qconfig whose dtypes the backend's patterns
@@ -207,10 +227,12 @@ static int run(struct cargs *a, bool one_shot)
     }
     if (one_shot) {
         char sq[96] = "output SQNR not measured (--no-sqnr)";
-        if (!a->no_sqnr) snprintf(sq, sizeof sq, "output SQNR %.1f dB vs float on the calibration data", db);
-        printf("%s: %u nodes, %u removed by fusion, %u observers calibrated on %u batch%s, %u quantize points, "
-               "%u reference modules, %s -> %s\n", a->model, n0, n_fused, n_obs, a->data.n, a->data.n == 1 ? "" : "es",
-               nq, nm, sq, a->out);
+        if (!a->data.n) snprintf(sq, sizeof sq, "output SQNR not measured (no --data)");
+        else if (!a->no_sqnr) snprintf(sq, sizeof sq, "output SQNR %.1f dB vs float on the calibration data", db);
+        char cal[64] = "(none needs calibration)";
+        if (a->data.n) snprintf(cal, sizeof cal, "calibrated on %u batch%s", a->data.n, a->data.n == 1 ? "" : "es");
+        printf("%s: %u nodes, %u removed by fusion, %u observers %s, %u quantize points, %u reference modules, %s -> %s\n",
+               a->model, n0, n_fused, n_obs, cal, nq, nm, sq, a->out);
         if (a->time) print_times(&k);
     }
     return EXIT_OK;

@@ -32,7 +32,7 @@ static const char usage_text[] =
     "  calibrate MODEL --data F... -o OUT   run batches through the observers, store qparams\n"
     "  run MODEL --data F -o OUT     run the reference interpreter on one batch\n"
     "  convert CAL -b B -q Q -o OUT  the reference quantized model (convert_to_reference_fx)\n"
-    "  quantize MODEL -b B -q Q --data F... -o OUT   fuse, prepare, calibrate, convert\n"
+    "  quantize MODEL -b B -q Q [--data F...] -o OUT   fuse, prepare, calibrate, convert\n"
     "  compare weights|outputs|shadow FLOAT QUANT [--data F...]   where the accuracy went\n"
     "\n"
     "MODEL is an IR text file (docs/FORMAT.md) naming its safetensors weights. Outputs are written\n"

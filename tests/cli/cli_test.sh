@@ -292,6 +292,22 @@ for b in qnnpack x86 onednn; do
         run "quantized -b $b model runs" 0 "$BPCC" run "$WORK/quant_$b.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout_$b.safetensors"
 done
 has "onednn fuses conv+add" "$(cat "$WORK/quant_onednn.bpcc")" "torch.ao.nn.intrinsic.ConvAddReLU2d"
+# dynamic quantization needs no batches: quantize without --data converts directly (the same model
+# as with --data), and refuses a mapping whose observers need calibration, writing nothing
+cat > "$WORK/dynamic.yaml" <<'YAML'
+name: dynamic
+global: {activation: {observer: PlaceholderObserver, dtype: quint8, compute_dtype: quint8}, weight: {observer: MinMaxObserver, dtype: qint8, qscheme: per_tensor_symmetric}}
+YAML
+mkbatch "$WORK/head_batch.safetensors" x 2 8 4 4
+run "quantize dynamic without --data" 0 "$BPCC" quantize "$FIX/linear_head.bpcc" -b fbgemm -q "$WORK/dynamic.yaml" -o "$WORK/dyn.bpcc" &&
+    has "quantize dynamic summary" "$OUT" "(none needs calibration), 2 quantize points, 2 reference modules, output SQNR not measured (no --data)" &&
+    run "dynamic model runs" 0 "$BPCC" run "$WORK/dyn.bpcc" --data "$WORK/head_batch.safetensors" -o "$WORK/dyn_out.safetensors" &&
+    run "quantize dynamic with --data" 0 "$BPCC" quantize "$FIX/linear_head.bpcc" -b fbgemm -q "$WORK/dynamic.yaml" --data "$WORK/head_batch.safetensors" -o "$WORK/dyn2.bpcc" &&
+    has "quantize dynamic sqnr" "$OUT" "output SQNR" &&
+    { [ "$(sed 1,2d "$WORK/dyn.bpcc")" = "$(sed 1,2d "$WORK/dyn2.bpcc")" ] && ok || bad "quantize dynamic: another model without --data"; }
+run "quantize static without --data" 1 "$BPCC" quantize "$FIX/linear_head.bpcc" -b fbgemm -q fbgemm -o "$WORK/static_nodata.bpcc" &&
+    has "static needs data" "$ERR" "linear_head.bpcc: error: observer 'activation_post_process_0' (torch.ao.quantization.HistogramObserver) needs calibration batches: give --data" &&
+    { [ ! -e "$WORK/static_nodata.bpcc" ] && ok || bad "quantize static without --data wrote a file"; }
 # a qconfig the backend refuses everywhere (quint8 activations, tensorrt's qint8): a float model,
 # written, with a warning that says so and where to look
 run "quantize nothing" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b tensorrt -q fbgemm --data "$WORK/batches" -o "$WORK/quant_none.bpcc" &&
@@ -335,8 +351,8 @@ if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
         [ "$n" -eq "$want" ] && ok || bad "quantize ${sync:-without --sync}: $n fsync calls, want $want"
     done
 fi
-run "quantize needs data" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
-    has "quantize needs data" "$ERR" "missing --data"
+run "quantize needs data" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
+    has "quantize needs data" "$ERR" "needs calibration batches: give --data"
 
 # bpcc quantize made to fail at each stage: exit 1, the existing output (model and weights) untouched
 printf 'an earlier model\n' > "$WORK/keep.bpcc"
