@@ -127,6 +127,67 @@ START_TEST(weight_sqnr_is_the_hand_computed_one)
 }
 END_TEST
 
+/* a float LSTM (1 -> 1) with weights W, and its reference module of dynamic quantization:
+** weight_ih_l0 qint8 with step 0.5, weight_hh_l0 the same or float16 */
+static void lstm_models(bool hh_f16, struct bpcc_graph **f, struct bpcc_graph **q)
+{
+    char q_text[1024];
+    snprintf(q_text, sizeof q_text,
+             "bpcc-model 1\n\nmodule lstm : torch.ao.nn.quantized.reference.LSTM {input_size: 1, hidden_size: 1, "
+             "weight_ih_l0_qscheme: torch.per_tensor_affine, weight_ih_l0_dtype: torch.qint8, "
+             "weight_hh_l0_qscheme: %s, weight_hh_l0_dtype: %s}\n\ngraph\n"
+             "  %%x = placeholder x ()\n  %%lstm = call_module lstm (%%x,)\n  %%output = output output (%%lstm,)\n",
+             hh_f16 ? "None" : "torch.per_tensor_affine", hh_f16 ? "torch.float16" : "torch.qint8");
+    *f = parse("bpcc-model 1\n\nmodule lstm : torch.nn.LSTM {input_size: 1, hidden_size: 1}\n\ngraph\n"
+               "  %x = placeholder x ()\n  %lstm = call_module lstm (%x,)\n  %output = output output (%lstm,)\n");
+    *q = parse(q_text);
+    for (int k = 0; k < 2; k++) {
+        struct bpcc_graph *g = k ? *q : *f;
+        tu_set_values(g, "lstm", "weight_ih_l0", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){4, 1}, W);
+        tu_set_values(g, "lstm", "weight_hh_l0", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 2, (int64_t[]){4, 1}, W);
+    }
+    for (int k = 0; k < (hh_f16 ? 1 : 2); k++) {
+        char n[3][32];
+        snprintf(n[0], sizeof n[0], "weight_%s_l0_scale", k ? "hh" : "ih");
+        snprintf(n[1], sizeof n[1], "weight_%s_l0_zero_point", k ? "hh" : "ih");
+        snprintf(n[2], sizeof n[2], "weight_%s_l0_axis", k ? "hh" : "ih");
+        tu_set_values(*q, "lstm", n[0], BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){1}, (double[]){0.5});
+        tu_set_values(*q, "lstm", n[1], BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 1, (int64_t[]){1}, (double[]){0});
+        tu_set_values(*q, "lstm", n[2], BPCC_TENSOR_BUFFER, BPCC_DTYPE_I32, 0, NULL, (double[]){0});
+    }
+}
+
+/* a reference LSTM of dynamic quantization: a row per quantized weight (module.weight), with the
+** same arithmetic; a float16 weight is not compared; the float model's LSTM is matched by name */
+START_TEST(each_weight_of_a_recurrent_module_is_a_row)
+{
+    for (int hh_f16 = 1; hh_f16 >= 0; hh_f16--) {
+        struct bpcc_graph *f, *q;
+        lstm_models(hh_f16, &f, &q);
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct bpcc_compare_report *r;
+        ck_assert_msg(bpcc_compare_weights(f, q, &r, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_uint_eq(r->n_rows, hh_f16 ? 1 : 2);
+        for (uint32_t i = 0; i < r->n_rows; i++) {
+            const char *want = i ? "lstm.weight_hh_l0" : "lstm.weight_ih_l0";
+            ck_assert_str_eq(r->rows[i].name, want);
+            ck_assert_str_eq(r->rows[i].float_name, want);
+            /* step 0.5: W -> (0, 0.5, -1.0, 3.0), errors (0.2, 0.1, -0.1, 0), as for the linear above */
+            ck_assert_double_eq_tol(r->rows[i].sqnr_db, db(10.61, 0.06), 1e-6);
+        }
+        char *text;
+        ck_assert_int_eq(bpcc_compare_report_text(r, &text, &d), BPCC_OK);
+        ck_assert_ptr_nonnull(strstr(text, hh_f16 ? "compare weights: 1 quantized weights" : "compare weights: 2 quantized weights"));
+        ck_assert_ptr_nonnull(strstr(text, "lstm.weight_ih_l0"));
+        bpcc_free(text);
+        bpcc_compare_report_free(r);
+        bpcc_graph_free(f);
+        bpcc_graph_free(q);
+    }
+}
+END_TEST
+
 START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
 {
     /* identity weights (exact in 0.5 steps), every value against the float x = (0.2, 0.6, 1.1, 3.0):
@@ -228,8 +289,26 @@ static enum bpcc_status compare_all(void *ud, struct bpcc_diag *d)
     return s;
 }
 
+static enum bpcc_status compare_weights_only(void *ud, struct bpcc_diag *d)
+{
+    struct oom_ctx *c = ud;
+    struct bpcc_compare_report *r;
+    char *t;
+    enum bpcc_status s = bpcc_compare_weights(c->f, c->q, &r, d);
+    if (s) return s;
+    s = bpcc_compare_report_json(r, 2, &t, d);
+    if (!s) bpcc_free(t);
+    bpcc_compare_report_free(r);
+    return s;
+}
+
 START_TEST(the_numeric_suite_survives_every_allocation_failure)
 {
+    struct oom_ctx l;
+    lstm_models(false, &l.f, &l.q); /* rows beyond the report's first room, names it owns */
+    ck_assert_int_gt(tu_oom_loop("compare recurrent weights", compare_weights_only, &l), 4);
+    bpcc_graph_free(l.f);
+    bpcc_graph_free(l.q);
     struct oom_ctx c = {float_model(W), quant_model(W, true), batch_file()};
     ck_assert_int_gt(tu_oom_loop("compare", compare_all, &c), 20);
     unlink(c.batch);
@@ -245,6 +324,7 @@ int main(void)
     TCase *tc = tcase_create("ns");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, weight_sqnr_is_the_hand_computed_one);
+    tcase_add_test(tc, each_weight_of_a_recurrent_module_is_a_row);
     tcase_add_test(tc, output_and_shadow_errors_are_the_hand_computed_ones);
     tcase_add_test(tc, the_numeric_suite_survives_every_allocation_failure);
     suite_add_tcase(s, tc);

@@ -56,29 +56,127 @@ static void acc_result(const struct acc *a, double *sqnr, double *l2, double *co
 
 /* }================================================ */
 
+/* the report as allocated: the public part, then the row names it made ("lstm.weight_ih_l0") */
+struct report_own {
+    struct bpcc_compare_report pub;
+    uint32_t cap_rows, n_names;
+    char **names;
+};
+
 void bpcc_compare_report_free(struct bpcc_compare_report *r)
 {
     if (!r) return;
+    struct report_own *o = (struct report_own *)r;
+    for (uint32_t i = 0; i < o->n_names; i++) bpcc_xfree(o->names[i]);
+    bpcc_xfree(o->names);
     bpcc_xfree(r->rows);
-    bpcc_xfree(r);
+    bpcc_xfree(o);
 }
 
 static struct bpcc_compare_report *report_new(enum bpcc_compare_kind kind, uint32_t cap)
 {
-    struct bpcc_compare_report *r = bpcc_malloc(sizeof *r);
-    if (!r) return NULL;
-    memset(r, 0, sizeof *r);
+    struct report_own *o = bpcc_malloc(sizeof *o);
+    if (!o) return NULL;
+    memset(o, 0, sizeof *o);
+    struct bpcc_compare_report *r = &o->pub;
     r->kind = kind;
-    r->rows = bpcc_malloc((cap ? cap : 1) * sizeof *r->rows);
+    o->cap_rows = cap ? cap : 1;
+    r->rows = bpcc_malloc(o->cap_rows * sizeof *r->rows);
     if (!r->rows) {
-        bpcc_xfree(r);
+        bpcc_xfree(o);
         return NULL;
     }
-    memset(r->rows, 0, (cap ? cap : 1) * sizeof *r->rows);
+    memset(r->rows, 0, o->cap_rows * sizeof *r->rows);
     return r;
 }
 
+/* a zeroed row at the end, NULL when out of memory */
+static struct bpcc_compare_row *row_add(struct bpcc_compare_report *r)
+{
+    struct report_own *o = (struct report_own *)r;
+    if (r->n_rows == o->cap_rows) {
+        struct bpcc_compare_row *rows = bpcc_realloc(r->rows, 2 * (size_t)o->cap_rows * sizeof *rows);
+        if (!rows) return NULL;
+        r->rows = rows;
+        o->cap_rows *= 2;
+    }
+    struct bpcc_compare_row *row = &r->rows[r->n_rows++];
+    memset(row, 0, sizeof *row);
+    return row;
+}
+
+/* "module.weight": a name the report owns */
+static const char *owned_name(struct bpcc_compare_report *r, const char *module, const char *weight)
+{
+    struct report_own *o = (struct report_own *)r;
+    char **names = bpcc_realloc(o->names, ((size_t)o->n_names + 1) * sizeof *names);
+    if (!names) return NULL;
+    o->names = names;
+    size_t n = strlen(module) + strlen(weight) + 2;
+    char *s = bpcc_malloc(n);
+    if (!s) return NULL;
+    snprintf(s, n, "%s%s%s", module, *module ? "." : "", weight);
+    return o->names[o->n_names++] = s;
+}
+
 /* {==================== compare weights ==================== */
+
+/* one row: weight `wn` of module m quantized and dequantized with q against the float model's */
+static enum bpcc_status weight_row(struct bpcc_compare_report *r, const struct bpcc_graph *fg, const struct bpcc_graph *qg,
+                                   const struct bpcc_module *m, const char *wn, const struct bpcc_qparams *q,
+                                   struct bpcc_diag *d)
+{
+    const struct bpcc_tensor *w = bpcc_mtensor(m, wn);
+    const struct bpcc_module *fm = bpcc_graph_find_module(fg, m->name);
+    const struct bpcc_tensor *fw = fm ? bpcc_mtensor(fm, wn) : NULL;
+    bool same_shape = w && fw && w->ndim == fw->ndim && !memcmp(w->dims, fw->dims, w->ndim * sizeof *w->dims);
+    if (!same_shape) {
+        r->n_unmatched++;
+        return BPCC_OK;
+    }
+    uint64_t numel = bpcc_tensor_numel(w);
+    float *fq = bpcc_malloc((numel ? numel : 1) * sizeof *fq);
+    if (!fq) return bpcc_diag_nomem(d);
+    if (!bpcc_fake_quantize_weight(w, q, fq)) {
+        bpcc_xfree(fq);
+        return bpcc_diag_error(d, BPCC_ERR_GRAPH, qg->source_file, m->src_line, m->src_col,
+                               "module '%s': the qparams of its %s do not fit it", m->name, wn);
+    }
+    bool own = strcmp(wn, "weight") != 0; /* a recurrent module's weights: a row each, named module.weight */
+    const char *name = own ? owned_name(r, m->name, wn) : m->name, *fname = own ? owned_name(r, fm->name, wn) : fm->name;
+    struct bpcc_compare_row *row = name && fname ? row_add(r) : NULL;
+    if (!row) {
+        bpcc_xfree(fq);
+        return bpcc_diag_nomem(d);
+    }
+    row->name = name;
+    row->float_name = fname;
+    row->what = m->type;
+    struct acc all = {0};
+    acc_add(&all, fw->data, fq, numel);
+    acc_result(&all, &row->sqnr_db, &row->l2_error, &row->cosine, &row->max_abs_error);
+    row->numel = numel;
+    /* per output channel: along the qparams' axis, else 0 */
+    int64_t axis = q->kind == BPCC_QPARAMS_PER_CHANNEL ? q->axis : 0;
+    if (axis < 0) axis += w->ndim;
+    uint64_t C = w->ndim ? (uint64_t)w->dims[axis] : 1, inner = 1, outer = 1;
+    for (uint32_t k = (uint32_t)axis + 1; k < w->ndim; k++) inner *= (uint64_t)w->dims[k];
+    for (uint32_t k = 0; k < (uint32_t)axis; k++) outer *= (uint64_t)w->dims[k];
+    row->n_channels = (uint32_t)C;
+    row->min_channel_sqnr_db = INFINITY;
+    const float *x = fw->data;
+    for (uint64_t c = 0; c < C; c++) { /* channels of zeros (no signal, no error) do not count */
+        struct acc a = {0};
+        for (uint64_t o = 0; o < outer; o++) acc_add(&a, x + (o * C + c) * inner, fq + (o * C + c) * inner, inner);
+        double db = sqnr_of(&a);
+        if (!isnan(db) && db < row->min_channel_sqnr_db) {
+            row->min_channel_sqnr_db = db;
+            row->worst_channel = (uint32_t)c;
+        }
+    }
+    bpcc_xfree(fq);
+    return BPCC_OK;
+}
 
 enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *fg, const struct bpcc_graph *qg,
                                       struct bpcc_compare_report **out, struct bpcc_diag *d)
@@ -86,57 +184,26 @@ enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *fg, const struct 
     *out = NULL;
     struct bpcc_compare_report *r = report_new(BPCC_COMPARE_WEIGHTS, qg->n_modules);
     if (!r) return bpcc_diag_nomem(d);
-    for (uint32_t i = 0; i < qg->n_modules; i++) {
+    enum bpcc_status s = BPCC_OK;
+    for (uint32_t i = 0; i < qg->n_modules && !s; i++) {
         const struct bpcc_module *m = qg->modules[i];
         struct bpcc_qparams q;
-        if (m->dead || !bpcc_module_weight_qparams(m, &q) || q.kind == BPCC_QPARAMS_FLOAT16) continue;
-        const struct bpcc_tensor *w = bpcc_mtensor(m, "weight");
-        const struct bpcc_module *fm = bpcc_graph_find_module(fg, m->name);
-        const struct bpcc_tensor *fw = fm ? bpcc_mtensor(fm, "weight") : NULL;
-        bool same_shape = w && fw && w->ndim == fw->ndim && !memcmp(w->dims, fw->dims, w->ndim * sizeof *w->dims);
-        if (!same_shape) {
-            r->n_unmatched++;
+        if (m->dead) continue;
+        if (bpcc_module_weight_qparams(m, &q)) {
+            if (q.kind != BPCC_QPARAMS_FLOAT16) s = weight_row(r, fg, qg, m, "weight", &q, d);
             continue;
         }
-        uint64_t numel = bpcc_tensor_numel(w);
-        float *fq = bpcc_malloc((numel ? numel : 1) * sizeof *fq);
-        if (!fq) {
-            bpcc_compare_report_free(r);
-            return bpcc_diag_nomem(d);
+        /* a reference LSTM or cell of dynamic quantization: each weight with its own qparams */
+        for (uint32_t k = 0; k < m->n_tensors && !s; k++) {
+            const char *wn = m->tensors[k].name;
+            if (m->tensors[k].role == BPCC_TENSOR_PARAM && !strncmp(wn, "weight_", 7) &&
+                bpcc_module_named_weight_qparams(m, wn, &q) && q.kind != BPCC_QPARAMS_FLOAT16)
+                s = weight_row(r, fg, qg, m, wn, &q, d);
         }
-        if (!bpcc_fake_quantize_weight(w, &q, fq)) {
-            bpcc_xfree(fq);
-            bpcc_compare_report_free(r);
-            return bpcc_diag_error(d, BPCC_ERR_GRAPH, qg->source_file, m->src_line, m->src_col,
-                                   "module '%s': its weight qparams do not fit its weight", m->name);
-        }
-        struct bpcc_compare_row *row = &r->rows[r->n_rows++];
-        row->name = m->name;
-        row->float_name = fm->name;
-        row->what = m->type;
-        struct acc all = {0};
-        acc_add(&all, fw->data, fq, numel);
-        acc_result(&all, &row->sqnr_db, &row->l2_error, &row->cosine, &row->max_abs_error);
-        row->numel = numel;
-        /* per output channel: along the qparams' axis, else 0 */
-        int64_t axis = q.kind == BPCC_QPARAMS_PER_CHANNEL ? q.axis : 0;
-        if (axis < 0) axis += w->ndim;
-        uint64_t C = w->ndim ? (uint64_t)w->dims[axis] : 1, inner = 1, outer = 1;
-        for (uint32_t k = (uint32_t)axis + 1; k < w->ndim; k++) inner *= (uint64_t)w->dims[k];
-        for (uint32_t k = 0; k < (uint32_t)axis; k++) outer *= (uint64_t)w->dims[k];
-        row->n_channels = (uint32_t)C;
-        row->min_channel_sqnr_db = INFINITY;
-        const float *x = fw->data;
-        for (uint64_t c = 0; c < C; c++) { /* channels of zeros (no signal, no error) do not count */
-            struct acc a = {0};
-            for (uint64_t o = 0; o < outer; o++) acc_add(&a, x + (o * C + c) * inner, fq + (o * C + c) * inner, inner);
-            double db = sqnr_of(&a);
-            if (!isnan(db) && db < row->min_channel_sqnr_db) {
-                row->min_channel_sqnr_db = db;
-                row->worst_channel = (uint32_t)c;
-            }
-        }
-        bpcc_xfree(fq);
+    }
+    if (s) {
+        bpcc_compare_report_free(r);
+        return s;
     }
     r->n_batches = 0;
     *out = r;

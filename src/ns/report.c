@@ -70,7 +70,7 @@ enum bpcc_status bpcc_compare_report_text(const struct bpcc_compare_report *r, c
     bpcc_buf_init(&b);
     bool w = r->kind == BPCC_COMPARE_WEIGHTS, sh = r->kind == BPCC_COMPARE_SHADOW;
     if (w)
-        bpcc_buf_printf(&b, "compare weights: %u reference modules (SQNR dB = 20 log10(|w| / |w - dequant(quant(w))|))\n",
+        bpcc_buf_printf(&b, "compare weights: %u quantized weights (SQNR dB = 20 log10(|w| / |w - dequant(quant(w))|))\n",
                         r->n_rows);
     else
         bpcc_buf_printf(&b, "compare %s: %u nodes on %u batch%s (SQNR dB = 20 log10(|float| / |float - quantized|)%s)\n",

@@ -385,7 +385,7 @@ run "calibrate fails" 1 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/nan.
 
 # the numeric suite
 run "compare weights" 0 "$BPCC" compare weights "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" -b fbgemm &&
-    has "compare weights header" "$OUT" "compare weights: 3 reference modules" &&
+    has "compare weights header" "$OUT" "compare weights: 3 quantized weights" &&
     has "compare weights row" "$OUT" "torch.ao.nn.quantized.reference.Conv2d"
 run "compare outputs" 0 "$BPCC" compare outputs "$FIX/torch/tiny_resnet.bpcc" "$WORK/quant.bpcc" --data "$WORK/batches" &&
     has "compare outputs header" "$OUT" "compare outputs:" && has "compare outputs batches" "$OUT" "nodes on 2 batches"
