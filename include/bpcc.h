@@ -529,6 +529,11 @@ BPCC_API bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_no
 /* A reference quantized module's weight qparams (weight_qscheme, weight_dtype, weight_scale,
 ** weight_zero_point, weight_axis); false when m has none. */
 BPCC_API bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *out);
+/* The same for the weight named `weight`: <weight>_qscheme, <weight>_dtype, <weight>_scale,
+** <weight>_zero_point, <weight>_axis. The reference LSTM and cells of dynamic quantization keep
+** one set per weight ("weight_ih_l0", "weight_hh_l0_reverse"; a cell's "weight_ih", "weight_hh");
+** bpcc_module_weight_qparams is this for "weight". */
+BPCC_API bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *weight, struct bpcc_qparams *out);
 /* The module whose weight a call_module node quantizes: the called module, or the reference
 ** module inside a fused container; NULL when there is none. */
 BPCC_API const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n);

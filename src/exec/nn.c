@@ -1346,7 +1346,7 @@ const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m,
     *owned = NULL;
     const float *p = bpcc_mtensor_n(a, m, wn, n);
     struct bpcc_qparams q;
-    if (!p || !bpcc_module_named_weight_qparams(m, wn, &q) || q.kind == BPCC_QPARAMS_FLOAT16 ||
+    if (!p || !bpcc_module_weight_qparams_of(m, wn, &q) || q.kind == BPCC_QPARAMS_FLOAT16 ||
         q.kind == BPCC_QPARAMS_NONE)
         return p; /* float16 or float weights, and those without a qscheme, are used as they are */
     const struct bpcc_tensor *w = bpcc_mtensor(m, wn);

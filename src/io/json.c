@@ -124,6 +124,13 @@ static json_t *put_array(json_t *o, const char *key)
     return bpcc_json_put(o, key, a) ? a : NULL;
 }
 
+/* the same for an empty object */
+static json_t *put_object(json_t *o, const char *key)
+{
+    json_t *a = json_object();
+    return bpcc_json_put(o, key, a) ? a : NULL;
+}
+
 /* {"kind", "dtype", "scale", "zero_point"} (numbers per tensor, arrays per channel, with "axis") */
 static json_t *zero_point_json(const struct bpcc_qparams *q, uint64_t i)
 {
@@ -176,6 +183,17 @@ static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
     if (wm && bpcc_module_weight_qparams(wm, &q)) {
         json_t *w = qparams_json(&q);
         ok = bpcc_json_put(o, "weight_qparams", w) && bpcc_json_put(w, "module", json_string(wm->name));
+    } else if (ok && n->kind == BPCC_NODE_CALL_MODULE && (wm = bpcc_graph_find_module(g, n->target))) {
+        /* a reference LSTM or cell: {"weight_ih_l0": {...}, ...}, each with the module */
+        json_t *all = NULL;
+        for (uint32_t i = 0; ok && i < wm->n_tensors; i++) {
+            const struct module_tensor *mt = &wm->tensors[i];
+            if (mt->role != BPCC_TENSOR_PARAM || strncmp(mt->name, "weight_", 7) || !bpcc_module_weight_qparams_of(wm, mt->name, &q))
+                continue;
+            if (!all) ok = (all = put_object(o, "weights_qparams")) != NULL;
+            json_t *w = ok ? qparams_json(&q) : NULL;
+            ok = ok && bpcc_json_put(all, mt->name, w) && bpcc_json_put(w, "module", json_string(wm->name));
+        }
     }
     if (!ok) {
         json_decref(o);

@@ -413,8 +413,4 @@ BPCC_INTERNAL void bpcc_json_init(void);
 /* tensor.c */
 BPCC_INTERNAL size_t bpcc_tensor_expected_bytes(const struct bpcc_tensor *t, bool *overflow);
 
-/* bpcc_module_weight_qparams for the weight named wn: the attributes <wn>_qscheme and <wn>_dtype,
-** the buffers <wn>_scale, <wn>_zero_point, <wn>_axis (a reference LSTM's weight_ih_l0 ...) */
-BPCC_INTERNAL bool bpcc_module_named_weight_qparams(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q);
-
 #endif /* BPCC_IR_H */

@@ -141,7 +141,7 @@ bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, st
 
 /* <wn>_qscheme, <wn>_dtype, <wn>_scale, <wn>_zero_point, <wn>_axis: what a reference module keeps
 ** for its weight `wn` (weight; an RNN's weight_ih_l0 ...) */
-bool bpcc_module_named_weight_qparams(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q)
+bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q)
 {
     none(q);
     char k[5][160];
@@ -165,7 +165,7 @@ bool bpcc_module_named_weight_qparams(const struct bpcc_module *m, const char *w
 
 bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
 {
-    return bpcc_module_named_weight_qparams(m, "weight", q);
+    return bpcc_module_weight_qparams_of(m, "weight", q);
 }
 
 const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n)

@@ -197,7 +197,7 @@ enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *fg, const struct 
         for (uint32_t k = 0; k < m->n_tensors && !s; k++) {
             const char *wn = m->tensors[k].name;
             if (m->tensors[k].role == BPCC_TENSOR_PARAM && !strncmp(wn, "weight_", 7) &&
-                bpcc_module_named_weight_qparams(m, wn, &q) && q.kind != BPCC_QPARAMS_FLOAT16)
+                bpcc_module_weight_qparams_of(m, wn, &q) && q.kind != BPCC_QPARAMS_FLOAT16)
                 s = weight_row(r, fg, qg, m, wn, &q, d);
         }
     }
