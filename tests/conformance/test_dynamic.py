@@ -237,6 +237,17 @@ class Dynamic(unittest.TestCase):
         for mname, qc in DYNAMIC:
             self.check(Cells(), x, "cells", mname, mapping_of(qc))
 
+    def test_transformers(self):
+        """BERT-style dynamic quantization: every linear of a transformer encoder written out and of
+        PyTorch's encoder modules (whose attention quantize_fx leaves whole, in float)"""
+        import test_convert  # the conformance suite's transformer models
+        torch.manual_seed(4)
+        x = torch.randn(2, 16, 8)
+        for mname, qc in DYNAMIC:
+            with torch.no_grad():
+                self.check(test_convert.Transformer(), x, "transformer", mname, mapping_of(qc))
+                self.check(test_convert.Encoder(), x, "encoder", mname, mapping_of(qc))
+
     def test_embedding_weight_only(self):
         torch.manual_seed(3)
         ids = torch.randint(0, 20, (2, 6))
