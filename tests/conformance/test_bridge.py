@@ -263,6 +263,19 @@ class Bridge(unittest.TestCase):
         self.assertIn("a, b = x.unbind(0)", msg)
         self.assertIn("index it instead", msg)
 
+    def test_a_fused_module_missing_a_part_is_refused(self):
+        """a ConvReLU2d holding only its conv: its constructor's TypeError is reported, not hidden
+        behind a container built as Sequential (that fallback is for reference roots and for
+        PyTorch 2.x's fused modules, whose constructors take more than their parts)"""
+        path = os.path.join(self.dir, "f.bpcc")
+        with open(path, "w") as f:
+            f.write("bpcc-model 1\n\nmodule c : torch.ao.nn.intrinsic.ConvReLU2d {}\n"
+                    "module c.0 : torch.nn.Conv2d {in_channels: 1, out_channels: 1, kernel_size: (1, 1)}\n\n"
+                    "graph\n  %x = placeholder x ()\n  %c = call_module c (%x,)\n  %output = output output (%c,)\n")
+        with self.assertRaises(bpcc_torch.BridgeError) as cm:
+            bpcc_torch.load(path)
+        self.assertIn("module 'c' (torch.ao.nn.intrinsic.ConvReLU2d): constructor failed", str(cm.exception))
+
     def test_unserializable_module_attribute_names_the_module(self):
         class Holder(nn.Module):
             def __init__(self):

@@ -7,7 +7,7 @@ import torch.fx
 
 from . import _format as fmt
 from . import _safetensors as st
-from ._names import BridgeError, from_ir, resolve
+from ._names import _LATER, BridgeError, from_ir, resolve
 
 _CONTAINERS = ("torch.fx.GraphModule", "torch.nn.Module")
 
@@ -31,11 +31,15 @@ def _build(entry, data, children):
             parts = [children[k] for k in order]
             try:
                 m = cls(*parts)
-            except (AssertionError, TypeError):
+            except (AssertionError, TypeError) as e:
                 # a fused module whose root was swapped for a reference quantized module (as
                 # convert_to_reference_fx does after construction): its constructor checks the
-                # float types, so build the container as Sequential does; likewise one whose
-                # constructor takes more than its children (ConvAdd2d's add, set below)
+                # float types (AssertionError), so build the container as Sequential does; likewise
+                # PyTorch 2.x's fused modules that 1.13 lacks, whose constructors take more than
+                # their children (ConvAdd2d's add, set below). Any other TypeError is the
+                # constructor's own and is reported.
+                if isinstance(e, TypeError) and cls not in _LATER.values():
+                    raise BridgeError("%s: constructor failed: %s" % (where, e))
                 m = cls.__new__(cls)
                 torch.nn.Sequential.__init__(m, *parts)
         else:
