@@ -8,8 +8,9 @@
 **         h' = (h - n) z + n
 ** Layers stack; a bidirectional layer runs the reversed sequence with the _reverse weights and
 ** concatenates both directions' outputs. quantize_fx leaves these modules whole (no static
-** pattern), so the interpreter runs them as one op. proj_size and dropout in training mode are
-** refused. Outputs agree with PyTorch to ~1e-6.
+** pattern), so the interpreter runs them as one op. An LSTM with proj_size P projects each step's
+** o tanh(c) to P values (h = W_hr (o tanh(c)), which the next step and layer take); dropout in
+** training mode is refused. Outputs agree with PyTorch to ~1e-6.
 ** The cells (LSTMCell, GRUCell, RNNCell) take one step of the same gates (RNNCell: tanh or relu of
 ** the summed projections). The reference quantized LSTM and cells of dynamic quantization run the
 ** same way on their weights quantized and dequantized with each weight's own qparams.
@@ -58,16 +59,22 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     int64_t layers = bpcc_mattr_int(m, "num_layers", 1);
     bool bf = bpcc_mattr_bool(m, "batch_first", false), bidir = bpcc_mattr_bool(m, "bidirectional", false);
     int64_t D = bidir ? 2 : 1;
-    if (bpcc_mattr_float(m, "proj_size", 0) != 0) return bpcc_xerr(a, "LSTM with proj_size is not supported");
+    /* LSTM's proj_size P: the hidden state h (and the output) is W_hr (o tanh(c)), P wide; c stays H */
+    int64_t P = bpcc_mattr_int(m, "proj_size", 0);
+    if (P < 0 || (P && (!lstm || P >= bpcc_mattr_int(m, "hidden_size", 0))))
+        return bpcc_xerr(a, "proj_size must be 0, or for an LSTM below hidden_size");
+    bool proj = P > 0;
     if (bpcc_mattr_bool(m, "training", false) && bpcc_mattr_float(m, "dropout", 0) > 0 && layers > 1)
         return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
     if (IN <= 0 || H <= 0 || layers <= 0 || layers > 64) return bpcc_xerr(a, "%s needs input_size, hidden_size and num_layers", m->type);
+    if (!proj) P = H;
     bool batched = x->ndim == 3;
     if ((x->ndim != 2 && x->ndim != 3) || x->dims[x->ndim - 1] != IN)
         return bpcc_xerr(a, "%s takes [seq, batch, %lld] (or batch first, or unbatched [seq, %lld])", m->type, (long long)IN,
                          (long long)IN);
     int64_t T = batched ? x->dims[bf ? 1 : 0] : x->dims[0], N = batched ? x->dims[bf ? 0 : 1] : 1;
-    /* the initial state: hx, or (h0, c0) for LSTM; [layers D, N, H] (unbatched: [layers D, H]) */
+    /* the initial state: hx, or (h0, c0) for LSTM; [layers D, N, P] and [layers D, N, H] (unbatched:
+    ** without N) */
     const struct xtensor *h0 = NULL, *c0 = NULL;
     const struct xval *hx = bpcc_xarg(a, 1, "hx");
     if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
@@ -79,22 +86,23 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
         return bpcc_xerr(a, "%s's initial state must be %s", m->type, lstm ? "a pair of tensors (h0, c0)" : "a tensor");
     for (int k = 0; k < 2; k++) {
         const struct xtensor *s = k ? c0 : h0;
-        if (s && s->numel != (uint64_t)(layers * D * N * H))
+        if (s && s->numel != (uint64_t)(layers * D * N * (k ? H : P)))
             return bpcc_xerr(a, "%s's initial state has %llu elements, not %lld", m->type, (unsigned long long)s->numel,
-                             (long long)(layers * D * N * H));
+                             (long long)(layers * D * N * (k ? H : P)));
     }
     /* the sequence as [T, N, features], the running layer input and output */
-    int64_t F = IN > D * H ? IN : D * H;
-    float *seq = bpcc_malloc((size_t)(T * N * F + 1) * sizeof *seq), *nxt = bpcc_malloc((size_t)(T * N * D * H + 1) * sizeof *nxt);
+    int64_t F = IN > D * P ? IN : D * P;
+    float *seq = bpcc_malloc((size_t)(T * N * F + 1) * sizeof *seq), *nxt = bpcc_malloc((size_t)(T * N * D * P + 1) * sizeof *nxt);
     float *gx = bpcc_malloc((size_t)(T * N * G * H + 1) * sizeof *gx), *gh = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gh);
-    float *h = bpcc_malloc((size_t)(N * H + 1) * sizeof *h), *c = bpcc_malloc((size_t)(N * H + 1) * sizeof *c);
-    int64_t sdims[3] = {layers * D, N, H};
-    struct xtensor *hn = bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H});
-    struct xtensor *cn = lstm ? bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, H}) : NULL;
+    float *h = bpcc_malloc((size_t)(N * P + 1) * sizeof *h), *c = bpcc_malloc((size_t)(N * H + 1) * sizeof *c);
+    float *hf = proj ? bpcc_malloc((size_t)(N * H + 1) * sizeof *hf) : h; /* o tanh(c) before the projection */
+    int64_t sdims[3] = {layers * D, N, P}, cdims[3] = {layers * D, N, H};
+    struct xtensor *hn = bpcc_xtensor_new(batched ? 3 : 2, batched ? sdims : (int64_t[]){layers * D, P});
+    struct xtensor *cn = lstm ? bpcc_xtensor_new(batched ? 3 : 2, batched ? cdims : (int64_t[]){layers * D, H}) : NULL;
     struct xtensor *y = NULL;
-    float *own_ih = NULL, *own_hh = NULL;
+    float *own_ih = NULL, *own_hh = NULL, *own_hr = NULL;
     enum bpcc_status st = BPCC_ERR_GRAPH;
-    if (!seq || !nxt || !gx || !gh || !h || !c || !hn || (lstm && !cn)) {
+    if (!seq || !nxt || !gx || !gh || !h || !c || !hf || !hn || (lstm && !cn)) {
         st = bpcc_diag_nomem(a->d);
         goto done;
     }
@@ -112,10 +120,13 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
             snprintf(name, sizeof name, "weight_ih_l%lld%s", (long long)l, sfx);
             bpcc_xfree(own_ih);
             bpcc_xfree(own_hh);
-            own_ih = own_hh = NULL;
+            bpcc_xfree(own_hr);
+            own_ih = own_hh = own_hr = NULL;
             const float *wih = rnn_weight(a, name, G * H * in, ref, &own_ih, &failed);
             snprintf(name, sizeof name, "weight_hh_l%lld%s", (long long)l, sfx);
-            const float *whh = failed ? NULL : rnn_weight(a, name, G * H * H, ref, &own_hh, &failed);
+            const float *whh = failed ? NULL : rnn_weight(a, name, G * H * P, ref, &own_hh, &failed);
+            snprintf(name, sizeof name, "weight_hr_l%lld%s", (long long)l, sfx);
+            const float *whr = failed || !proj ? NULL : rnn_weight(a, name, P * H, ref, &own_hr, &failed);
             snprintf(name, sizeof name, "bias_ih_l%lld%s", (long long)l, sfx);
             const float *bih = rnn_tensor(a, name, G * H, has_bias, &failed);
             snprintf(name, sizeof name, "bias_hh_l%lld%s", (long long)l, sfx);
@@ -127,20 +138,18 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
             if (T && N)
                 bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)(T * N), (int)(G * H), (int)in, 1.0f, seq, (int)in,
                            wih, (int)in, 1.0f, gx, (int)(G * H));
-            int64_t s0 = (l * D + dir) * N * H;
-            for (int64_t i = 0; i < N * H; i++) {
-                h[i] = h0 ? h0->data[s0 + i] : 0.0f;
-                c[i] = c0 ? c0->data[s0 + i] : 0.0f;
-            }
+            int64_t s0 = (l * D + dir) * N * P, c0s = (l * D + dir) * N * H;
+            for (int64_t i = 0; i < N * P; i++) h[i] = h0 ? h0->data[s0 + i] : 0.0f;
+            for (int64_t i = 0; i < N * H; i++) c[i] = c0 ? c0->data[c0s + i] : 0.0f;
             for (int64_t step = 0; step < T; step++) {
                 int64_t t = dir ? T - 1 - step : step;
                 for (int64_t n = 0; n < N; n++)
                     for (int64_t k = 0; k < G * H; k++) gh[n * G * H + k] = bhh ? bhh[k] : 0.0f;
-                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)H, 1.0f, h, (int)H, whh, (int)H,
+                bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)P, 1.0f, h, (int)P, whh, (int)P,
                            1.0f, gh, (int)(G * H));
                 for (int64_t n = 0; n < N; n++) {
                     const float *px = gx + (t * N + n) * G * H, *ph = gh + n * G * H;
-                    float *hv = h + n * H, *cv = c + n * H;
+                    float *hv = hf + n * H, *cv = c + n * H;
                     for (int64_t j = 0; j < H; j++) {
                         if (lstm) {
                             float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
@@ -153,25 +162,30 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
                             hv[j] = (hv[j] - nn) * z + nn;
                         }
                     }
-                    memcpy(nxt + (t * N + n) * D * H + dir * H, hv, (size_t)H * sizeof *hv);
                 }
+                /* the projection, as PyTorch's matmul(h, w_hr^T) */
+                if (proj)
+                    bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)P, (int)H, 1.0f, hf, (int)H, whr, (int)H,
+                               0.0f, h, (int)P);
+                for (int64_t n = 0; n < N; n++)
+                    memcpy(nxt + (t * N + n) * D * P + dir * P, h + n * P, (size_t)P * sizeof *h);
             }
-            memcpy(hn->data + s0, h, (size_t)(N * H) * sizeof *h);
-            if (lstm) memcpy(cn->data + s0, c, (size_t)(N * H) * sizeof *c);
+            memcpy(hn->data + s0, h, (size_t)(N * P) * sizeof *h);
+            if (lstm) memcpy(cn->data + c0s, c, (size_t)(N * H) * sizeof *c);
         }
-        in = D * H;
+        in = D * P;
         memcpy(seq, nxt, (size_t)(T * N * in) * sizeof *seq);
     }
-    int64_t odims[3] = {bf ? N : T, bf ? T : N, D * H};
-    y = batched ? bpcc_xtensor_new(3, odims) : bpcc_xtensor_new(2, (int64_t[]){T, D * H});
+    int64_t odims[3] = {bf ? N : T, bf ? T : N, D * P};
+    y = batched ? bpcc_xtensor_new(3, odims) : bpcc_xtensor_new(2, (int64_t[]){T, D * P});
     if (!y) {
         st = bpcc_diag_nomem(a->d);
         goto done;
     }
     for (int64_t t = 0; t < T; t++)
         for (int64_t n = 0; n < N; n++)
-            memcpy(y->data + (batched && bf ? n * T + t : t * N + n) * D * H, seq + (t * N + n) * D * H,
-                   (size_t)(D * H) * sizeof *seq);
+            memcpy(y->data + (batched && bf ? n * T + t : t * N + n) * D * P, seq + (t * N + n) * D * P,
+                   (size_t)(D * P) * sizeof *seq);
     /* (output, h_n) or (output, (h_n, c_n)) */
     struct xval *items = bpcc_malloc(2 * sizeof *items), *state = lstm ? bpcc_malloc(2 * sizeof *state) : NULL;
     if (!items || (lstm && !state)) {
@@ -194,6 +208,8 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
 done:
     bpcc_xfree(own_ih);
     bpcc_xfree(own_hh);
+    bpcc_xfree(own_hr);
+    if (hf != h) bpcc_xfree(hf);
     bpcc_xtensor_free(y);
     bpcc_xtensor_free(hn);
     bpcc_xtensor_free(cn);

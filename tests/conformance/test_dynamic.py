@@ -73,6 +73,17 @@ class Lstm(nn.Module):
         return self.fc(self.lstm(x)[0])
 
 
+class ProjLstm(nn.Module):
+    """an LSTM with a projection (proj_size: h is W_hr (o tanh(c))), two layers, both directions"""
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(8, 6, num_layers=2, bidirectional=True, proj_size=4)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc(self.lstm(x)[0])
+
+
 class Cells(nn.Module):
     """one step of each cell, the LSTM cell from a given state, the RNN cell with relu"""
     def __init__(self):
@@ -154,7 +165,9 @@ class Dynamic(unittest.TestCase):
     def path(self, name):
         return os.path.join(self.tmp.name, name)
 
-    def check(self, model, x, name, mname, mapping, backend="fbgemm"):
+    def check(self, model, x, name, mname, mapping, backend="fbgemm", torch_runs=True):
+        """torch_runs=False: PyTorch's converted model cannot run (its bug, asserted); bpcc's model,
+        whose graph and qparams buffers are PyTorch's (asserted), run by PyTorch is the reference"""
         what = "%s / %s / %s" % (name, mname, backend)
         model = model.eval()
         src = self.path("m.bpcc")
@@ -198,8 +211,14 @@ class Dynamic(unittest.TestCase):
                 self.assertEqual((gb[b].dtype, gb[b].shape), (wb[b].dtype, wb[b].shape), "%s %s.%s" % (what, k, b))
                 self.assertTrue(torch.equal(gb[b], wb[b]), "%s %s.%s: %s vs %s" % (what, k, b, gb[b].flatten()[:4], wb[b].flatten()[:4]))
         with torch.no_grad():
-            theirs, in_torch = want(x), got(x)
-        self.assertTrue(torch.equal(in_torch, theirs), "%s: bpcc's model and PyTorch's, both run by PyTorch" % what)
+            in_torch = got(x)
+            if torch_runs:
+                theirs = want(x)
+                self.assertTrue(torch.equal(in_torch, theirs), "%s: bpcc's model and PyTorch's, both run by PyTorch" % what)
+            else:
+                with self.assertRaises(RuntimeError):
+                    want(x)
+                theirs = in_torch
         # bpcc run: its float kernels are not PyTorch's bit for bit, so a value near a rounding
         # boundary of a dynamic quantize point (its scale the range of the values, ~1/255 of it)
         # may land one step away; such a flip moves a few outputs by a fraction of their range
@@ -230,6 +249,18 @@ class Dynamic(unittest.TestCase):
             for wn in got.lstm._flat_weights_names:
                 if wn.startswith("weight") and mname != "float16_dynamic":
                     self.assertIn(wn + "_scale", names)
+
+    def test_lstm_with_projection(self):
+        """PyTorch 1.13's reference LSTM.from_float leaves proj_size out, so its converted model
+        fails on its first run (the projection weights do not fit a module without one); bpcc's
+        keeps proj_size, with the same graph and qparams, and PyTorch runs it
+        (docs/PYTORCH_DIFFERENCES.md)"""
+        torch.manual_seed(5)
+        x = torch.randn(7, 3, 8)
+        for mname, qc in DYNAMIC:
+            got = self.check(ProjLstm(), x, "lstm_proj", mname, mapping_of(qc), torch_runs=False)
+            if mname != "float16_dynamic":  # the projections are quantized too
+                self.assertIn("weight_hr_l1_reverse_scale", {n for n, _ in got.lstm.named_buffers()})
 
     def test_cells(self):
         torch.manual_seed(2)
