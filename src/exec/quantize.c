@@ -25,6 +25,26 @@ static float quant1(float x, float inv, int64_t zp, int64_t lo, int64_t hi)
     return (float)(q < (double)lo ? (double)lo : q > (double)hi ? (double)hi : q);
 }
 
+/* x quantized per tensor with scale and zero point zp into [lo, hi], the result in out */
+static enum bpcc_status put_per_tensor(const struct xargs *a, const struct xtensor *x, enum bpcc_dtype dt, float scale,
+                                       int64_t zp, int64_t lo, int64_t hi, struct xval *out)
+{
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    y->qscale = bpcc_malloc(sizeof *y->qscale);
+    y->qzp = bpcc_malloc(sizeof *y->qzp);
+    if (!y->qscale || !y->qzp) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    y->qdtype = dt;
+    y->qscale[0] = scale;
+    y->qzp[0] = zp;
+    float inv = 1.0f / scale;
+    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, zp, lo, hi);
+    return bpcc_xput(a, y, out);
+}
+
 static enum bpcc_status k_quantize_per_tensor(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
@@ -37,20 +57,7 @@ static enum bpcc_status k_quantize_per_tensor(const struct xargs *a, struct xval
     if (!bpcc_xarg_dtype(a, 3, "dtype", &dt)) return BPCC_ERR_GRAPH;
     if (!qrange_of(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
     if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "the input is quantized already");
-    struct xtensor *y = bpcc_xlike(x);
-    if (!y) return bpcc_diag_nomem(a->d);
-    y->qscale = bpcc_malloc(sizeof *y->qscale);
-    y->qzp = bpcc_malloc(sizeof *y->qzp);
-    if (!y->qscale || !y->qzp) {
-        bpcc_xtensor_free(y);
-        return bpcc_diag_nomem(a->d);
-    }
-    y->qdtype = dt;
-    y->qscale[0] = (float)scale;
-    y->qzp[0] = (int64_t)zpd;
-    float inv = 1.0f / (float)scale;
-    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, y->qzp[0], lo, hi);
-    return bpcc_xput(a, y, out);
+    return put_per_tensor(a, x, dt, (float)scale, (int64_t)zpd, lo, hi, out);
 }
 
 /* x rounded to the nearest float16 (ties to even) and back, as x.to(torch.float16).float():
@@ -107,16 +114,13 @@ static enum bpcc_status k_quantize_per_tensor_dynamic(const struct xargs *a, str
     if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "the input is quantized already");
     if (dt != BPCC_DTYPE_QUINT8 && dt != BPCC_DTYPE_QINT8 && dt != BPCC_DTYPE_F16)
         return bpcc_xerr(a, "quantize_per_tensor_dynamic takes quint8, qint8 or float16, not %s", bpcc_dtype_name(dt));
-    struct xtensor *y = bpcc_xlike(x);
-    if (!y) return bpcc_diag_nomem(a->d);
     if (dt == BPCC_DTYPE_F16) {
+        struct xtensor *y = bpcc_xlike(x);
+        if (!y) return bpcc_diag_nomem(a->d);
         for (uint64_t i = 0; i < x->numel; i++) y->data[i] = bpcc_round_to_half(x->data[i]);
         return bpcc_xput(a, y, out);
     }
-    if (!x->numel) {
-        bpcc_xtensor_free(y);
-        return bpcc_xerr(a, "quantize_per_tensor_dynamic of an empty tensor (PyTorch fails: min of no values)");
-    }
+    if (!x->numel) return bpcc_xerr(a, "quantize_per_tensor_dynamic of an empty tensor (PyTorch fails: min of no values)");
     float mn = x->data[0], mx = x->data[0];
     bool nan = false;
     for (uint64_t i = 0; i < x->numel; i++) {
@@ -125,22 +129,13 @@ static enum bpcc_status k_quantize_per_tensor_dynamic(const struct xargs *a, str
         mn = v < mn ? v : mn;
         mx = v > mx ? v : mx;
     }
-    if (nan || !isfinite(mn) || !isfinite(mx)) {
-        bpcc_xtensor_free(y);
+    if (nan || !isfinite(mn) || !isfinite(mx))
         return bpcc_xerr(a, "quantize_per_tensor_dynamic of a tensor with NaN or infinite values");
-    }
     (void)qrange_of(dt, &lo, &hi);
-    y->qscale = bpcc_malloc(sizeof *y->qscale);
-    y->qzp = bpcc_malloc(sizeof *y->qzp);
-    if (!y->qscale || !y->qzp) {
-        bpcc_xtensor_free(y);
-        return bpcc_diag_nomem(a->d);
-    }
-    y->qdtype = dt;
-    bpcc_choose_qparams(mn, mx, lo, hi, rr, &y->qscale[0], &y->qzp[0]);
-    float inv = 1.0f / y->qscale[0];
-    for (uint64_t i = 0; i < x->numel; i++) y->data[i] = quant1(x->data[i], inv, y->qzp[0], lo, hi);
-    return bpcc_xput(a, y, out);
+    float scale;
+    int64_t zp;
+    bpcc_choose_qparams(mn, mx, lo, hi, rr, &scale, &zp);
+    return put_per_tensor(a, x, dt, scale, zp, lo, hi, out);
 }
 
 static enum bpcc_status k_quantize_per_channel(const struct xargs *a, struct xval *out)

@@ -42,6 +42,23 @@ static const float *rnn_weight(const struct xargs *a, const char *name, int64_t 
     return p;
 }
 
+/* the state argument hx: (h, c) for an LSTM or its cell, h for the others; NULLs when absent */
+static bool state_arg(const struct xargs *a, bool lstm, const struct xtensor **h0, const struct xtensor **c0)
+{
+    *h0 = *c0 = NULL;
+    const struct xval *hx = bpcc_xarg(a, 1, "hx");
+    if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
+        hx->u.seq.items[1].k == XV_TENSOR)
+        *h0 = hx->u.seq.items[0].u.t, *c0 = hx->u.seq.items[1].u.t;
+    else if (hx && hx->k == XV_TENSOR && !lstm)
+        *h0 = hx->u.t;
+    else if (hx && hx->k != XV_NONE) {
+        bpcc_xerr(a, "%s's state must be %s", a->module->type, lstm ? "a pair of tensors (h, c)" : "a tensor");
+        return false;
+    }
+    return true;
+}
+
 static bool is_reference(const struct bpcc_module *m)
 {
     return !strncmp(m->type, "torch.ao.nn.quantized.reference.", 32);
@@ -75,15 +92,8 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     int64_t T = batched ? x->dims[bf ? 1 : 0] : x->dims[0], N = batched ? x->dims[bf ? 0 : 1] : 1;
     /* the initial state: hx, or (h0, c0) for LSTM; [layers D, N, P] and [layers D, N, H] (unbatched:
     ** without N) */
-    const struct xtensor *h0 = NULL, *c0 = NULL;
-    const struct xval *hx = bpcc_xarg(a, 1, "hx");
-    if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
-        hx->u.seq.items[1].k == XV_TENSOR)
-        h0 = hx->u.seq.items[0].u.t, c0 = hx->u.seq.items[1].u.t;
-    else if (hx && hx->k == XV_TENSOR && !lstm)
-        h0 = hx->u.t;
-    else if (hx && hx->k != XV_NONE)
-        return bpcc_xerr(a, "%s's initial state must be %s", m->type, lstm ? "a pair of tensors (h0, c0)" : "a tensor");
+    const struct xtensor *h0, *c0;
+    if (!state_arg(a, lstm, &h0, &c0)) return BPCC_ERR_GRAPH;
     for (int k = 0; k < 2; k++) {
         const struct xtensor *s = k ? c0 : h0;
         if (s && s->numel != (uint64_t)(layers * D * N * (k ? H : P)))
@@ -246,15 +256,8 @@ static enum bpcc_status k_cell(const struct xargs *a, struct xval *out)
     if ((x->ndim != 1 && x->ndim != 2) || x->dims[x->ndim - 1] != IN)
         return bpcc_xerr(a, "%s takes [batch, %lld] or unbatched [%lld]", m->type, (long long)IN, (long long)IN);
     int64_t N = batched ? x->dims[0] : 1;
-    const struct xtensor *h0 = NULL, *c0 = NULL;
-    const struct xval *hx = bpcc_xarg(a, 1, "hx");
-    if (hx && hx->k == XV_SEQ && lstm && hx->u.seq.n == 2 && hx->u.seq.items[0].k == XV_TENSOR &&
-        hx->u.seq.items[1].k == XV_TENSOR)
-        h0 = hx->u.seq.items[0].u.t, c0 = hx->u.seq.items[1].u.t;
-    else if (hx && hx->k == XV_TENSOR && !lstm)
-        h0 = hx->u.t;
-    else if (hx && hx->k != XV_NONE)
-        return bpcc_xerr(a, "%s's state must be %s", m->type, lstm ? "a pair of tensors (h, c)" : "a tensor");
+    const struct xtensor *h0, *c0;
+    if (!state_arg(a, lstm, &h0, &c0)) return BPCC_ERR_GRAPH;
     for (int k = 0; k < 2; k++) {
         const struct xtensor *s = k ? c0 : h0;
         if (s && (s->numel != (uint64_t)(N * H) || s->ndim != x->ndim))

@@ -338,6 +338,9 @@ enum wkind { W_MODULE, W_CELL, W_LSTM };
 
 static const char *wname(struct conv *cv, const char *wn, const char *sfx)
 {
+    static const char *const common[3][2] = {{"scale", "weight_scale"}, {"zero_point", "weight_zero_point"}, {"axis", "weight_axis"}};
+    for (int i = 0; i < 3 && !strcmp(wn, "weight"); i++) /* most modules of a model: no formatting, no lookup here */
+        if (!strcmp(sfx, common[i][0])) return common[i][1];
     char buf[192];
     if ((size_t)snprintf(buf, sizeof buf, "%s_%s", wn, sfx) >= sizeof buf) return NULL;
     return bpcc_graph_intern(cv->g, buf);

@@ -4,6 +4,7 @@ installed, the import path of the bridge (tools/python), and the runner, which e
 """
 import os
 import sys
+import tempfile
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -19,6 +20,18 @@ def require_torch(torchvision=True):
     except ImportError:
         print("%s not installed: skipping" % ("torch / torchvision" if torchvision else "torch"))
         sys.exit(77)
+
+
+class TmpCase(unittest.TestCase):
+    """A test case with a temporary directory of its own per test (self.tmp), removed after it."""
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
 
 
 def run(*cases):

@@ -14,7 +14,6 @@ import copy
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -101,16 +100,7 @@ def observers(gm):
     return out, mods
 
 
-class Calibrate(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.tmp.name, name)
-
+class Calibrate(conftools.TmpCase):
     def bpcc(self, *args, env=None):
         r = subprocess.run([BPCC, *args], capture_output=True, text=True, env=env)
         self.assertEqual(r.returncode, 0, "bpcc %s: %s" % (" ".join(args), r.stderr))

@@ -17,7 +17,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -55,16 +54,7 @@ def spearman(a, b):
     return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
 
 
-class Compare(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, n):
-        return os.path.join(self.tmp.name, n)
-
+class Compare(conftools.TmpCase):
     def bpcc(self, *args):
         r = subprocess.run([BPCC, *args], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "%s: %s" % (args, r.stderr))

@@ -13,7 +13,6 @@ import inspect
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -260,16 +259,7 @@ def reference_modules(gm):
     return out
 
 
-class Convert(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, n):
-        return os.path.join(self.tmp.name, n)
-
+class Convert(conftools.TmpCase):
     def quantize_both(self, model, batches, name, mname, mapping, backend, no_grad=False):
         """`bpcc quantize` and PyTorch's prepare_fx + the batches + convert_to_reference_fx (under
         no_grad when asked) on the same model: bpcc's output path, PyTorch's model, bpcc's model

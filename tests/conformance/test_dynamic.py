@@ -24,7 +24,6 @@ import inspect
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -155,16 +154,7 @@ def graph_of(gm):
     return [(n.op, n.name, str(n.target), arg(n.args), arg(tuple(sorted(n.kwargs.items())))) for n in gm.graph.nodes]
 
 
-class Dynamic(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
-    def path(self, name):
-        return os.path.join(self.tmp.name, name)
-
+class Dynamic(conftools.TmpCase):
     def check(self, model, x, name, mname, mapping, backend="fbgemm", torch_runs=True):
         """torch_runs=False: PyTorch's converted model cannot run (its bug, asserted); bpcc's model,
         whose graph and qparams buffers are PyTorch's (asserted), run by PyTorch is the reference"""

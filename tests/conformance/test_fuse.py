@@ -11,7 +11,6 @@ import copy
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 
 import conftools  # exits 77 without torch; tools/python on the path
@@ -106,13 +105,7 @@ def node_list(gm):
     return [(n.name, n.op, str(n.target), str(n.args), str(n.kwargs)) for n in gm.graph.nodes]
 
 
-class Fuse(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class Fuse(conftools.TmpCase):
     def check(self, model, inputs, name, backends=BACKENDS, qat=False):
         path = os.path.join(self.tmp.name, name + ".bpcc")
         traced = bpcc_torch.export(model, inputs, path)

@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -155,13 +154,7 @@ def groups(pairs):
     return sorted(sorted(v) for v in g.values() if len(v) > 1)
 
 
-class Prepare(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class Prepare(conftools.TmpCase):
     def prepare(self, path, spec, backend, extra=()):
         out = os.path.join(self.tmp.name, "prepared.bpcc")
         plan = os.path.join(self.tmp.name, "plan.json")

@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 import warnings
 
@@ -141,13 +140,7 @@ def effective(qc):
     return {"activation": bq.observer_effective(qc.activation), "weight": bq.observer_effective(qc.weight)}
 
 
-class Assign(unittest.TestCase):
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
-
+class Assign(conftools.TmpCase):
     def check(self, model, inputs, name, mappings, backends=("fbgemm",)):
         path = os.path.join(self.tmp.name, name + ".bpcc")
         bpcc_torch.export(model, inputs, path)
