@@ -1,5 +1,6 @@
 /* libFuzzer target: the whole quantize path on any graph that parses, with a fixed config (the
-** built-in fbgemm backend and mapping): small declared tensors get data, then fuse -> prepare ->
+** built-in fbgemm backend and mapping, or onednn, or a dynamic mapping, by bits of the last byte):
+** small declared tensors get data, then fuse -> prepare ->
 ** one calibration run on inputs of the traced shapes -> store the qparams -> convert; the result
 ** must verify and print, run through the interpreter, and go through the numeric suite against
 ** the fused float graph, and the same flow with rollback off must make the same model. Bad graphs
@@ -35,15 +36,29 @@ static bool same_without_rollback(const unsigned char *data, size_t size, const 
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
     static struct bpcc_config *configs[2];
-    static struct bpcc_qconfig_mapping *q;
+    static struct bpcc_qconfig_mapping *mappings[2];
+    /* dynamic quantization (linears, LSTMs and cells: quantize_per_tensor_dynamic, reference
+    ** recurrent modules with qparams per weight) and weight-only embeddings (float qparams) */
+    static const char dynamic[] =
+        "name: dynamic\n"
+        "global: {activation: {observer: PlaceholderObserver, dtype: quint8, compute_dtype: quint8}, "
+        "weight: {observer: PerChannelMinMaxObserver, dtype: qint8, qscheme: per_channel_symmetric}}\n"
+        "object_type:\n"
+        "  - {type: torch.nn.Embedding, qconfig: {activation: {observer: PlaceholderObserver}, weight: {observer: "
+        "PerChannelMinMaxObserver, dtype: quint8, qscheme: per_channel_affine_float_qparams}}}\n"
+        "  - {type: torch.nn.EmbeddingBag, qconfig: {activation: {observer: PlaceholderObserver}, weight: {observer: "
+        "PerChannelMinMaxObserver, dtype: quint8, qscheme: per_channel_affine_float_qparams}}}\n";
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     bpcc_exec_max_elements = (uint64_t)1 << 22;
     if (!configs[0] && (bpcc_config_load("fbgemm", NULL, &configs[0], &d) || bpcc_config_load("onednn", NULL, &configs[1], &d) ||
-                        bpcc_qconfig_load("fbgemm", NULL, &q, &d)))
+                        bpcc_qconfig_load("fbgemm", NULL, &mappings[0], &d) ||
+                        bpcc_qconfig_load_text(dynamic, sizeof dynamic - 1, "dynamic.yaml", NULL, &mappings[1], &d)))
         abort();
-    /* onednn (its conv+add fusions: extra inputs, ConvAdd modules run) when bit 2 of the last byte is set */
+    /* onednn (its conv+add fusions: extra inputs, ConvAdd modules run) when bit 2 of the last byte
+    ** is set; the dynamic mapping when bit 3 is */
     const struct bpcc_config *c = configs[size && (data[size - 1] & 4u) ? 1 : 0];
+    const struct bpcc_qconfig_mapping *q = mappings[size && (data[size - 1] & 8u) ? 1 : 0];
     struct bpcc_graph *g, *f = NULL;
     if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return 0;
     fuzz_bind_tensors(g);
