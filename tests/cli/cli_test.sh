@@ -52,7 +52,7 @@ run "show missing file" 1 "$BPCC" show "$WORK/missing.bpcc" &&
 run "show residual" 0 "$BPCC" show "$FIX/residual.bpcc" && has "show residual" "$OUT" "9 nodes, 5 modules, 12 tensors"
 run "show users column" 0 "$BPCC" show "$FIX/residual.bpcc" && has "show users column" "$OUT" "layer_conv1,add"
 
-for f in conv_bn_relu residual cat linear_head recurrent literals; do
+for f in conv_bn_relu residual cat linear_head rnn literals; do
     if run "show --json $f" 0 "$BPCC" show --json "$FIX/$f.bpcc"; then
         if printf '%s' "$OUT" | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["format"]=="bpcc-model" and len(d["nodes"])==d["summary"]["nodes"]' 2>"$WORK/py"; then
             ok
@@ -307,14 +307,14 @@ run "quantize dynamic without --data" 0 "$BPCC" quantize "$FIX/linear_head.bpcc"
     { [ "$(sed 1,2d "$WORK/dyn.bpcc")" = "$(sed 1,2d "$WORK/dyn2.bpcc")" ] && ok || bad "quantize dynamic: another model without --data"; }
 # the recurrent modules of dynamic quantization: qparams per weight in show, show --json and
 # compare weights; the model runs
-run "quantize recurrent dynamic" 0 "$BPCC" quantize "$FIX/recurrent.bpcc" -b fbgemm -q "$WORK/dynamic.yaml" -o "$WORK/rec.bpcc" &&
+run "quantize recurrent dynamic" 0 "$BPCC" quantize "$FIX/rnn.bpcc" -b fbgemm -q "$WORK/dynamic.yaml" -o "$WORK/rec.bpcc" &&
     has "recurrent summary" "$OUT" "3 quantize points, 3 reference modules" &&
     run "show recurrent" 0 "$BPCC" show "$WORK/rec.bpcc" &&
     has "show lstm weights" "$OUT" "weight_ih_l0 qint8 scale=" && has "show lstm hh" "$OUT" "; weight_hh_l0 qint8 scale=" &&
     has "show cell weights" "$OUT" "weight_ih qint8 scale=" &&
     run "show recurrent --json" 0 "$BPCC" show --json "$WORK/rec.bpcc" &&
     { printf '%s' "$OUT" | python3 -c 'import json,sys; n={x["name"]: x for x in json.load(sys.stdin)["nodes"]}; w=n["lstm"]["weights_qparams"]; assert sorted(w)==["weight_hh_l0","weight_ih_l0"] and w["weight_ih_l0"]["dtype"]=="qint8" and w["weight_ih_l0"]["module"]=="lstm" and sorted(n["cell"]["weights_qparams"])==["weight_hh","weight_ih"] and "weight_qparams" in n["fc"]' 2>"$WORK/py" && ok || bad "show --json recurrent: $(cat "$WORK/py")"; } &&
-    run "compare weights recurrent" 0 "$BPCC" compare weights "$FIX/recurrent.bpcc" "$WORK/rec.bpcc" -b fbgemm &&
+    run "compare weights recurrent" 0 "$BPCC" compare weights "$FIX/rnn.bpcc" "$WORK/rec.bpcc" -b fbgemm &&
     has "compare weights recurrent header" "$OUT" "compare weights: 5 quantized weights" &&
     has "compare weights lstm row" "$OUT" "lstm.weight_hh_l0" && has "compare weights cell row" "$OUT" "cell.weight_ih" &&
     mkbatch "$WORK/rec_batch.safetensors" x 2 5 4 &&
