@@ -2002,6 +2002,68 @@ START_TEST(cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_
 }
 END_TEST
 
+static float row_ids(uint64_t i) { return (float)(i % 4); }
+
+/* EmbeddingBag by hand: bags cut at offsets (one empty), sums, means and maxima, a padding index
+** left out; and what it refuses: offsets that are not whole, rising from 0 and within the input
+** (NaN among them), per-sample weights outside sum, an unknown mode, offsets with a 2-d input */
+START_TEST(embedding_bags_follow_their_offsets_and_refuse_bad_ones)
+{
+    static const struct {
+        const char *mode;
+        double offs[3];
+        const char *msg; /* NULL: runs */
+    } cases[] = {
+        {"sum", {0, 2, 2}, NULL},
+        {"mean", {0, 2, 2}, NULL},
+        {"max", {0, 2, 2}, NULL},
+        {"sum", {1, 2, 3}, "offsets must rise from 0"},
+        {"sum", {0, 3, 2}, "offsets must rise from 0"},
+        {"sum", {0, 2, 9}, "offsets must rise from 0"},
+        {"sum", {0, 1.5, 2}, "offsets must rise from 0"},
+        {"sum", {0, NAN, 2}, "offsets must rise from 0"},
+        {"median", {0, 2, 2}, "mode must be 'sum', 'mean' or 'max', not 'median'"},
+    };
+    for (size_t k = 0; k < BPCC_ARRAY_LEN(cases); k++) {
+        char text[640];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule \"\" : torch.fx.GraphModule {}\n"
+                 "module e : torch.nn.EmbeddingBag {num_embeddings: 4, embedding_dim: 2, mode: \"%s\", padding_idx: 3}\n\n"
+                 "graph\n  %%x = placeholder x ()\n  %%o = get_attr o ()\n  %%e = call_module e (%%x, %%o)\n"
+                 "  %%output = output output (%%e,)\n",
+                 cases[k].mode);
+        struct bpcc_graph *g = parse(text);
+        set_tensor(g, "e", "weight", 2, (int64_t[]){4, 2}, ramp);
+        tu_set_values(g, "", "o", BPCC_TENSOR_BUFFER, BPCC_DTYPE_F32, 1, (int64_t[]){3}, cases[k].offs);
+        struct xtensor *x = input(1, (int64_t[]){6}, row_ids); /* ids 0 1 2 3 0 1: bags [0 1] [] [2 3 0 1] */
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        enum bpcc_status st = run1(g, x, &out, &d);
+        if (cases[k].msg) {
+            ck_assert_msg(st == BPCC_ERR_GRAPH, "case %zu ran", k);
+            ck_assert_msg(strstr(tu_msg(&d), cases[k].msg), "case %zu: %s", k, tu_msg(&d));
+        } else {
+            ck_assert_msg(st == BPCC_OK, "case %zu: %s", k, tu_msg(&d));
+            ck_assert(out.u.t->ndim == 2 && out.u.t->dims[0] == 3 && out.u.t->dims[1] == 2);
+            for (int j = 0; j < 2; j++) {
+                float r0 = ramp((uint64_t)j), r1 = ramp((uint64_t)(2 + j)), r2 = ramp((uint64_t)(4 + j)); /* rows 0, 1, 2; row 3 pads */
+                float b0, b2;
+                if (k == 0) b0 = r0 + r1, b2 = r2 + r0 + r1;
+                else if (k == 1) b0 = (r0 + r1) / 2, b2 = (r2 + r0 + r1) / 3;
+                else b0 = fmaxf(r0, r1), b2 = fmaxf(r2, fmaxf(r0, r1));
+                ck_assert_msg(fabsf(out.u.t->data[j] - b0) < 1e-6f && out.u.t->data[2 + j] == 0.0f &&
+                                  fabsf(out.u.t->data[4 + j] - b2) < 1e-6f,
+                              "case %zu, column %d", k, j);
+            }
+            bpcc_xval_release(&out);
+        }
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 /* values PyTorch 1.13 gives (torch.quantize_per_tensor_dynamic(x, dtype, reduce_range).dequantize())
 ** for three ranges: an ordinary one, one of positive values whose scale would be below 6.1e-5, and
 ** one across zero that small (the range stretched); and float16's rounding at its edges */
@@ -2287,6 +2349,7 @@ int main(void)
     tcase_add_test(tc, histograms_combine_bit_for_bit_as_element_by_element);
     tcase_add_test(tc, qparams_are_read_from_quantize_nodes_observers_and_reference_modules);
     tcase_add_test(tc, dynamic_quantization_chooses_qparams_as_aten);
+    tcase_add_test(tc, embedding_bags_follow_their_offsets_and_refuse_bad_ones);
     tcase_add_test(tc, cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_weight);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     tcase_add_test(tc, a_batch_feeds_many_inputs_and_names_a_missing_one);

@@ -628,12 +628,13 @@ static enum bpcc_status k_embedding_bag(const struct xargs *a, struct xval *out)
         if (ix->ndim == 2) {
             lo = b * ix->dims[1], hi = lo + ix->dims[1];
         } else {
-            lo = (int64_t)offs->data[b];
-            hi = b + 1 < (int64_t)offs->numel ? (int64_t)offs->data[b + 1] : n;
-            if (lo < 0 || hi > n || lo > hi) {
+            /* offsets: whole numbers from 0, rising, within the input (checked before they are cast) */
+            float fl = offs->data[b], fh = b + 1 < (int64_t)offs->numel ? offs->data[b + 1] : (float)n;
+            if (!(fl >= 0 && fl <= fh && fh <= (float)n) || fl != floorf(fl) || fh != floorf(fh) || (b == 0 && fl != 0)) {
                 bpcc_xtensor_free(y);
                 return bpcc_xerr(a, "offsets must rise from 0 and stay within the input's %lld indices", (long long)n);
             }
+            lo = (int64_t)fl, hi = (int64_t)fh;
         }
         float *o = y->data + b * dim;
         int64_t count = 0;
