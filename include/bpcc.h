@@ -889,8 +889,8 @@ enum bpcc_compare_kind {
 /* One compared weight or node. Errors accumulate over every element of every batch: the figures
 ** are those of the concatenated values. x is the float model's, y the quantized model's. */
 struct bpcc_compare_row {
-    const char *name;          /* weights: the quantized model's module; else the node name     */
-    const char *float_name;    /* weights: the float module compared with; else = name          */
+    const char *name;          /* weights: the quantized model's module (or module.weight); else the node name */
+    const char *float_name;    /* weights: the float module (or module.weight) compared with; else = name */
     const char *what;          /* module type, or the node's target                             */
     uint64_t numel;            /* elements compared (all batches)                               */
     double sqnr_db;            /* 20 log10(||x|| / ||x - y||) as torch.ao.ns.fx.utils.compute_sqnr; +inf if equal */
@@ -918,9 +918,10 @@ struct bpcc_compare_report {
 /*
 ** compare_weights: for every module of `quant` that carries weight qparams (a reference quantized
 ** module, or the one inside a fused container), its weight quantized and dequantized with them
-** against the weight of the module of the same name in `float_model`. Pass a float model fused for
-** the same backend (bpcc_fuse) so that batch norms are folded in both and the figure measures
-** quantization alone.
+** against the weight of the module of the same name in `float_model`. The reference LSTM and
+** cells of dynamic quantization give a row per quantized weight, named "module.weight_ih_l0" (the
+** report owns those names). Pass a float model fused for the same backend (bpcc_fuse) so that
+** batch norms are folded in both and the figure measures quantization alone.
 */
 BPCC_API enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *float_model, const struct bpcc_graph *quant,
                                                struct bpcc_compare_report **out, struct bpcc_diag *d);
