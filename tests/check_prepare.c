@@ -636,6 +636,21 @@ START_TEST(convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embed
         }
         prepared_free(&p);
     }
+    /* a weighted module whose weight observer has no qparams for its integer dtype: refused, as
+    ** PyTorch's convert fails (an LSTM takes such a weight as it is, as PyTorch's does) */
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(quantize_text("bpcc-model 1\n\nmodule fc : torch.nn.Linear {in_features: 8, out_features: 3}\n"
+                                   "  param weight : f32[3, 8]\n\ngraph\n  %x = placeholder x ()\n"
+                                   "  %fc = call_module fc (%x,)\n  %output = output output (%fc,)\n",
+                                   "global: {activation: {observer: PlaceholderObserver, dtype: quint8, compute_dtype: "
+                                   "quint8}, weight: {observer: PlaceholderObserver, dtype: qint8}}\n",
+                                   &p, &d, false),
+                     BPCC_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "'fc': the qconfig's weight observer (PlaceholderObserver) gives no scale or zero point for qint8 weights"));
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(p.g, "fc")), "torch.nn.Linear"); /* left as it was */
+    prepared_free(&p);
 }
 END_TEST
 

@@ -379,6 +379,17 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
     if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
     if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "%s of '%s': %s", wn,
                                   root->name, why);
+    if (!nq && kind == W_MODULE && wd != BPCC_DTYPE_F16) {
+        /* an integer weight dtype from an observer without qparams (PlaceholderObserver(dtype=qint8)):
+        ** the reference module has nothing to quantize it with; PyTorch's convert fails there too */
+        bpcc_xfree(sc);
+        bpcc_xfree(zp);
+        return bpcc_diag_error(cv->d, BPCC_ERR_CONFIG, g->source_file, n->src_line, n->src_col,
+                               "'%s': the qconfig's weight observer (%s) gives no scale or zero point for %s weights; "
+                               "PyTorch's convert fails here too (KeyError 'zero_point'): use a MinMax-family weight "
+                               "observer, or float16 weights",
+                               root->name, bpcc_obs_class_name(qc->weight.cls), bpcc_dtype_name(wd));
+    }
     enum qscheme q = qc->weight.qscheme;
     bool per_channel = nq && (q == QS_PER_CHANNEL_AFFINE || q == QS_PER_CHANNEL_SYMMETRIC || q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS);
     const char *qs = !nq                                     ? NULL
