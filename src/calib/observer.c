@@ -150,7 +150,7 @@ __attribute__((target("avx2"))) static uint64_t scale_minmax_avx2(const float *x
 #undef AS_IS
 #undef NO_PUT
 
-BPCC_HOT static bool minmax_scan(const float *x, uint64_t n, float *lo_out, float *hi_out)
+BPCC_HOT bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo_out, float *hi_out)
 {
     float lo = x[0], hi = x[0];
     uint64_t i = 0;
@@ -735,7 +735,7 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
     bool nan = false;
     if (!o->per_channel) {
         float lo0, hi0;
-        nan = minmax_scan(x, numel, &lo0, &hi0);
+        nan = bpcc_obs_minmax(x, numel, &lo0, &hi0);
         if (!nan) {
             o->lo_scratch = lo0;
             o->hi_scratch = hi0;
@@ -769,7 +769,7 @@ BPCC_HOT enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, 
         float a = x[ch * inner], b = a;
         for (uint64_t p = 0; p < outer && inner; p++) {
             float ra, rb;
-            nan |= minmax_scan(x + (p * C + ch) * inner, inner, &ra, &rb);
+            nan |= bpcc_obs_minmax(x + (p * C + ch) * inner, inner, &ra, &rb);
             a = ra < a ? ra : a;
             b = rb > b ? rb : b;
         }

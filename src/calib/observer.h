@@ -26,6 +26,8 @@ BPCC_INTERNAL void bpcc_obs_release(struct obs_state *o);
 ** BPCC_ERR_GRAPH with the reason in why. */
 BPCC_INTERNAL enum bpcc_status bpcc_obs_observe(struct obs_state *o, const float *x, uint32_t ndim,
                                                 const int64_t *dims, char *why, size_t n_why);
+/* The min and max of n > 0 floats (vector code where the CPU has it); true when one is NaN. */
+BPCC_INTERNAL bool bpcc_obs_minmax(const float *x, uint64_t n, float *lo, float *hi);
 /* dst[k] = x[k] * s for n > 0 floats, and the min and max of dst as a per-channel
 ** bpcc_obs_observe finds them for a channel of one run, in one pass (batch-norm folding); false
 ** when one is NaN. */

@@ -121,15 +121,8 @@ static enum bpcc_status k_quantize_per_tensor_dynamic(const struct xargs *a, str
         return bpcc_xput(a, y, out);
     }
     if (!x->numel) return bpcc_xerr(a, "quantize_per_tensor_dynamic of an empty tensor (PyTorch fails: min of no values)");
-    float mn = x->data[0], mx = x->data[0];
-    bool nan = false;
-    for (uint64_t i = 0; i < x->numel; i++) {
-        float v = x->data[i];
-        nan |= v != v;
-        mn = v < mn ? v : mn;
-        mx = v > mx ? v : mx;
-    }
-    if (nan || !isfinite(mn) || !isfinite(mx))
+    float mn, mx;
+    if (bpcc_obs_minmax(x->data, x->numel, &mn, &mx) || !isfinite(mn) || !isfinite(mx))
         return bpcc_xerr(a, "quantize_per_tensor_dynamic of a tensor with NaN or infinite values");
     (void)qrange_of(dt, &lo, &hi);
     float scale;
