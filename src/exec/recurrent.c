@@ -59,6 +59,33 @@ static bool state_arg(const struct xargs *a, bool lstm, const struct xtensor **h
     return true;
 }
 
+enum cell_kind { CELL_LSTM, CELL_GRU, CELL_TANH, CELL_RELU };
+
+/* One step of H units from the summed projections' rows px = x W_ih^T + b_ih and ph = h W_hh^T +
+** b_hh (PyTorch's gate order and arithmetic). h, c: the previous state (NULL: zeros); hy, cy: the
+** new one, which may be h and c themselves (element j is read before it is written).
+**   LSTM  c' = f c + i g, h' = o tanh(c');  GRU  h' = (h - n) z + n;  RNN  h' = tanh or relu. */
+static void cell_step(enum cell_kind kind, const float *px, const float *ph, int64_t H, const float *h, const float *c,
+                      float *hy, float *cy)
+{
+    for (int64_t j = 0; j < H; j++) {
+        if (kind == CELL_LSTM) {
+            float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
+            float gg = tanhf(px[2 * H + j] + ph[2 * H + j]), og = sigmoid(px[3 * H + j] + ph[3 * H + j]);
+            float cv = fg * (c ? c[j] : 0.0f) + ig * gg;
+            cy[j] = cv;
+            hy[j] = og * tanhf(cv);
+        } else if (kind == CELL_GRU) {
+            float r = sigmoid(px[j] + ph[j]), z = sigmoid(px[H + j] + ph[H + j]);
+            float nn = tanhf(px[2 * H + j] + r * ph[2 * H + j]);
+            hy[j] = ((h ? h[j] : 0.0f) - nn) * z + nn;
+        } else {
+            float v = px[j] + ph[j];
+            hy[j] = kind == CELL_RELU ? (v > 0.0f ? v : 0.0f) : tanhf(v);
+        }
+    }
+}
+
 static bool is_reference(const struct bpcc_module *m)
 {
     return !strncmp(m->type, "torch.ao.nn.quantized.reference.", 32);
@@ -157,22 +184,10 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
                     for (int64_t k = 0; k < G * H; k++) gh[n * G * H + k] = bhh ? bhh[k] : 0.0f;
                 bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)P, 1.0f, h, (int)P, whh, (int)P,
                            1.0f, gh, (int)(G * H));
-                for (int64_t n = 0; n < N; n++) {
-                    const float *px = gx + (t * N + n) * G * H, *ph = gh + n * G * H;
-                    float *hv = hf + n * H, *cv = c + n * H;
-                    for (int64_t j = 0; j < H; j++) {
-                        if (lstm) {
-                            float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
-                            float gg = tanhf(px[2 * H + j] + ph[2 * H + j]), og = sigmoid(px[3 * H + j] + ph[3 * H + j]);
-                            cv[j] = fg * cv[j] + ig * gg;
-                            hv[j] = og * tanhf(cv[j]);
-                        } else {
-                            float r = sigmoid(px[j] + ph[j]), z = sigmoid(px[H + j] + ph[H + j]);
-                            float nn = tanhf(px[2 * H + j] + r * ph[2 * H + j]);
-                            hv[j] = (hv[j] - nn) * z + nn;
-                        }
-                    }
-                }
+                /* the new state in place (an LSTM's h, before any projection, in hf) */
+                for (int64_t n = 0; n < N; n++)
+                    cell_step(lstm ? CELL_LSTM : CELL_GRU, gx + (t * N + n) * G * H, gh + n * G * H, H, hf + n * H, c + n * H,
+                              hf + n * H, c + n * H);
                 /* the projection, as PyTorch's matmul(h, w_hr^T) */
                 if (proj)
                     bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)P, (int)H, 1.0f, hf, (int)H, whr, (int)H,
@@ -243,10 +258,10 @@ static enum bpcc_status k_cell(const struct xargs *a, struct xval *out)
     const char *t = strrchr(m->type, '.') + 1;
     bool ref = is_reference(m), lstm = !strcmp(t, "LSTMCell"), gru = !strcmp(t, "GRUCell");
     int G = lstm ? 4 : gru ? 3 : 1;
-    bool relu = false;
+    enum cell_kind kind = lstm ? CELL_LSTM : gru ? CELL_GRU : CELL_TANH;
     if (!lstm && !gru) {
         const struct bpcc_value *nl = bpcc_module_attr(m, "nonlinearity");
-        if (nl && nl->kind == BPCC_VAL_STR && !strcmp(nl->u.s, "relu")) relu = true;
+        if (nl && nl->kind == BPCC_VAL_STR && !strcmp(nl->u.s, "relu")) kind = CELL_RELU;
         else if (nl && !(nl->kind == BPCC_VAL_STR && !strcmp(nl->u.s, "tanh")))
             return bpcc_xerr(a, "RNNCell's nonlinearity must be 'tanh' or 'relu'");
     }
@@ -291,27 +306,9 @@ static enum bpcc_status k_cell(const struct xargs *a, struct xval *out)
     if (h0)
         bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)N, (int)(G * H), (int)H, 1.0f, h0->data, (int)H, whh,
                    (int)H, 1.0f, gh, (int)(G * H));
-    for (int64_t n = 0; n < N; n++) {
-        const float *px = gx + n * G * H, *ph = gh + n * G * H;
-        for (int64_t j = 0; j < H; j++) {
-            float h = h0 ? h0->data[n * H + j] : 0.0f;
-            if (lstm) {
-                float c = c0 ? c0->data[n * H + j] : 0.0f;
-                float ig = sigmoid(px[j] + ph[j]), fg = sigmoid(px[H + j] + ph[H + j]);
-                float gg = tanhf(px[2 * H + j] + ph[2 * H + j]), og = sigmoid(px[3 * H + j] + ph[3 * H + j]);
-                c = fg * c + ig * gg;
-                cy->data[n * H + j] = c;
-                hy->data[n * H + j] = og * tanhf(c);
-            } else if (gru) {
-                float r = sigmoid(px[j] + ph[j]), z = sigmoid(px[H + j] + ph[H + j]);
-                float nn = tanhf(px[2 * H + j] + r * ph[2 * H + j]);
-                hy->data[n * H + j] = (h - nn) * z + nn;
-            } else {
-                float v = px[j] + ph[j];
-                hy->data[n * H + j] = relu ? (v > 0.0f ? v : 0.0f) : tanhf(v);
-            }
-        }
-    }
+    for (int64_t n = 0; n < N; n++)
+        cell_step(kind, gx + n * G * H, gh + n * G * H, H, h0 ? h0->data + n * H : NULL, c0 ? c0->data + n * H : NULL,
+                  hy->data + n * H, cy ? cy->data + n * H : NULL);
     if (lstm) {
         items[0] = (struct xval){.k = XV_TENSOR, .u.t = hy};
         items[1] = (struct xval){.k = XV_TENSOR, .u.t = cy};
