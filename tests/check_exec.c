@@ -1972,6 +1972,23 @@ START_TEST(cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_
         bpcc_xtensor_free(x);
         bpcc_graph_free(g);
     }
+    /* a reference cell whose weight has a qscheme but no qparams buffers: refused, as PyTorch's
+    ** quantize fails on the missing scale (not run in float) */
+    {
+        struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule rc : torch.ao.nn.quantized.reference.RNNCell {input_size: 4, "
+                                     "hidden_size: 3, weight_ih_qscheme: torch.per_tensor_affine, weight_ih_dtype: torch.qint8}\n\n"
+                                     "graph\n  %x = placeholder x ()\n  %rc = call_module rc (%x,)\n  %output = output output (%rc,)\n");
+        set_tensor(g, "rc", "weight_ih", 2, (int64_t[]){3, 4}, quarter);
+        set_tensor(g, "rc", "weight_hh", 2, (int64_t[]){3, 3}, quarter);
+        struct xtensor *x = input(1, (int64_t[]){4}, ramp);
+        struct xval out;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+        TU_ASSERT_DIAG(&d, 7, 3, "rc needs weight_ih_scale and weight_ih_zero_point buffers with a value per tensor");
+        bpcc_xtensor_free(x);
+        bpcc_graph_free(g);
+    }
     /* RNNCell, unbatched, no state: h' = act(x W_ih^T + b_ih + b_hh) */
     for (int relu = 0; relu < 2; relu++) {
         char text[512];

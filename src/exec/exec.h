@@ -168,10 +168,10 @@ BPCC_INTERNAL const float *bpcc_mtensor_n(const struct xargs *a, const struct bp
 BPCC_INTERNAL bool bpcc_fake_quantize(const float *x, uint32_t ndim, const int64_t *dims, const struct bpcc_qparams *q,
                                       float *out);
 BPCC_INTERNAL bool bpcc_fake_quantize_weight(const struct bpcc_tensor *w, const struct bpcc_qparams *q, float *out);
-/* a reference module's weight `wn` (n floats) as its forward uses it: quantized and dequantized
-** with its <wn>_ qparams, or as it is when it has none (float16, no qscheme); *owned is what the
-** caller frees (NULL when nothing was made). NULL with an error set when the weight or its qparams
-** do not fit (nn.c). */
+/* a reference RNN's weight `wn` (n floats) as its forward uses it: quantized and dequantized
+** with its <wn>_ qparams, or as it is when it has none (a float dtype, no qscheme); *owned is what
+** the caller frees (NULL when nothing was made). NULL with an error set when the weight is absent,
+** or has a qscheme but no fitting <wn>_scale / <wn>_zero_point buffers (nn.c). */
 BPCC_INTERNAL const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m, const char *wn, int64_t n,
                                            float **owned);
 /* x rounded to float16 and back (x.to(torch.float16).float()) (quantize.c) */

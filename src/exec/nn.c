@@ -1347,9 +1347,22 @@ const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m,
     *owned = NULL;
     const float *p = bpcc_mtensor_n(a, m, wn, n);
     struct bpcc_qparams q;
-    if (!p || !bpcc_module_weight_qparams_of(m, wn, &q) || q.kind == BPCC_QPARAMS_FLOAT16 ||
-        q.kind == BPCC_QPARAMS_NONE)
-        return p; /* float16 or float weights, and those without a qscheme, are used as they are */
+    if (!p) return NULL;
+    if (!bpcc_module_weight_qparams_of(m, wn, &q)) {
+        /* used as it is where PyTorch's reference RNNs use it so: a float dtype, or no dtype or
+        ** qscheme; an integer dtype with a qscheme but without its buffers is refused (PyTorch's
+        ** quantize fails on the missing scale) */
+        char k[2][160];
+        snprintf(k[0], sizeof k[0], "%s_qscheme", wn);
+        snprintf(k[1], sizeof k[1], "%s_dtype", wn);
+        const struct bpcc_value *qs = bpcc_module_attr(m, k[0]), *dt = bpcc_module_attr(m, k[1]);
+        if (!qs || qs->kind == BPCC_VAL_NONE || !dt || dt->kind != BPCC_VAL_DTYPE || dt->u.dtype == BPCC_DTYPE_F32)
+            return p;
+        bpcc_xerr(a, "%s needs %s_scale and %s_zero_point buffers with a value per %s", m->name, wn, wn,
+                  qs->kind == BPCC_VAL_SYMBOL && strstr(qs->u.s, "per_channel") ? "channel" : "tensor");
+        return NULL;
+    }
+    if (q.kind == BPCC_QPARAMS_FLOAT16) return p; /* float16 weights are used as they are */
     const struct bpcc_tensor *w = bpcc_mtensor(m, wn);
     float *fq = bpcc_malloc((size_t)(n ? n : 1) * sizeof *fq);
     if (!fq) {
@@ -1358,7 +1371,7 @@ const float *bpcc_ref_weight(const struct xargs *a, const struct bpcc_module *m,
     }
     if (!bpcc_fake_quantize_weight(w, &q, fq)) {
         bpcc_xfree(fq);
-        bpcc_xerr(a, "%s's %s needs %s_scale and %s_zero_point buffers with a value per %s", m->name, wn, wn, wn,
+        bpcc_xerr(a, "%s needs %s_scale and %s_zero_point buffers with a value per %s", m->name, wn, wn,
                   q.kind == BPCC_QPARAMS_PER_CHANNEL ? "channel" : "tensor");
         return NULL;
     }
