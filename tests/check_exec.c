@@ -2078,6 +2078,18 @@ START_TEST(embedding_bags_follow_their_offsets_and_refuse_bad_ones)
         bpcc_xtensor_free(x);
         bpcc_graph_free(g);
     }
+    /* an index past the weight's rows */
+    struct bpcc_graph *g = parse("bpcc-model 1\n\nmodule e : torch.nn.EmbeddingBag {num_embeddings: 3, embedding_dim: 2}\n\n"
+                                 "graph\n  %x = placeholder x ()\n  %e = call_module e (%x,)\n  %output = output output (%e,)\n");
+    set_tensor(g, "e", "weight", 2, (int64_t[]){3, 2}, ramp);
+    struct xtensor *x = input(2, (int64_t[]){2, 3}, row_ids); /* ids 0 1 2 / 3 0 1 */
+    struct xval out;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "index 3 is out of range for an embedding of 3 rows"));
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
 }
 END_TEST
 

@@ -531,6 +531,18 @@ static enum bpcc_status k_matmul(const struct xargs *a, struct xval *out)
 /* nn.Embedding / F.embedding(input, weight, padding_idx=None, max_norm=None, ...): the weight's
 ** rows at the input's indices, [*input, dim]. max_norm renormalizes the weight in place in
 ** PyTorch: refused */
+/* an index into an embedding of `rows` rows (a float holding a whole number); false with an error
+** when it is not one */
+static bool embedding_row(const struct xargs *a, float f, int64_t rows, int64_t *r)
+{
+    if (!(f >= 0 && f < (float)rows) || f != floorf(f)) {
+        bpcc_xerr(a, "index %g is out of range for an embedding of %lld rows", f, (long long)rows);
+        return false;
+    }
+    *r = (int64_t)f;
+    return true;
+}
+
 static enum bpcc_status k_embedding(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *ix;
@@ -550,12 +562,12 @@ static enum bpcc_status k_embedding(const struct xargs *a, struct xval *out)
     struct xtensor *y = bpcc_xtensor_new(ix->ndim + 1, dims);
     if (!y) return bpcc_diag_nomem(a->d);
     for (uint64_t i = 0; i < ix->numel; i++) {
-        float f = ix->data[i];
-        if (!(f >= 0 && f < (float)rows) || f != floorf(f)) {
+        int64_t r;
+        if (!embedding_row(a, ix->data[i], rows, &r)) {
             bpcc_xtensor_free(y);
-            return bpcc_xerr(a, "index %g is out of range for an embedding of %lld rows", f, (long long)rows);
+            return BPCC_ERR_GRAPH;
         }
-        memcpy(y->data + i * (uint64_t)dim, w + (int64_t)f * dim, (size_t)dim * sizeof *w);
+        memcpy(y->data + i * (uint64_t)dim, w + r * dim, (size_t)dim * sizeof *w);
     }
     return bpcc_xput(a, y, out);
 }
@@ -639,12 +651,11 @@ static enum bpcc_status k_embedding_bag(const struct xargs *a, struct xval *out)
         float *o = y->data + b * dim;
         int64_t count = 0;
         for (int64_t i = lo; i < hi; i++) {
-            float f = ix->data[i];
-            if (!(f >= 0 && f < (float)rows) || f != floorf(f)) {
+            int64_t r;
+            if (!embedding_row(a, ix->data[i], rows, &r)) {
                 bpcc_xtensor_free(y);
-                return bpcc_xerr(a, "index %g is out of range for an embedding of %lld rows", f, (long long)rows);
+                return BPCC_ERR_GRAPH;
             }
-            int64_t r = (int64_t)f;
             if (r == pad) continue;
             const float *row = w + r * dim;
             float s = psw ? psw->data[i] : 1.0f;
