@@ -139,15 +139,11 @@ bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, st
            none(q);
 }
 
-/* <wn>_qscheme, <wn>_dtype, <wn>_scale, <wn>_zero_point, <wn>_axis: what a reference module keeps
-** for its weight `wn` (weight; an RNN's weight_ih_l0 ...) */
-bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q)
+/* what a reference module keeps for one weight, by the attribute and buffer names k: its
+** qscheme, dtype, scale, zero point and axis */
+static bool weight_qparams(const struct bpcc_module *m, const char *const k[5], struct bpcc_qparams *q)
 {
     none(q);
-    char k[5][160];
-    static const char *const sfx[5] = {"qscheme", "dtype", "scale", "zero_point", "axis"};
-    for (int i = 0; i < 5; i++)
-        if ((size_t)snprintf(k[i], sizeof k[i], "%s_%s", wn, sfx[i]) >= sizeof k[i]) return false;
     const struct bpcc_value *qs = bpcc_module_attr(m, k[0]), *dt = bpcc_module_attr(m, k[1]);
     if (!dt || dt->kind != BPCC_VAL_DTYPE) return false;
     q->dtype = dt->u.dtype;
@@ -163,9 +159,21 @@ bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *wn, 
     return from_tensors(bpcc_module_tensor(m, k[2]), bpcc_module_tensor(m, k[3]), pc, axis, q) || none(q);
 }
 
+/* <wn>_qscheme, <wn>_dtype, <wn>_scale, <wn>_zero_point, <wn>_axis (an RNN's weight_ih_l0 ...) */
+bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *wn, struct bpcc_qparams *q)
+{
+    char k[5][160];
+    static const char *const sfx[5] = {"qscheme", "dtype", "scale", "zero_point", "axis"};
+    for (int i = 0; i < 5; i++)
+        if ((size_t)snprintf(k[i], sizeof k[i], "%s_%s", wn, sfx[i]) >= sizeof k[i]) return none(q);
+    return weight_qparams(m, (const char *const[5]){k[0], k[1], k[2], k[3], k[4]}, q);
+}
+
+/* the common case, every reference module's forward in the interpreter: names without formatting */
 bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
 {
-    return bpcc_module_weight_qparams_of(m, "weight", q);
+    static const char *const k[5] = {"weight_qscheme", "weight_dtype", "weight_scale", "weight_zero_point", "weight_axis"};
+    return weight_qparams(m, k, q);
 }
 
 const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n)
