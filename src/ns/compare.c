@@ -59,16 +59,15 @@ static void acc_result(const struct acc *a, double *sqnr, double *l2, double *co
 /* the report as allocated: the public part, then the row names it made ("lstm.weight_ih_l0") */
 struct report_own {
     struct bpcc_compare_report pub;
-    uint32_t cap_rows, n_names;
-    char **names;
+    uint32_t cap_rows;
+    struct bpcc_arena names;
 };
 
 void bpcc_compare_report_free(struct bpcc_compare_report *r)
 {
     if (!r) return;
     struct report_own *o = (struct report_own *)r;
-    for (uint32_t i = 0; i < o->n_names; i++) bpcc_xfree(o->names[i]);
-    bpcc_xfree(o->names);
+    bpcc_arena_release(&o->names);
     bpcc_xfree(r->rows);
     bpcc_xfree(o);
 }
@@ -78,6 +77,7 @@ static struct bpcc_compare_report *report_new(enum bpcc_compare_kind kind, uint3
     struct report_own *o = bpcc_malloc(sizeof *o);
     if (!o) return NULL;
     memset(o, 0, sizeof *o);
+    bpcc_arena_init(&o->names);
     struct bpcc_compare_report *r = &o->pub;
     r->kind = kind;
     o->cap_rows = cap ? cap : 1;
@@ -108,15 +108,10 @@ static struct bpcc_compare_row *row_add(struct bpcc_compare_report *r)
 /* "module.weight": a name the report owns */
 static const char *owned_name(struct bpcc_compare_report *r, const char *module, const char *weight)
 {
-    struct report_own *o = (struct report_own *)r;
-    char **names = bpcc_realloc(o->names, ((size_t)o->n_names + 1) * sizeof *names);
-    if (!names) return NULL;
-    o->names = names;
     size_t n = strlen(module) + strlen(weight) + 2;
-    char *s = bpcc_malloc(n);
-    if (!s) return NULL;
-    snprintf(s, n, "%s%s%s", module, *module ? "." : "", weight);
-    return o->names[o->n_names++] = s;
+    char *s = bpcc_arena_alloc(&((struct report_own *)r)->names, n, 1);
+    if (s) snprintf(s, n, "%s%s%s", module, *module ? "." : "", weight);
+    return s;
 }
 
 /* {==================== compare weights ==================== */
