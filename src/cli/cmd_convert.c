@@ -96,7 +96,6 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
     if (!a->model) return cli_usage_error(verb, "missing MODEL");
     if (!a->backend) return cli_usage_error(verb, "missing -b BACKEND");
     if (!a->qconfig) return cli_usage_error(verb, "missing -q QCONFIG");
-    (void)want_data; /* quantize without --data: dynamic and weight-only mappings need no batches */
     if (!a->out) return cli_usage_error(verb, "missing -o OUT");
     return 0;
 }
