@@ -534,6 +534,11 @@ BPCC_API bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpc
 ** one set per weight ("weight_ih_l0", "weight_hh_l0_reverse"; a cell's "weight_ih", "weight_hh");
 ** bpcc_module_weight_qparams is this for "weight". */
 BPCC_API bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *weight, struct bpcc_qparams *out);
+/* Those weights one by one: the next parameter `weight_*` of m from tensor index *i on that has
+** qparams of its own, with its name; *i moves past it (start at 0). false when none is left.
+**   for (uint32_t i = 0; bpcc_module_next_weight_qparams(m, &i, &name, &q);) ... */
+BPCC_API bool bpcc_module_next_weight_qparams(const struct bpcc_module *m, uint32_t *i, const char **name,
+                                              struct bpcc_qparams *out);
 /* The module whose weight a call_module node quantizes: the called module, or the reference
 ** module inside a fused container; NULL when there is none. */
 BPCC_API const struct bpcc_module *bpcc_node_weight_module(const struct bpcc_graph *g, const struct bpcc_node *n);

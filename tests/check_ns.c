@@ -167,6 +167,16 @@ START_TEST(each_weight_of_a_recurrent_module_is_a_row)
         struct bpcc_diag d;
         bpcc_diag_init(&d);
         struct bpcc_compare_report *r;
+        /* the weights with qparams of their own, one by one (float16 ones too) */
+        const struct bpcc_module *lm = bpcc_graph_find_module(q, "lstm");
+        const char *wn;
+        struct bpcc_qparams wq;
+        uint32_t it = 0;
+        ck_assert(bpcc_module_next_weight_qparams(lm, &it, &wn, &wq) && !strcmp(wn, "weight_ih_l0") &&
+                  wq.kind == BPCC_QPARAMS_PER_TENSOR);
+        ck_assert(bpcc_module_next_weight_qparams(lm, &it, &wn, &wq) && !strcmp(wn, "weight_hh_l0") &&
+                  wq.kind == (hh_f16 ? BPCC_QPARAMS_FLOAT16 : BPCC_QPARAMS_PER_TENSOR));
+        ck_assert(!bpcc_module_next_weight_qparams(lm, &it, &wn, &wq));
         ck_assert_msg(bpcc_compare_weights(f, q, &r, &d) == BPCC_OK, "%s", tu_msg(&d));
         ck_assert_uint_eq(r->n_rows, hh_f16 ? 1 : 2);
         for (uint32_t i = 0; i < r->n_rows; i++) {

@@ -57,12 +57,8 @@ static void qparams_text(const struct bpcc_graph *g, const struct bpcc_node *n, 
     } else if (bpcc_node_kind(n) == BPCC_NODE_CALL_MODULE && (wm = bpcc_graph_find_module(g, bpcc_node_target(n)))) {
         /* a reference LSTM or cell: each weight's own, "weight_ih_l0 qint8 scale=...; weight_hh_l0 ..." */
         size_t used = 0;
-        for (uint32_t i = 0; i < bpcc_module_n_tensors(wm) && used < size; i++) {
-            const char *name;
-            enum bpcc_tensor_role role;
-            bpcc_module_tensor_at(wm, i, &name, &role);
-            if (role != BPCC_TENSOR_PARAM || strncmp(name, "weight_", 7) || !bpcc_module_weight_qparams_of(wm, name, &q))
-                continue;
+        const char *name;
+        for (uint32_t i = 0; used < size && bpcc_module_next_weight_qparams(wm, &i, &name, &q);) {
             char w[400];
             bpcc_qparams_format(&q, w, sizeof w);
             used += (size_t)snprintf(buf + used, size - used, "%s%s %s", used ? "; " : "", name, w);

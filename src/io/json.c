@@ -186,13 +186,11 @@ static json_t *node_json(const struct bpcc_graph *g, const struct bpcc_node *n)
     } else if (ok && n->kind == BPCC_NODE_CALL_MODULE && (wm = bpcc_graph_find_module(g, n->target))) {
         /* a reference LSTM or cell: {"weight_ih_l0": {...}, ...}, each with the module */
         json_t *all = NULL;
-        for (uint32_t i = 0; ok && i < wm->n_tensors; i++) {
-            const struct module_tensor *mt = &wm->tensors[i];
-            if (mt->role != BPCC_TENSOR_PARAM || strncmp(mt->name, "weight_", 7) || !bpcc_module_weight_qparams_of(wm, mt->name, &q))
-                continue;
+        const char *wn;
+        for (uint32_t i = 0; ok && bpcc_module_next_weight_qparams(wm, &i, &wn, &q);) {
             if (!all) ok = (all = put_object(o, "weights_qparams")) != NULL;
             json_t *w = ok ? qparams_json(&q) : NULL;
-            ok = ok && bpcc_json_put(all, mt->name, w) && bpcc_json_put(w, "module", json_string(wm->name));
+            ok = ok && bpcc_json_put(all, wn, w) && bpcc_json_put(w, "module", json_string(wm->name));
         }
     }
     if (!ok) {

@@ -169,6 +169,18 @@ bool bpcc_module_weight_qparams_of(const struct bpcc_module *m, const char *wn, 
     return weight_qparams(m, (const char *const[5]){k[0], k[1], k[2], k[3], k[4]}, q);
 }
 
+bool bpcc_module_next_weight_qparams(const struct bpcc_module *m, uint32_t *i, const char **name, struct bpcc_qparams *q)
+{
+    while (*i < m->n_tensors) {
+        const struct module_tensor *t = &m->tensors[(*i)++];
+        if (t->role == BPCC_TENSOR_PARAM && !strncmp(t->name, "weight_", 7) && bpcc_module_weight_qparams_of(m, t->name, q)) {
+            *name = t->name;
+            return true;
+        }
+    }
+    return false;
+}
+
 /* the common case, every reference module's forward in the interpreter: names without formatting */
 bool bpcc_module_weight_qparams(const struct bpcc_module *m, struct bpcc_qparams *q)
 {

@@ -189,12 +189,9 @@ enum bpcc_status bpcc_compare_weights(const struct bpcc_graph *fg, const struct 
             continue;
         }
         /* a reference LSTM or cell of dynamic quantization: each weight with its own qparams */
-        for (uint32_t k = 0; k < m->n_tensors && !s; k++) {
-            const char *wn = m->tensors[k].name;
-            if (m->tensors[k].role == BPCC_TENSOR_PARAM && !strncmp(wn, "weight_", 7) &&
-                bpcc_module_weight_qparams_of(m, wn, &q) && q.kind != BPCC_QPARAMS_FLOAT16)
-                s = weight_row(r, fg, qg, m, wn, &q, d);
-        }
+        const char *wn;
+        for (uint32_t k = 0; !s && bpcc_module_next_weight_qparams(m, &k, &wn, &q);)
+            if (q.kind != BPCC_QPARAMS_FLOAT16) s = weight_row(r, fg, qg, m, wn, &q, d);
     }
     if (s) {
         bpcc_compare_report_free(r);
