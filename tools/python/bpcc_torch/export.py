@@ -117,6 +117,11 @@ def _attrs(name, mod):
     for k, v in vars(mod).items():
         if k.startswith("_"):
             continue
+        if k == "qconfig" and (v is None or isinstance(v, torch.ao.quantization.QConfig)):
+            # prepare_fx's bookkeeping on a module (a prepare_qat_fx model's QAT modules hold
+            # theirs): what it made is in the file (weight_fake_quant), and bpcc's convert takes
+            # its qconfig mapping from the command line, as convert_fx takes the one prepare saved
+            continue
         if isinstance(v, (torch.nn.Module, torch.Tensor)):
             continue
         if callable(v) and not isinstance(v, type):

@@ -55,6 +55,13 @@ def _build(entry, data, children):
             for p in params:
                 if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     continue
+                if p.name == "qconfig" and "qconfig" not in attrs and "weight_fake_quant" in children:
+                    # a QAT module (its constructor asserts a qconfig and builds its weight
+                    # fake-quant from it): the file's own fake-quant, which it then keeps
+                    fq = children["weight_fake_quant"]
+                    kwargs["qconfig"] = torch.ao.quantization.QConfig(activation=torch.nn.Identity,
+                                                                      weight=lambda fq=fq: fq)
+                    continue
                 if p.name in attrs:
                     kwargs[p.name] = attrs[p.name]
                 elif p.name in children:
