@@ -165,41 +165,37 @@ BPCC_HOT __attribute__((noinline)) static void scale_run(const float *restrict s
     for (uint64_t k = 0; k < n; k++) dst[k] = src[k] * s;
 }
 
-/* Fold batch norm `bn` into the weights of `conv`, the fused module's part (the matched module
-** itself, renamed, or its copy; `from` is its name as the user knows it, for the messages): new
-** weight and bias tensors, out_axis 0 for conv and linear weights, 1 for transposed
-** convolutions. torch.nn.utils.fusion's formulas, in float32:
-**   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
-**   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta */
-static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const char *from,
-                                const struct bpcc_module *bn, int out_axis, bool linear)
+/* Fold batch norm `bn` into the weights of `conv` (see pass.h); `from` is the conv's name as the
+** user knows it, for the messages. */
+enum bpcc_status bpcc_fold_bn(struct bpcc_graph *g, struct bpcc_module *conv, const char *from, const struct bpcc_module *bn,
+                              int out_axis, bool linear, char *why, size_t n_why, struct bpcc_diag *d)
 {
     const struct bpcc_tensor *w = tensor_f32(conv, "weight"), *b = tensor_f32(conv, "bias");
     const struct bpcc_tensor *rm = tensor_f32(bn, "running_mean"), *rv = tensor_f32(bn, "running_var");
     const struct bpcc_tensor *gw = tensor_f32(bn, "weight"), *gb = tensor_f32(bn, "bias");
-    if (!w) return fail(fc, "'%s' has no float32 weight", from);
-    if (!rm || !rv)
-        return fail(fc, "batch norm '%s' has no running statistics (track_running_stats=False)", bn->name);
+#define WHY(...) (snprintf(why, n_why, __VA_ARGS__), BPCC_ERR_GRAPH)
+    if (!w) return WHY("'%s' has no float32 weight", from);
+    if (!rm || !rv) return WHY("batch norm '%s' has no running statistics (track_running_stats=False)", bn->name);
     if (linear && (!gw || !gb))
-        return fail(fc, "batch norm '%s' has no affine weight and bias, which fuse_linear_bn_eval needs",
-                    bn->name);
+        return WHY("batch norm '%s' has no affine weight and bias, which fuse_linear_bn_eval needs", bn->name);
     uint64_t C = bpcc_tensor_numel(rm);
     if (bpcc_tensor_numel(rv) != C || (gw && bpcc_tensor_numel(gw) != C) || (gb && bpcc_tensor_numel(gb) != C))
-        return fail(fc, "batch norm '%s' has inconsistent parameter sizes", bn->name);
+        return WHY("batch norm '%s' has inconsistent parameter sizes", bn->name);
     if (w->ndim < 2 || (uint64_t)w->dims[out_axis] != C)
-        return fail(fc, "'%s' has %lld output channels in weight dimension %d but batch norm '%s' "
-                        "has %llu features", from, (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0),
-                    out_axis, bn->name, (unsigned long long)C);
-    if (b && bpcc_tensor_numel(b) != C) return fail(fc, "'%s' bias size does not match", from);
+        return WHY("'%s' has %lld output channels in weight dimension %d but batch norm '%s' has %llu features", from,
+                   (long long)(w->ndim > (uint32_t)out_axis ? w->dims[out_axis] : 0), out_axis, bn->name,
+                   (unsigned long long)C);
+    if (b && bpcc_tensor_numel(b) != C) return WHY("'%s' bias size does not match", from);
+#undef WHY
     float eps = (float)attr_float(bn, "eps", 1e-5);
     struct bpcc_tensor *nw, *nb;
     int64_t cdim[1] = {(int64_t)C};
     /* each output channel's range too, found as the weight is written (out_axis 0): convert's
     ** weight observer then need not read the weight again */
     float *range = NULL;
-    enum bpcc_status s = out_axis == 0 ? bpcc_tensor_new_ranged(fc->g, w->ndim, w->dims, &range, &nw, fc->d)
-                                       : bpcc_tensor_new_uninit(fc->g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, fc->d);
-    if (!s) s = bpcc_tensor_new(fc->g, BPCC_DTYPE_F32, 1, cdim, &nb, fc->d);
+    enum bpcc_status s = out_axis == 0 ? bpcc_tensor_new_ranged(g, w->ndim, w->dims, &range, &nw, d)
+                                       : bpcc_tensor_new_uninit(g, BPCC_DTYPE_F32, w->ndim, w->dims, &nw, d);
+    if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, cdim, &nb, d);
     if (s) return s;
     const float *W = w->data, *B = b ? b->data : NULL, *RM = rm->data, *RV = rv->data;
     const float *G = gw ? gw->data : NULL, *BE = gb ? gb->data : NULL;
@@ -222,9 +218,18 @@ static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, 
             scale_run(W + (o * C + c) * inner, inner, scale, NW + (o * C + c) * inner);
     }
     if (ranged) nw->flags |= BPCC_TENSOR_RANGED;
-    s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, fc->d);
-    if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, fc->d);
+    s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, d);
+    if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, d);
     return s;
+}
+
+/* bpcc_fold_bn for a fuser: its refusals in the fuser's message */
+static enum bpcc_status fold_bn(struct fuse_call *fc, struct bpcc_module *conv, const char *from,
+                                const struct bpcc_module *bn, int out_axis, bool linear)
+{
+    char why[BPCC_DIAG_MSG_MAX / 2];
+    enum bpcc_status s = bpcc_fold_bn(fc->g, conv, from, bn, out_axis, linear, why, sizeof why, fc->d);
+    return s == BPCC_ERR_GRAPH ? fail(fc, "%s", why) : s;
 }
 
 /* The root module's path as a fresh (fused) container or plain module. The old root entry is

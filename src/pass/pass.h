@@ -44,6 +44,17 @@ BPCC_INTERNAL enum bpcc_status bpcc_match_graph(const struct bpcc_graph *g,
                                                 enum bpcc_status (*found)(const struct match *m, void *ud),
                                                 void *ud, struct bpcc_diag *d);
 
+/* fuse.c: fold batch norm `bn` (eval: its running statistics) into the weight and bias of `conv`
+** (new tensors; out_axis 0 for conv and linear weights, 1 for transposed convolutions), with
+** torch.nn.utils.fusion's formulas in float32:
+**   conv:   W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * rsqrt(var + eps) * gamma + beta
+**   linear: W' = W * (gamma * rsqrt(var + eps))      b' = (b - mean) * (gamma * rsqrt(var + eps)) + beta
+** Parts that do not fit: BPCC_ERR_GRAPH, nothing changed, the reason in why (naming the conv as
+** `from`) and not in d. */
+BPCC_INTERNAL enum bpcc_status bpcc_fold_bn(struct bpcc_graph *g, struct bpcc_module *conv, const char *from,
+                                            const struct bpcc_module *bn, int out_axis, bool linear, char *why,
+                                            size_t n_why, struct bpcc_diag *d);
+
 /* fuse.c: the fuser methods, built-in and registered (for config validation) */
 BPCC_INTERNAL bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_t *max_out);
 BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
