@@ -889,6 +889,51 @@ nomem:
     return BPCC_ERR_NOMEM;
 }
 
+/* The statistics a module holds (min_val, max_val; a histogram's counts), as PyTorch's observers
+** keep them in their buffers and bpcc calibrate stores them, taken into o (made by bpcc_obs_init
+** from the module's spec): *found false when the module holds none (o then as made). Per tensor
+** one value each (0-d or [1]); per channel C each, or none yet ([0]). */
+enum bpcc_status bpcc_obs_load(struct obs_state *o, const struct bpcc_module *m, bool *found, char *why, size_t n_why)
+{
+    *found = false;
+    const struct bpcc_tensor *lo = bpcc_module_tensor(m, "min_val"), *hi = bpcc_module_tensor(m, "max_val");
+    if (!lo || !hi || !bpcc_obs_has_stats(o->spec.cls)) return BPCC_OK;
+    uint64_t n = bpcc_tensor_numel(lo);
+    if (lo->dtype != BPCC_DTYPE_F32 || hi->dtype != BPCC_DTYPE_F32 || (n && (!lo->data || !hi->data)) ||
+        bpcc_tensor_numel(hi) != n || n > UINT32_MAX || (!o->per_channel && n != 1)) {
+        snprintf(why, n_why, "its min_val and max_val are not %s float32 tensors of one size",
+                 o->per_channel ? "per-channel" : "one-element");
+        return BPCC_ERR_GRAPH;
+    }
+    if (o->per_channel && n) {
+        float *a = bpcc_malloc(n * sizeof *a), *b = bpcc_malloc(n * sizeof *b);
+        if (!a || !b) {
+            bpcc_xfree(a);
+            bpcc_xfree(b);
+            return BPCC_ERR_NOMEM;
+        }
+        bpcc_xfree(o->min);
+        bpcc_xfree(o->max);
+        o->min = a;
+        o->max = b;
+        o->n = (uint32_t)n;
+    }
+    if (n) {
+        memcpy(o->min, lo->data, n * sizeof(float));
+        memcpy(o->max, hi->data, n * sizeof(float));
+    }
+    if (o->hist) {
+        const struct bpcc_tensor *h = bpcc_module_tensor(m, "histogram");
+        if (!h || h->dtype != BPCC_DTYPE_F32 || !h->data || bpcc_tensor_numel(h) != o->bins) {
+            snprintf(why, n_why, "its histogram is not %u float32 counts", o->bins);
+            return BPCC_ERR_GRAPH;
+        }
+        memcpy(o->hist, h->data, o->bins * sizeof(float));
+    }
+    *found = true;
+    return BPCC_OK;
+}
+
 /* {==================== observer modules ==================== */
 
 static const struct bpcc_value *attr_of(const struct bpcc_module *m, const char *k, enum bpcc_value_kind kind)
@@ -906,10 +951,35 @@ int bpcc_obs_type_class(const char *type)
     return -1;
 }
 
-int bpcc_obs_module_class(const struct bpcc_module *m) { return bpcc_obs_type_class(m->type); }
+bool bpcc_obs_is_fake_quant_type(const char *type)
+{
+    static const char *const names[] = {"torch.ao.quantization.FakeQuantize", "torch.ao.quantization.FusedMovingAvgObsFakeQuantize",
+                                        "torch.ao.quantization.FixedQParamsFakeQuantize"};
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(names); i++)
+        if (!strcmp(type, names[i])) return true;
+    return false;
+}
+
+const struct bpcc_module *bpcc_obs_fake_quant_observer(const struct bpcc_module *m)
+{
+    if (!bpcc_obs_is_fake_quant_type(m->type)) return NULL;
+    size_t n = strlen(m->name);
+    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling)
+        if (!c->dead && !strncmp(c->name, m->name, n) && !strcmp(c->name + n, n ? ".activation_post_process" : "activation_post_process"))
+            return bpcc_obs_type_class(c->type) >= 0 ? c : NULL;
+    return NULL;
+}
+
+int bpcc_obs_module_class(const struct bpcc_module *m)
+{
+    const struct bpcc_module *o = bpcc_obs_fake_quant_observer(m);
+    return bpcc_obs_type_class(o ? o->type : m->type);
+}
 
 bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o)
 {
+    const struct bpcc_module *inner = bpcc_obs_fake_quant_observer(m);
+    if (inner) m = inner; /* a fake quantize's qparams are its observer's (calculate_qparams) */
     int cls = bpcc_obs_module_class(m);
     if (cls < 0) return false;
     memset(o, 0, sizeof *o);
@@ -927,12 +997,23 @@ bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *
     o->has_customized_qrange = (v = attr_of(m, "has_customized_qrange", BPCC_VAL_BOOL)) ? v->u.b : false;
     o->reduce_range = (v = attr_of(m, "reduce_range", BPCC_VAL_BOOL)) ? v->u.b : false;
     o->eps = (v = attr_of(m, "eps", BPCC_VAL_FLOAT)) ? (float)v->u.f : 1.1920928955078125e-07f;
+    const struct bpcc_tensor *eps = bpcc_module_tensor(m, "eps"); /* PyTorch's observers keep it as a buffer */
+    if (!v && eps && eps->dtype == BPCC_DTYPE_F32 && eps->data && bpcc_tensor_numel(eps) == 1) o->eps = *(const float *)eps->data;
     o->averaging_constant = (v = attr_of(m, "averaging_constant", BPCC_VAL_FLOAT)) ? v->u.f : 0.01;
     o->ch_axis = (v = attr_of(m, "ch_axis", BPCC_VAL_INT)) ? v->u.i : 0;
     o->bins = (v = attr_of(m, "bins", BPCC_VAL_INT)) ? v->u.i : 2048;
     o->upsample_rate = (v = attr_of(m, "upsample_rate", BPCC_VAL_INT)) ? v->u.i : 128;
     o->scale = (v = attr_of(m, "scale", BPCC_VAL_FLOAT)) ? v->u.f : 1.0;
     o->zero_point = (v = attr_of(m, "zero_point", BPCC_VAL_INT)) ? v->u.i : 0;
+    if (o->cls == OC_FIXED_QPARAMS) { /* PyTorch's FixedQParamsObserver keeps them as buffers */
+        const struct bpcc_tensor *ts = bpcc_module_tensor(m, "scale"), *tz = bpcc_module_tensor(m, "zero_point");
+        if (!attr_of(m, "scale", BPCC_VAL_FLOAT) && ts && ts->data && ts->dtype == BPCC_DTYPE_F32 && bpcc_tensor_numel(ts) == 1)
+            o->scale = *(const float *)ts->data;
+        if (!attr_of(m, "zero_point", BPCC_VAL_INT) && tz && tz->data && bpcc_tensor_numel(tz) == 1) {
+            if (tz->dtype == BPCC_DTYPE_I64) o->zero_point = *(const int64_t *)tz->data;
+            else if (tz->dtype == BPCC_DTYPE_I32) o->zero_point = *(const int32_t *)tz->data;
+        }
+    }
     o->compute_dtype = (v = attr_of(m, "compute_dtype", BPCC_VAL_DTYPE)) ? v->u.dtype : BPCC_DTYPE_NONE;
     o->custom_op_name = "";
     return true;
@@ -940,6 +1021,7 @@ bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *
 
 bool bpcc_obs_spec_of_module_memo(const struct bpcc_module *m, struct obs_spec_memo *memo, struct observer_spec *o)
 {
+    if (bpcc_obs_is_fake_quant_type(m->type)) return bpcc_obs_spec_of_module(m, o); /* the spec is its child's */
     const struct bpcc_value *items = m->attrs.n ? m->attrs.u.seq.items : NULL;
     for (uint32_t i = 0; i < BPCC_ARRAY_LEN(memo->e); i++) {
         if (memo->e[i].type == m->type && memo->e[i].items == items && memo->e[i].n == m->attrs.n) {

@@ -72,6 +72,16 @@ BPCC_INTERNAL enum bpcc_status bpcc_obs_histogram_range(const struct obs_state *
 ** arguments as attributes): its class, or -1 (also from the type alone); and its spec (false when
 ** not an observer). */
 BPCC_INTERNAL int bpcc_obs_module_class(const struct bpcc_module *m);
+/* The fake-quantize modules of a QAT model (FakeQuantize, FusedMovingAvgObsFakeQuantize,
+** FixedQParamsFakeQuantize): their observer is their child `activation_post_process`, whose
+** class and spec bpcc_obs_module_class and bpcc_obs_spec_of_module give for them (NULL: m is no
+** fake quantize, or one without an observer child). */
+BPCC_INTERNAL bool bpcc_obs_is_fake_quant_type(const char *type);
+BPCC_INTERNAL const struct bpcc_module *bpcc_obs_fake_quant_observer(const struct bpcc_module *m);
+/* o (from bpcc_obs_init of m's spec) given the statistics m holds; *found false if none;
+** BPCC_ERR_GRAPH with the reason in why when they do not fit the spec */
+BPCC_INTERNAL enum bpcc_status bpcc_obs_load(struct obs_state *o, const struct bpcc_module *m, bool *found, char *why,
+                                             size_t n_why);
 BPCC_INTERNAL int bpcc_obs_type_class(const char *type);
 BPCC_INTERNAL bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o);
 /* The same, remembering the last few specs read by their module's type and attribute array:

@@ -7,6 +7,7 @@
 */
 #include "../calib/observer.h"
 #include "pass.h"
+#include "qat.h"
 
 #include <stdio.h>
 
@@ -56,7 +57,50 @@ static bool is_obs_node(const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return false;
     const char *type = bpcc_node_module_type(n);
-    return type && bpcc_obs_type_class(type) >= 0;
+    return type && (bpcc_obs_type_class(type) >= 0 || bpcc_obs_is_fake_quant_type(type));
+}
+
+/* The qparams an activation observer gives convert (calculate_qparams), *n values of each
+** (malloc'd): bpcc calibrate stores them on the module (scale, zero_point); from statistics
+** alone (min_val, max_val: a model calibrated in PyTorch, or trained there, whose fake quantizes'
+** observers hold them) they are computed as PyTorch's convert computes them. A fake quantize's
+** own scale and zero point are what its last training step used, not what calculate_qparams
+** gives, and are not read. */
+static enum bpcc_status observer_qparams(struct conv *cv, const struct bpcc_node *obs, const struct bpcc_module *m,
+                                         const struct observer_spec *spec, float **sc, double **zp, uint32_t *n)
+{
+    *sc = NULL;
+    *zp = NULL;
+    *n = 0;
+    const struct bpcc_module *inner = bpcc_obs_fake_quant_observer(m);
+    const struct bpcc_tensor *ts = bpcc_module_tensor(m, "scale"), *tz = bpcc_module_tensor(m, "zero_point");
+    if (!inner && ts && tz && ts->data && tz->data && ts->dtype == BPCC_DTYPE_F32 &&
+        (tz->dtype == BPCC_DTYPE_I64 || tz->dtype == BPCC_DTYPE_F32) && bpcc_tensor_numel(ts) == bpcc_tensor_numel(tz) &&
+        bpcc_tensor_numel(ts) >= 1 && bpcc_tensor_numel(ts) <= UINT32_MAX) {
+        uint32_t k = (uint32_t)bpcc_tensor_numel(ts);
+        *sc = bpcc_malloc(k * sizeof **sc);
+        *zp = bpcc_malloc(k * sizeof **zp);
+        if (!*sc || !*zp) return bpcc_diag_nomem(cv->d);
+        memcpy(*sc, ts->data, k * sizeof **sc);
+        for (uint32_t i = 0; i < k; i++)
+            (*zp)[i] = tz->dtype == BPCC_DTYPE_I64 ? (double)((const int64_t *)tz->data)[i] : (double)((const float *)tz->data)[i];
+        *n = k;
+        return BPCC_OK;
+    }
+    struct obs_state st;
+    if (bpcc_obs_init(&st, spec)) return bpcc_diag_nomem(cv->d);
+    char why[160];
+    bool found = spec->cls == OC_FIXED_QPARAMS;
+    enum bpcc_status s = found ? BPCC_OK : bpcc_obs_load(&st, inner ? inner : m, &found, why, sizeof why);
+    if (!s && found) s = bpcc_obs_qparams(&st, sc, zp, n);
+    bpcc_obs_release(&st);
+    if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
+    if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, cv->g->source_file, obs->src_line, obs->src_col,
+                                  "observer '%s' (%s): %s", obs->name, (inner ? inner : m)->name, why);
+    if (!*n)
+        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, cv->g->source_file, obs->src_line, obs->src_col,
+                               "observer '%s' has no qparams: calibrate the model first (bpcc calibrate)", obs->name);
+    return BPCC_OK;
 }
 
 static struct bpcc_module *root_module(struct conv *cv)
@@ -197,10 +241,14 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
     bool fp16 = !stat && !dyn && spec.dtype == BPCC_DTYPE_F16;
     enum bpcc_status s = BPCC_OK;
     if (!skip && stat) {
-        const struct bpcc_tensor *sc = bpcc_module_tensor(m, "scale"), *zp = bpcc_module_tensor(m, "zero_point");
-        if (!sc || !zp || !sc->data || !zp->data)
-            return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, obs->src_line, obs->src_col,
-                                   "observer '%s' has no qparams: calibrate the model first (bpcc calibrate)", obs->name);
+        float *sc;
+        double *zp;
+        uint32_t nq;
+        if ((s = observer_qparams(cv, obs, m, &spec, &sc, &zp, &nq))) {
+            bpcc_xfree(sc);
+            bpcc_xfree(zp);
+            return s;
+        }
         bool per_channel = spec.qscheme == QS_PER_CHANNEL_AFFINE || spec.qscheme == QS_PER_CHANNEL_SYMMETRIC ||
                            spec.qscheme == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS;
         const char *prefix;
@@ -209,27 +257,31 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         size_t lp = bpcc_str_cat(stem, sizeof stem, bpcc_str_cat(stem, sizeof stem, 0, path), prefix);
         for (char *c = stem; *c; c++)
             if (*c == '.') *c = '_';
-        struct bpcc_tensor *ts, *tz;
-        int64_t C = sc->ndim ? sc->dims[0] : 1;
+        struct bpcc_tensor *ts = NULL, *tz = NULL;
+        int64_t C = nq;
         if (per_channel) {
             /* the observer's tensors: affine zero points are int32, symmetric ones int64 */
             enum bpcc_dtype zdt = spec.qscheme == QS_PER_CHANNEL_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
             s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, &C, &ts, cv->d);
             if (!s) s = bpcc_tensor_new(g, zdt, 1, &C, &tz, cv->d);
-            if (s) return s;
-            memcpy(ts->data, sc->data, (size_t)C * sizeof(float));
-            for (int64_t i = 0; i < C; i++) {
-                int64_t z = zp->dtype == BPCC_DTYPE_I64 ? ((const int64_t *)zp->data)[i] : (int64_t)((const float *)zp->data)[i];
-                if (zdt == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)z;
-                else ((int64_t *)tz->data)[i] = z;
+            if (!s) {
+                memcpy(ts->data, sc, (size_t)C * sizeof(float));
+                for (int64_t i = 0; i < C; i++) {
+                    if (zdt == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)zp[i];
+                    else ((int64_t *)tz->data)[i] = (int64_t)zp[i];
+                }
             }
         } else {
             s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &ts, cv->d);
             if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I64, 0, NULL, &tz, cv->d);
-            if (s) return s;
-            *(float *)ts->data = *(const float *)sc->data;
-            *(int64_t *)tz->data = zp->dtype == BPCC_DTYPE_I64 ? *(const int64_t *)zp->data : (int64_t) * (const float *)zp->data;
+            if (!s) {
+                *(float *)ts->data = sc[0];
+                *(int64_t *)tz->data = (int64_t)zp[0];
+            }
         }
+        bpcc_xfree(sc);
+        bpcc_xfree(zp);
+        if (s) return s;
         struct bpcc_node *ns, *nz, *q;
         s = getattr_node(cv, stem, lp, false, ts, obs, &ns);
         if (!s) s = getattr_node(cv, stem, lp, true, tz, obs, &nz);
@@ -352,21 +404,25 @@ static const char *wname(struct conv *cv, const char *wn, const char *sfx)
 ** <wn>_scale, <wn>_zero_point ([C] per channel, [1] per tensor, as calculate_qparams gives them)
 ** and <wn>_axis (0-d int32; 0 per tensor). */
 static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, struct bpcc_module *root, const char *wn,
-                                        const struct qconfig *qc, enum wkind kind)
+                                        const struct qconfig *qc, enum wkind kind, struct bpcc_qat_weight *qw)
 {
     struct bpcc_graph *g = cv->g;
-    enum bpcc_dtype wd = qc->weight.dtype;
+    /* a QAT module's weight fake quantize stands for the qconfig's weight observer */
+    const struct observer_spec *spec = qw && qw->has ? &qw->spec : &qc->weight;
+    enum bpcc_dtype wd = spec->dtype;
     const struct bpcc_tensor *w = bpcc_module_tensor(root, wn);
     if (!w || !w->data || w->dtype != BPCC_DTYPE_F32)
         return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                "'%s' has no float32 %s to quantize", root->name, wn);
-    /* run the weight observer on the weight */
-    struct obs_state st;
-    if (bpcc_obs_init(&st, &qc->weight)) return bpcc_diag_nomem(cv->d);
+    /* run the weight observer on the weight (a fake quantize's when its observer is on) */
+    struct obs_state own, *stp = &own;
+    if (qw && qw->has) stp = &qw->st;
+    else if (bpcc_obs_init(&own, spec)) return bpcc_diag_nomem(cv->d);
+    struct obs_state st = *stp;
     char why[200];
     bool used = false;
     enum bpcc_status s = BPCC_OK;
-    if (kind != W_LSTM || wd == BPCC_DTYPE_QINT8) {
+    if (qw && qw->has ? qw->observe : kind != W_LSTM || wd == BPCC_DTYPE_QINT8) {
         const float *range = !strcmp(wn, "weight") ? bpcc_tensor_range(w) : NULL;
         s = range ? bpcc_obs_observe_range(&st, range, w->ndim, w->dims, &used) : BPCC_OK;
         if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
@@ -375,7 +431,8 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
     double *zp = NULL;
     uint32_t nq = 0;
     if (!s) s = bpcc_obs_qparams(&st, &sc, &zp, &nq);
-    bpcc_obs_release(&st);
+    if (stp == &own) bpcc_obs_release(&st);
+    else *stp = st; /* the QAT weight's state: its owner releases it */
     if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
     if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "%s of '%s': %s", wn,
                                   root->name, why);
@@ -388,9 +445,9 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
                                "'%s': the qconfig's weight observer (%s) gives no scale or zero point for %s weights; "
                                "PyTorch's convert fails here too (KeyError 'zero_point'): use a MinMax-family weight "
                                "observer, or float16 weights",
-                               root->name, bpcc_obs_class_name(qc->weight.cls), bpcc_dtype_name(wd));
+                               root->name, bpcc_obs_class_name(spec->cls), bpcc_dtype_name(wd));
     }
-    enum qscheme q = qc->weight.qscheme;
+    enum qscheme q = spec->qscheme;
     bool per_channel = nq && (q == QS_PER_CHANNEL_AFFINE || q == QS_PER_CHANNEL_SYMMETRIC || q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS);
     const char *qs = !nq                                     ? NULL
                      : q == QS_PER_CHANNEL_AFFINE_FLOAT_QPARAMS ? "torch.per_channel_affine_float_qparams"
@@ -428,7 +485,7 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
                 else if (tz->dtype == BPCC_DTYPE_I64) ((int64_t *)tz->data)[i] = (int64_t)z;
                 else ((float *)tz->data)[i] = (float)z;
             }
-            *(int32_t *)ta->data = per_channel ? (int32_t)qc->weight.ch_axis : 0;
+            *(int32_t *)ta->data = per_channel ? (int32_t)spec->ch_axis : 0;
             s = bpcc_module_set_tensor(root, ks, BPCC_TENSOR_BUFFER, ts, cv->d);
             if (!s) s = bpcc_module_set_tensor(root, kz, BPCC_TENSOR_BUFFER, tz, cv->d);
             if (!s) s = bpcc_module_set_tensor(root, ka, BPCC_TENSOR_BUFFER, ta, cv->d);
@@ -439,12 +496,11 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
     return s;
 }
 
-/* the reference module of a weighted module node (convert_weighted_module) */
-static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, bool observed)
+/* the reference module of a weighted module node m (convert_weighted_module) */
+static enum bpcc_status reference_module(struct conv *cv, struct bpcc_node *n, struct bpcc_module *m, bool observed,
+                                         struct bpcc_qat_weight *qw)
 {
     struct bpcc_graph *g = cv->g;
-    struct bpcc_module *m = bpcc_node_module(n);
-    if (!m) return BPCC_OK;
     struct bpcc_module *root = m;
     const struct pattern_entry *e = entry_for(cv->c, m->type);
     if (m->first_child && !strncmp(m->type, "torch.ao.nn.intrinsic.", 22)) {
@@ -470,14 +526,14 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
         for (uint32_t i = 0; i < nt; i++)
             if (root->tensors[i].role == BPCC_TENSOR_PARAM && !strncmp(root->tensors[i].name, "weight_", 7))
                 names[k++] = root->tensors[i].name;
-        for (uint32_t i = 0; i < k && !s; i++) s = quantize_weight(cv, n, root, names[i], qc, W_LSTM);
+        for (uint32_t i = 0; i < k && !s; i++) s = quantize_weight(cv, n, root, names[i], qc, W_LSTM, NULL);
         bpcc_xfree(names);
     } else if (!strcmp(root->type, "torch.nn.LSTMCell") || !strcmp(root->type, "torch.nn.GRUCell") ||
                !strcmp(root->type, "torch.nn.RNNCell")) {
-        s = quantize_weight(cv, n, root, "weight_ih", qc, W_CELL);
-        if (!s) s = quantize_weight(cv, n, root, "weight_hh", qc, W_CELL);
+        s = quantize_weight(cv, n, root, "weight_ih", qc, W_CELL, NULL);
+        if (!s) s = quantize_weight(cv, n, root, "weight_hh", qc, W_CELL, NULL);
     } else {
-        s = quantize_weight(cv, n, root, "weight", qc, W_MODULE);
+        s = quantize_weight(cv, n, root, "weight", qc, W_MODULE, qw);
     }
     if (s) return s;
     const char *type = bpcc_graph_intern(g, re->reference_module);
@@ -485,6 +541,19 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     bpcc_module_set_type(root, type);
     cv->n_modules++;
     return BPCC_OK;
+}
+
+/* A weighted module node: a QAT module becomes its float module first, whatever its qconfig
+** (to_float), then the reference module where the node is quantized */
+static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, bool observed)
+{
+    struct bpcc_module *m = bpcc_node_module(n);
+    if (!m) return BPCC_OK;
+    struct bpcc_qat_weight qw;
+    enum bpcc_status s = bpcc_qat_to_float(cv->g, m, n, &qw, &m, cv->d);
+    if (!s) s = reference_module(cv, n, m, observed, &qw);
+    bpcc_qat_weight_release(&qw);
+    return s;
 }
 
 static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc_config *c,

@@ -1133,6 +1133,17 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
                               struct bpcc_diag *d)
 {
     if (out) *out = NULL;
+    /* a QAT model (prepare_qat_fx's, trained or not) is prepared already: its fake quantizes
+    ** would be observed a second time */
+    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+        const char *type = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module_type(n) : NULL;
+        if (type && bpcc_obs_is_fake_quant_type(type)) {
+            bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
+                            "node '%s' calls a fake quantize (%s): the model is prepared for QAT already", n->name, type);
+            bpcc_diag_note(d, 0, 0, "convert it as it is (bpcc convert); prepare and quantize take float models");
+            return BPCC_ERR_GRAPH;
+        }
+    }
     enum bpcc_status s = bpcc_graph_begin_pass(g, d);
     if (s) return s;
     /* the end may still fail the pass (a change its undo log found no memory for) */

@@ -10,6 +10,7 @@
 ** Every decision records the rule that made it so that `bpcc explain` can name it.
 */
 #include "qconfig.h"
+#include "../pass/qat.h"
 
 #include <jansson.h>
 #include <string.h>
@@ -255,6 +256,10 @@ static size_t parent_len(const char *name)
 /* the type of a call_module node's module as traced: a fused module's first part's */
 static const char *traced_type(const struct bpcc_node *n, const char *type)
 {
+    /* a QAT module was its float root when prepare_qat_fx assigned its qconfig (PyTorch's
+    ** update_qconfig_for_qat gives the QAT class the float class's object_type qconfig) */
+    const char *qat_root = bpcc_qat_float_root(type);
+    if (qat_root) return qat_root;
     if (!is_fused_type(type)) return type;
     const struct bpcc_module *mod = bpcc_node_module(n);
     return mod->first_child ? mod->first_child->type : type;
@@ -293,7 +298,8 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
         if (!type)
             return bpcc_diag_error(A->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                    "node '%s' calls '%s', which is not a module", n->name, n->target);
-        p = type_or_name(A, type, n->target, glob);
+        const char *qat_root = bpcc_qat_float_root(type);
+        p = type_or_name(A, qat_root ? qat_root : type, n->target, glob);
         s = order(A, n->target, parent_len(n->target), traced_type(n, type), &p);
         break;
     }
