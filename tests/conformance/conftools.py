@@ -34,6 +34,30 @@ class TmpCase(unittest.TestCase):
         return os.path.join(self.tmp.name, name)
 
 
+def refs(gm):
+    """{module name: (type name, {attr: value} of its *_qscheme / *_dtype, {buffer: tensor})} of a
+    converted model's reference modules"""
+    out = {}
+    for name, m in gm.named_modules():
+        if "quantized.reference" in type(m).__module__:
+            attrs = {k: v for k, v in vars(m).items() if k.endswith(("_qscheme", "_dtype"))}
+            out[name] = (type(m).__name__, attrs, dict(m.named_buffers()))
+    return out
+
+
+def graph_of(gm):
+    """a GraphModule's nodes as (op, name, target, args, kwargs), node arguments by name"""
+    import torch.fx
+
+    def arg(a):
+        if isinstance(a, torch.fx.Node):
+            return "%" + a.name
+        if isinstance(a, (tuple, list)):
+            return tuple(arg(x) for x in a)
+        return str(a)
+    return [(n.op, n.name, str(n.target), arg(n.args), arg(tuple(sorted(n.kwargs.items())))) for n in gm.graph.nodes]
+
+
 def run(*cases):
     """Run the test cases, print the summary line, exit 0 or 1."""
     suite = unittest.TestSuite()

@@ -135,26 +135,6 @@ def mapping_of(global_qc=None, **object_types):
     return m
 
 
-def refs(gm):
-    """{module name: (type name, {attr: value} of its *_qscheme / *_dtype, {buffer: tensor})}"""
-    out = {}
-    for name, m in gm.named_modules():
-        if "quantized.reference" in type(m).__module__:
-            attrs = {k: v for k, v in vars(m).items() if k.endswith(("_qscheme", "_dtype"))}
-            out[name] = (type(m).__name__, attrs, dict(m.named_buffers()))
-    return out
-
-
-def graph_of(gm):
-    def arg(a):
-        if isinstance(a, torch.fx.Node):
-            return "%" + a.name
-        if isinstance(a, (tuple, list)):
-            return tuple(arg(x) for x in a)
-        return str(a)
-    return [(n.op, n.name, str(n.target), arg(n.args), arg(tuple(sorted(n.kwargs.items())))) for n in gm.graph.nodes]
-
-
 class Dynamic(conftools.TmpCase):
     def check(self, model, x, name, mname, mapping, backend="fbgemm", torch_runs=True):
         """torch_runs=False: PyTorch's converted model cannot run (its bug, asserted); bpcc's model,
@@ -189,8 +169,8 @@ class Dynamic(conftools.TmpCase):
                 n.args = (n.args[0], n.args[1], True)
         want.recompile()
         got = bpcc_torch.load(out)
-        self.assertEqual(graph_of(got), graph_of(want), "%s: converted graphs differ" % what)
-        wr, gr = refs(want), refs(got)
+        self.assertEqual(conftools.graph_of(got), conftools.graph_of(want), "%s: converted graphs differ" % what)
+        wr, gr = conftools.refs(want), conftools.refs(got)
         self.assertTrue(wr, "%s: PyTorch made no reference module: the case tests nothing" % what)
         self.assertEqual(sorted(gr), sorted(wr), "%s: reference modules" % what)
         for k in wr:
