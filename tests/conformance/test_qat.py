@@ -12,8 +12,9 @@ the same trained model:
   agrees with them.
 The models: conv + batch norm (+ relu) in 1d and 2d, conv + relu, a depthwise block with a residual
 add, linear + relu, linear + batch norm, a sigmoid (a fixed-qparams fake quantize), a submodule
-left float (qconfig None: its QAT module is never made), and a model whose observers were switched
-off (disable_observer) and batch norms frozen before the last steps. Backends: x86 (fused moving-
+left float (qconfig None: its QAT module is never made), a model whose observers were switched
+off (disable_observer) and batch norms frozen before the last steps, and torchvision's
+mobilenet_v2 and resnet18. Backends: x86 (fused moving-
 average fake quantizes, per-channel weights), qnnpack (FakeQuantize, per-tensor weights).
 
 bpcc's convert takes its qconfig mapping on the command line, as convert_fx may; the one given is
@@ -30,7 +31,7 @@ import warnings
 
 import conftools  # exits 77 without torch; tools/python on the path
 
-conftools.require_torch(torchvision=False)
+conftools.require_torch()
 import torch
 import torch.nn as nn
 from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
@@ -157,9 +158,16 @@ class Qat(conftools.TmpCase):
         data, o = self.path("b.safetensors"), self.path("o.safetensors")
         st.write(data, [("x", x)])
         subprocess.run([BPCC, "run", out, "--data", data, "-o", o], check=True)
-        d = (st.read(o)["output"] - theirs).abs().max().item() / theirs.abs().max().item()
-        print("%s: bpcc run vs PyTorch: max %.2e of the output's range" % (what, d), flush=True)
-        self.assertLess(d, 2e-2, what)
+        # in steps of the output's quantize point: bit-equal but where an inner value lies on a
+        # rounding boundary (bpcc's float kernels are not PyTorch's bit for bit) and the flip
+        # spreads, bounded as test_convert.py bounds it
+        last = [n for n in want.graph.nodes if n.op == "call_function" and n.target == torch.quantize_per_tensor][-1]
+        step = float(getattr(want, last.args[1].target))
+        d = (st.read(o)["output"] - theirs).abs() / step
+        print("%s: bpcc run vs PyTorch: %.4f within one output step, mean %.3f, max %.1f"
+              % (what, (d <= 1 + 1e-3).float().mean().item(), d.mean().item(), d.max().item()), flush=True)
+        self.assertLessEqual(d.max().item(), 3 + 1e-3, what)
+        self.assertLessEqual(d.mean().item(), 0.7, what)
         return p
 
     def test_conv_x86(self):
@@ -181,6 +189,14 @@ class Qat(conftools.TmpCase):
         # weights move on, the weight observers do not see the float weights at convert
         for backend in ("x86", "qnnpack"):
             self.check(ConvNet(), torch.randn(4, 3, 8, 8), backend, steps=8, freeze_after=4)
+
+    def test_torchvision(self):
+        # the qparams buffers are named by the scopes PyTorch's tracer recorded in the prepared
+        # model (its _node_name_to_scope), which the bridge exports
+        import torchvision
+        torch.manual_seed(0)
+        self.check(torchvision.models.mobilenet_v2(), torch.randn(2, 3, 64, 64), "x86", steps=2)
+        self.check(torchvision.models.resnet18(), torch.randn(2, 3, 64, 64), "qnnpack", steps=2)
 
     def test_calibrated_in_pytorch(self):
         # not QAT: a model prepared and calibrated by PyTorch (prepare_fx), whose observers hold

@@ -199,7 +199,11 @@ def to_model(gm, weights_name):
             entry.tensors.append((role, k, tt))
             tensors.append(("%s.%s" % (name, k) if name else k, t))
         m.modules.append(entry)
-    scopes = getattr(gm, "_bpcc_scope", None) or {}
+    scopes = getattr(gm, "_bpcc_scope", None)
+    if scopes is None:
+        # a model prepared by PyTorch (prepare_fx, prepare_qat_fx) keeps the scopes its tracer
+        # recorded, which its convert names the qparams buffers by
+        scopes = {k: v for k, v in (getattr(gm, "_node_name_to_scope", None) or {}).items() if v[0]}
     m.nodes = [_node_entry(n, scopes) for n in gm.graph.nodes]
     return m, tensors
 
