@@ -733,6 +733,192 @@ START_TEST(convert_refuses_an_uncalibrated_model)
 }
 END_TEST
 
+/* A QAT model as prepare_qat_fx leaves it, written out: fake quantizes whose observers hold the
+** statistics of training, and a QAT Linear with its weight fake quantize. */
+#define FQ_ACT(name) \
+    "module " name " : torch.ao.quantization.FakeQuantize {quant_min: 0, quant_max: 255, dtype: torch.quint8, " \
+    "qscheme: torch.per_tensor_affine}\n  buffer observer_enabled : i64[1]\n  buffer scale : f32[1]\n" \
+    "  buffer zero_point : i32[1]\n" \
+    "module " name ".activation_post_process : torch.ao.quantization.MovingAverageMinMaxObserver {dtype: torch.quint8, " \
+    "qscheme: torch.per_tensor_affine, quant_min: 0, quant_max: 255}\n  buffer min_val : f32[]\n  buffer max_val : f32[]\n"
+static const char *model_qat_linear =
+    "bpcc-model 1\n\n" FQ_ACT("fq0")
+    "module fc : torch.ao.nn.qat.Linear {training: False, in_features: 4, out_features: 2}\n"
+    "  param weight : f32[2, 4]\n  param bias : f32[2]\n"
+    "module fc.weight_fake_quant : torch.ao.quantization.FakeQuantize {quant_min: -128, quant_max: 127, dtype: torch.qint8, "
+    "qscheme: torch.per_tensor_symmetric}\n  buffer observer_enabled : i64[1]\n"
+    "module fc.weight_fake_quant.activation_post_process : torch.ao.quantization.MovingAverageMinMaxObserver {dtype: "
+    "torch.qint8, qscheme: torch.per_tensor_symmetric, quant_min: -128, quant_max: 127}\n"
+    "  buffer min_val : f32[]\n  buffer max_val : f32[]\n" FQ_ACT("fq1")
+    "\ngraph\n  %x = placeholder x ()\n  %fq0 = call_module fq0 (%x,)\n  %fc = call_module fc (%fq0,)\n"
+    "  %fq1 = call_module fq1 (%fc,)\n  %output = output output (%fq1,)\n";
+
+/* tensor `name` of module `module`: float32 values v, or (v NULL) the int64 value iv; a status,
+** so that the allocation-failure loop can run it */
+static enum bpcc_status set_tensor(struct bpcc_graph *g, const char *module, const char *name, uint32_t ndim,
+                                   const int64_t *dims, const float *v, int64_t iv, struct bpcc_diag *d)
+{
+    struct bpcc_module *m = bpcc_graph_find_module(g, module);
+    ck_assert_ptr_nonnull(m);
+    struct bpcc_tensor *t;
+    enum bpcc_status s = bpcc_tensor_new(g, v ? BPCC_DTYPE_F32 : BPCC_DTYPE_I64, ndim, dims, &t, d);
+    if (s) return s;
+    if (v) memcpy(bpcc_tensor_data(t), v, bpcc_tensor_numel(t) * sizeof(float));
+    else *(int64_t *)bpcc_tensor_data(t) = iv;
+    return bpcc_module_set_tensor(m, name, strcmp(name, "weight") && strcmp(name, "bias") ? BPCC_TENSOR_BUFFER : BPCC_TENSOR_PARAM,
+                                  t, d);
+}
+
+/* the QAT model with training's statistics: activations in [0, 2.55] (the fake quantizes' own
+** scale buffers 0.5, which convert must not read), the weight observer's [-2, 2] */
+static enum bpcc_status qat_model_s(bool weight_observer_on, struct bpcc_graph **out, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g;
+    enum bpcc_status s = bpcc_graph_parse(model_qat_linear, strlen(model_qat_linear), "qat.bpcc", &g, d);
+    if (s) return s;
+    static const float w[8] = {-1.0f, 0.5f, 0.25f, 0.0f, 0.1f, 0.2f, 0.3f, 0.4f}, b[2] = {0.5f, -0.5f};
+    s = set_tensor(g, "fc", "weight", 2, (int64_t[]){2, 4}, w, 0, d);
+    if (!s) s = set_tensor(g, "fc", "bias", 1, (int64_t[]){2}, b, 0, d);
+    const char *fqs[2] = {"fq0", "fq1"};
+    for (int i = 0; i < 2 && !s; i++) {
+        char obs[64];
+        snprintf(obs, sizeof obs, "%s.activation_post_process", fqs[i]);
+        s = set_tensor(g, obs, "min_val", 0, NULL, (float[]){0.0f}, 0, d);
+        if (!s) s = set_tensor(g, obs, "max_val", 0, NULL, (float[]){2.55f}, 0, d);
+        if (!s) s = set_tensor(g, fqs[i], "scale", 1, (int64_t[]){1}, (float[]){0.5f}, 0, d);
+        if (!s) s = set_tensor(g, fqs[i], "observer_enabled", 1, (int64_t[]){1}, NULL, 1, d);
+    }
+    const char *wo = "fc.weight_fake_quant.activation_post_process";
+    if (!s) s = set_tensor(g, wo, "min_val", 0, NULL, (float[]){-2.0f}, 0, d);
+    if (!s) s = set_tensor(g, wo, "max_val", 0, NULL, (float[]){2.0f}, 0, d);
+    if (!s) s = set_tensor(g, "fc.weight_fake_quant", "observer_enabled", 1, (int64_t[]){1}, NULL, weight_observer_on, d);
+    if (s) bpcc_graph_free(g);
+    else *out = g;
+    return s;
+}
+
+static struct bpcc_graph *qat_model(bool weight_observer_on)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g = NULL;
+    ck_assert_msg(qat_model_s(weight_observer_on, &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return g;
+}
+
+static void set_f32(struct bpcc_graph *g, const char *module, const char *name, uint32_t ndim, const int64_t *dims,
+                    const float *v)
+{
+    ck_assert_int_eq(set_tensor(g, module, name, ndim, dims, v, 0, NULL), BPCC_OK);
+}
+
+static enum bpcc_status convert_qat(struct bpcc_graph *g, struct bpcc_diag *d)
+{
+    struct bpcc_config *c = NULL;
+    struct bpcc_qconfig_mapping *m = NULL;
+    const char *q = "global: {activation: {observer: MinMaxObserver}, weight: {observer: MinMaxObserver, dtype: qint8, "
+                    "qscheme: per_tensor_symmetric}}\n";
+    enum bpcc_status s = bpcc_config_load("fbgemm", NULL, &c, d);
+    if (!s) s = bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &m, d);
+    if (!s) s = bpcc_convert(g, c, m, NULL, NULL, d);
+    bpcc_qconfig_free(m);
+    bpcc_config_free(c);
+    return s;
+}
+
+static enum bpcc_status convert_qat_oom(void *ctx, struct bpcc_diag *d)
+{
+    struct bpcc_graph *g;
+    enum bpcc_status s = qat_model_s(ctx != NULL, &g, d);
+    if (s) return s;
+    s = convert_qat(g, d);
+    bpcc_graph_free(g);
+    return s;
+}
+
+START_TEST(convert_of_a_qat_model_survives_every_allocation_failure)
+{
+    ck_assert_int_gt(tu_oom_loop("qat convert", convert_qat_oom, NULL), 20);
+    ck_assert_int_gt(tu_oom_loop("qat convert, weight observer on", convert_qat_oom, (void *)1), 20);
+}
+END_TEST
+
+/* Convert of a QAT model: each fake quantize's qparams are its observer's (not its own scale
+** buffer); the QAT Linear becomes a reference Linear whose weight qparams are its weight fake
+** quantize's observer's, which sees the float weight once more when it is on (a moving average:
+** min -2 + 0.01 (-1 - -2), max 2 + 0.01 (0.5 - 2)) and not when it is off. */
+START_TEST(convert_takes_a_qat_models_qparams_from_its_fake_quantizes_observers)
+{
+    for (int on = 0; on < 2; on++) {
+        struct bpcc_graph *g = qat_model(on);
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_msg(convert_qat(g, &d) == BPCC_OK, "%s", tu_msg(&d));
+        const struct bpcc_module *fc = bpcc_graph_find_module(g, "fc");
+        ck_assert_str_eq(bpcc_module_type(fc), "torch.ao.nn.quantized.reference.Linear");
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "fc.weight_fake_quant"));
+        ck_assert_ptr_null(bpcc_graph_find_module(g, "fq0"));
+        struct bpcc_qparams q;
+        ck_assert(bpcc_module_weight_qparams(fc, &q));
+        float mx = on ? -(-2.0f + 0.01f * (-1.0f - -2.0f)) : 2.0f; /* symmetric: the larger magnitude */
+        if (on) ck_assert(mx > 2.0f + 0.01f * (0.5f - 2.0f));
+        ck_assert_float_eq((float)bpcc_qparams_scale(&q, 0), mx / 127.5f);
+        const struct bpcc_node *qn = find_target(g, "torch.quantize_per_tensor", 0);
+        ck_assert_ptr_nonnull(qn);
+        ck_assert(bpcc_node_qparams(g, qn, &q));
+        ck_assert_float_eq((float)bpcc_qparams_scale(&q, 0), 2.55f / 255.0f);
+        ck_assert_int_eq((int64_t)bpcc_qparams_zero_point(&q, 0), 0);
+        ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
+/* What cannot be converted is said, and the graph is left as it was: a QAT module without its
+** weight fake quantize, an observer whose statistics do not fit it; and a QAT model is not run
+** by the interpreter nor prepared again */
+START_TEST(convert_refuses_a_qat_model_it_cannot_read_and_run_and_prepare_refuse_one)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_graph *g = qat_model(true);
+    bpcc_graph_remove_module(g, "fc.weight_fake_quant", NULL);
+    ck_assert_int_eq(convert_qat(g, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "has no weight fake quantize"));
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "fc")), "torch.ao.nn.qat.Linear");
+    ck_assert_ptr_nonnull(bpcc_graph_find_module(g, "fq0"));
+    bpcc_graph_free(g);
+
+    g = qat_model(true);
+    set_f32(g, "fq1.activation_post_process", "min_val", 1, (int64_t[]){3}, (float[]){0, 0, 0});
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(convert_qat(g, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "min_val and max_val are not one-element"));
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "fc")), "torch.ao.nn.qat.Linear");
+
+    struct bpcc_exec *e;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
+    struct xtensor *x = bpcc_xtensor_new(2, (int64_t[]){1, 4});
+    struct xval in = {.k = XV_TENSOR, .u.t = x};
+    ck_assert_int_eq(bpcc_exec_run(e, &in, 1, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "convert the model first"));
+    bpcc_exec_free(e);
+    bpcc_xtensor_free(x);
+
+    struct bpcc_config *c;
+    struct bpcc_qconfig_mapping *m;
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load_text("global: null\n", 13, "q.yaml", NULL, &m, &d), BPCC_OK);
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_prepare(g, c, m, NULL, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "prepared for QAT already"));
+    bpcc_qconfig_free(m);
+    bpcc_config_free(c);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 /* c2, c3 and c4 have one attribute array (the parser shares equal ones); c3's weight is per channel */
 static const char *model_alike_convs =
     "bpcc-model 1\n\n" CONV("c1", 3, 4) CONV("c2", 4, 4) CONV("c3", 4, 4) CONV("c4", 4, 4)
@@ -1277,6 +1463,9 @@ int main(void)
     tcase_add_test(tc, convert_gives_modules_converted_alike_one_attribute_array);
     tcase_add_test(tc, convert_numbers_a_get_attr_node_whose_buffer_name_a_node_has);
     tcase_add_test(tc, convert_refuses_an_uncalibrated_model);
+    tcase_add_test(tc, convert_takes_a_qat_models_qparams_from_its_fake_quantizes_observers);
+    tcase_add_test(tc, convert_refuses_a_qat_model_it_cannot_read_and_run_and_prepare_refuse_one);
+    tcase_add_test(tc, convert_of_a_qat_model_survives_every_allocation_failure);
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);

@@ -146,7 +146,7 @@ enum bpcc_status bpcc_qat_to_float(struct bpcc_graph *g, struct bpcc_module *m, 
     struct bpcc_tensor *wt = bpcc_module_tensor(m, "weight"), *bt = bpcc_module_tensor(m, "bias");
     if (!wt) return refuse(g, at, d, "QAT module '%s' (%s) has no weight", m->name, was);
     bpcc_graph_unlink_module(g, m);
-    struct bpcc_module *f, *root;
+    struct bpcc_module *f = NULL, *root = NULL;
     if (c->fused) {
         size_t n = strlen(name) + 3;
         char *p0 = bpcc_malloc(n), *p1 = bpcc_malloc(n);
