@@ -953,16 +953,18 @@ int bpcc_obs_type_class(const char *type)
 
 bool bpcc_obs_is_fake_quant_type(const char *type)
 {
-    static const char *const names[] = {"torch.ao.quantization.FakeQuantize", "torch.ao.quantization.FusedMovingAvgObsFakeQuantize",
-                                        "torch.ao.quantization.FixedQParamsFakeQuantize"};
-    for (size_t i = 0; i < BPCC_ARRAY_LEN(names); i++)
+    static const char prefix[] = "torch.ao.quantization.";
+    static const char *const names[] = {"FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize"};
+    if (strncmp(type, prefix, sizeof prefix - 1)) return false;
+    type += sizeof prefix - 1;
+    for (size_t i = 0; *type == 'F' && i < BPCC_ARRAY_LEN(names); i++) /* of the observers, FixedQParams* only */
         if (!strcmp(type, names[i])) return true;
     return false;
 }
 
 const struct bpcc_module *bpcc_obs_fake_quant_observer(const struct bpcc_module *m)
 {
-    if (!bpcc_obs_is_fake_quant_type(m->type)) return NULL;
+    if (!m->first_child || !bpcc_obs_is_fake_quant_type(m->type)) return NULL; /* most modules: no children */
     size_t n = strlen(m->name);
     for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling)
         if (!c->dead && !strncmp(c->name, m->name, n) && !strcmp(c->name + n, n ? ".activation_post_process" : "activation_post_process"))
@@ -972,8 +974,10 @@ const struct bpcc_module *bpcc_obs_fake_quant_observer(const struct bpcc_module 
 
 int bpcc_obs_module_class(const struct bpcc_module *m)
 {
+    int c = bpcc_obs_type_class(m->type);
+    if (c >= 0) return c;
     const struct bpcc_module *o = bpcc_obs_fake_quant_observer(m);
-    return bpcc_obs_type_class(o ? o->type : m->type);
+    return o ? bpcc_obs_type_class(o->type) : -1;
 }
 
 bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *o)
@@ -1021,7 +1025,6 @@ bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *
 
 bool bpcc_obs_spec_of_module_memo(const struct bpcc_module *m, struct obs_spec_memo *memo, struct observer_spec *o)
 {
-    if (bpcc_obs_is_fake_quant_type(m->type)) return bpcc_obs_spec_of_module(m, o); /* the spec is its child's */
     const struct bpcc_value *items = m->attrs.n ? m->attrs.u.seq.items : NULL;
     for (uint32_t i = 0; i < BPCC_ARRAY_LEN(memo->e); i++) {
         if (memo->e[i].type == m->type && memo->e[i].items == items && memo->e[i].n == m->attrs.n) {
@@ -1029,6 +1032,9 @@ bool bpcc_obs_spec_of_module_memo(const struct bpcc_module *m, struct obs_spec_m
             return memo->e[i].ok;
         }
     }
+    /* a fake quantize's spec is its child observer's, which its own attributes do not tell: never
+    ** remembered (so that no remembered entry is one) */
+    if (bpcc_obs_is_fake_quant_type(m->type)) return bpcc_obs_spec_of_module(m, o);
     uint32_t k = memo->next++ % BPCC_ARRAY_LEN(memo->e);
     memo->e[k].ok = bpcc_obs_spec_of_module(m, &memo->e[k].spec);
     memo->e[k].type = m->type;

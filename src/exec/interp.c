@@ -750,13 +750,14 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
         if (n->kind == BPCC_NODE_CALL_MODULE) {
             const struct bpcc_module *m = bpcc_node_module(n);
             a.module = m;
+            bool observer = m && bpcc_obs_module_class(m) >= 0;
             if (!m) s = bpcc_xerr(&a, "no module '%s'", n->target);
-            else if (bpcc_obs_is_fake_quant_type(m->type))
+            else if (observer && bpcc_obs_is_fake_quant_type(m->type))
                 /* training's fake quantize (observe, then quantize and dequantize with the new
                 ** qparams) is PyTorch's to run; convert turns it into quantize/dequantize */
                 s = bpcc_xerr(&a, "'%s' is a fake quantize (%s) of a QAT model, which the interpreter does not run: "
                                   "convert the model first (bpcc convert)", m->name, m->type);
-            else if (bpcc_obs_module_class(m) >= 0) {
+            else if (observer) {
                 /* an observer: observe, pass the value through */
                 const struct xval *x = np ? &pos[0] : NULL;
                 const struct bpcc_value *a0 = np ? &n->args.u.seq.items[0] : NULL; /* the observed node */

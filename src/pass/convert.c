@@ -22,6 +22,7 @@ struct conv {
     uint32_t n_quantized, n_dropped, n_modules;
     struct bpcc_module *root;  /* the root module, once asked for */
     uint32_t n_observers_left; /* observers not converted yet: each adds at most two root buffers */
+    bool qat;                  /* fake quantizes or QAT modules in the graph (bpcc_graph_has_qat) */
     /* the next numbers to try for the scale and zero point buffers per name stem (struct next_free
     ** in `scratch`, keyed by a copy there), so naming n buffers is not n^2 tries; one entry for both
     ** names, asked only when number 0 is taken (getattr_node) */
@@ -53,38 +54,52 @@ static bool none_qconfig(const struct conv *cv, const struct bpcc_node *n)
     return n->id < cv->n_ids && cv->in_map[n->id] && !cv->qc[n->id];
 }
 
-static bool is_obs_node(const struct bpcc_node *n)
+static bool is_obs_node(const struct conv *cv, const struct bpcc_node *n)
 {
     if (n->kind != BPCC_NODE_CALL_MODULE) return false;
     const char *type = bpcc_node_module_type(n);
-    return type && (bpcc_obs_type_class(type) >= 0 || bpcc_obs_is_fake_quant_type(type));
+    return type && (bpcc_obs_type_class(type) >= 0 || (cv->qat && bpcc_obs_is_fake_quant_type(type)));
 }
 
-/* The qparams an activation observer gives convert (calculate_qparams), *n values of each
-** (malloc'd): bpcc calibrate stores them on the module (scale, zero_point); from statistics
-** alone (min_val, max_val: a model calibrated in PyTorch, or trained there, whose fake quantizes'
-** observers hold them) they are computed as PyTorch's convert computes them. A fake quantize's
-** own scale and zero point are what its last training step used, not what calculate_qparams
-** gives, and are not read. */
-static enum bpcc_status observer_qparams(struct conv *cv, const struct bpcc_node *obs, const struct bpcc_module *m,
-                                         const struct observer_spec *spec, float **sc, double **zp, uint32_t *n)
+/* The qparams an activation observer gives convert (calculate_qparams), n values of each: bpcc
+** calibrate stores them on the module (scale, zero_point), read where they are (ts, tz); from
+** statistics alone (min_val, max_val: a model calibrated in PyTorch, or trained there, whose fake
+** quantizes' observers hold them) they are computed as PyTorch's convert computes them (sc, zp,
+** malloc'd: free with qp_release). A fake quantize's own scale and zero point are what its last
+** training step used, not what calculate_qparams gives, and are not read. */
+struct obs_qp {
+    uint32_t n;
+    const struct bpcc_tensor *ts, *tz;
+    float *sc;
+    double *zp;
+};
+
+static float qp_scale(const struct obs_qp *q, uint32_t i) { return q->sc ? q->sc[i] : ((const float *)q->ts->data)[i]; }
+
+static int64_t qp_zero_point(const struct obs_qp *q, uint32_t i)
 {
-    *sc = NULL;
-    *zp = NULL;
-    *n = 0;
-    const struct bpcc_module *inner = bpcc_obs_fake_quant_observer(m);
+    if (q->zp) return (int64_t)q->zp[i];
+    return q->tz->dtype == BPCC_DTYPE_I64 ? ((const int64_t *)q->tz->data)[i] : (int64_t)((const float *)q->tz->data)[i];
+}
+
+static void qp_release(struct obs_qp *q)
+{
+    bpcc_xfree(q->sc);
+    bpcc_xfree(q->zp);
+}
+
+static enum bpcc_status observer_qparams(struct conv *cv, const struct bpcc_node *obs, const struct bpcc_module *m,
+                                         const struct observer_spec *spec, struct obs_qp *q)
+{
+    memset(q, 0, sizeof *q);
+    const struct bpcc_module *inner = cv->qat ? bpcc_obs_fake_quant_observer(m) : NULL;
     const struct bpcc_tensor *ts = bpcc_module_tensor(m, "scale"), *tz = bpcc_module_tensor(m, "zero_point");
-    if (!inner && ts && tz && ts->data && tz->data && ts->dtype == BPCC_DTYPE_F32 &&
-        (tz->dtype == BPCC_DTYPE_I64 || tz->dtype == BPCC_DTYPE_F32) && bpcc_tensor_numel(ts) == bpcc_tensor_numel(tz) &&
-        bpcc_tensor_numel(ts) >= 1 && bpcc_tensor_numel(ts) <= UINT32_MAX) {
-        uint32_t k = (uint32_t)bpcc_tensor_numel(ts);
-        *sc = bpcc_malloc(k * sizeof **sc);
-        *zp = bpcc_malloc(k * sizeof **zp);
-        if (!*sc || !*zp) return bpcc_diag_nomem(cv->d);
-        memcpy(*sc, ts->data, k * sizeof **sc);
-        for (uint32_t i = 0; i < k; i++)
-            (*zp)[i] = tz->dtype == BPCC_DTYPE_I64 ? (double)((const int64_t *)tz->data)[i] : (double)((const float *)tz->data)[i];
-        *n = k;
+    uint64_t k = ts ? bpcc_tensor_numel(ts) : 0;
+    if (!inner && k >= 1 && k <= UINT32_MAX && tz && ts->data && tz->data && ts->dtype == BPCC_DTYPE_F32 &&
+        (tz->dtype == BPCC_DTYPE_I64 || tz->dtype == BPCC_DTYPE_F32) && bpcc_tensor_numel(tz) == k) {
+        q->n = (uint32_t)k;
+        q->ts = ts;
+        q->tz = tz;
         return BPCC_OK;
     }
     struct obs_state st;
@@ -92,12 +107,12 @@ static enum bpcc_status observer_qparams(struct conv *cv, const struct bpcc_node
     char why[160];
     bool found = spec->cls == OC_FIXED_QPARAMS;
     enum bpcc_status s = found ? BPCC_OK : bpcc_obs_load(&st, inner ? inner : m, &found, why, sizeof why);
-    if (!s && found) s = bpcc_obs_qparams(&st, sc, zp, n);
+    if (!s && found) s = bpcc_obs_qparams(&st, &q->sc, &q->zp, &q->n);
     bpcc_obs_release(&st);
     if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
     if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, cv->g->source_file, obs->src_line, obs->src_col,
                                   "observer '%s' (%s): %s", obs->name, (inner ? inner : m)->name, why);
-    if (!*n)
+    if (!q->n)
         return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, cv->g->source_file, obs->src_line, obs->src_col,
                                "observer '%s' has no qparams: calibrate the model first (bpcc calibrate)", obs->name);
     return BPCC_OK;
@@ -241,12 +256,9 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
     bool fp16 = !stat && !dyn && spec.dtype == BPCC_DTYPE_F16;
     enum bpcc_status s = BPCC_OK;
     if (!skip && stat) {
-        float *sc;
-        double *zp;
-        uint32_t nq;
-        if ((s = observer_qparams(cv, obs, m, &spec, &sc, &zp, &nq))) {
-            bpcc_xfree(sc);
-            bpcc_xfree(zp);
+        struct obs_qp qp;
+        if ((s = observer_qparams(cv, obs, m, &spec, &qp))) {
+            qp_release(&qp);
             return s;
         }
         bool per_channel = spec.qscheme == QS_PER_CHANNEL_AFFINE || spec.qscheme == QS_PER_CHANNEL_SYMMETRIC ||
@@ -258,29 +270,26 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         for (char *c = stem; *c; c++)
             if (*c == '.') *c = '_';
         struct bpcc_tensor *ts = NULL, *tz = NULL;
-        int64_t C = nq;
+        int64_t C = qp.n;
         if (per_channel) {
             /* the observer's tensors: affine zero points are int32, symmetric ones int64 */
             enum bpcc_dtype zdt = spec.qscheme == QS_PER_CHANNEL_AFFINE ? BPCC_DTYPE_I32 : BPCC_DTYPE_I64;
             s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 1, &C, &ts, cv->d);
             if (!s) s = bpcc_tensor_new(g, zdt, 1, &C, &tz, cv->d);
-            if (!s) {
-                memcpy(ts->data, sc, (size_t)C * sizeof(float));
-                for (int64_t i = 0; i < C; i++) {
-                    if (zdt == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)zp[i];
-                    else ((int64_t *)tz->data)[i] = (int64_t)zp[i];
-                }
+            for (uint32_t i = 0; !s && i < qp.n; i++) {
+                ((float *)ts->data)[i] = qp_scale(&qp, i);
+                if (zdt == BPCC_DTYPE_I32) ((int32_t *)tz->data)[i] = (int32_t)qp_zero_point(&qp, i);
+                else ((int64_t *)tz->data)[i] = qp_zero_point(&qp, i);
             }
         } else {
             s = bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &ts, cv->d);
             if (!s) s = bpcc_tensor_new(g, BPCC_DTYPE_I64, 0, NULL, &tz, cv->d);
             if (!s) {
-                *(float *)ts->data = sc[0];
-                *(int64_t *)tz->data = (int64_t)zp[0];
+                *(float *)ts->data = qp_scale(&qp, 0);
+                *(int64_t *)tz->data = qp_zero_point(&qp, 0);
             }
         }
-        bpcc_xfree(sc);
-        bpcc_xfree(zp);
+        qp_release(&qp);
         if (s) return s;
         struct bpcc_node *ns, *nz, *q;
         s = getattr_node(cv, stem, lp, false, ts, obs, &ns);
@@ -549,8 +558,8 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
 {
     struct bpcc_module *m = bpcc_node_module(n);
     if (!m) return BPCC_OK;
-    struct bpcc_qat_weight qw;
-    enum bpcc_status s = bpcc_qat_to_float(cv->g, m, n, &qw, &m, cv->d);
+    struct bpcc_qat_weight qw = {0};
+    enum bpcc_status s = cv->qat ? bpcc_qat_to_float(cv->g, m, n, &qw, &m, cv->d) : BPCC_OK;
     if (!s) s = reference_module(cv, n, m, observed, &qw);
     bpcc_qat_weight_release(&qw);
     return s;
@@ -560,7 +569,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
                                          const struct bpcc_qconfig_mapping *m, uint32_t *n_quantized_out,
                                          uint32_t *n_modules_out, struct bpcc_diag *d)
 {
-    struct conv cv = {.g = g, .c = c, .d = d, .n_ids = g->next_id};
+    struct conv cv = {.g = g, .c = c, .d = d, .n_ids = g->next_id, .qat = bpcc_graph_has_qat(g)};
     enum bpcc_status s = bpcc_qconfig_assign(g, m, &cv.qa, d);
     if (s) return s;
     cv.qc = bpcc_malloc((cv.n_ids + 1) * sizeof *cv.qc);
@@ -572,7 +581,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         uint32_t na = bpcc_qconfig_assignment_count(cv.qa);
         for (uint32_t i = 0; i < na; i++) {
             const struct bpcc_node_qconfig *nq = bpcc_qconfig_assignment_at(cv.qa, i);
-            if (is_obs_node(nq->node)) continue; /* PyTorch's map predates the observers */
+            if (is_obs_node(&cv, nq->node)) continue; /* PyTorch's map predates the observers */
             cv.qc[nq->node->id] = nq->qconfig;
             cv.in_map[nq->node->id] = 1;
         }
@@ -581,15 +590,15 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
             if (n->kind != BPCC_NODE_CALL_MODULE) continue;
-            if (is_obs_node(n)) {
+            if (is_obs_node(&cv, n)) {
                 cv.n_observers_left++;
                 bpcc_node_module(n)->mark++;
                 continue;
             }
             bool observed = false;
             for (uint32_t i = 0; i < n->args.n && !observed; i++)
-                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(n->args.u.seq.items[i].u.node);
-            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(n->users[i].node);
+                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(&cv, n->args.u.seq.items[i].u.node);
+            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(&cv, n->users[i].node);
             s = convert_module(&cv, n, observed);
         }
         /* Without rollback, an observer module goes once its last caller is converted, and what
@@ -606,7 +615,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         }
         for (struct bpcc_node *n = g->first; n && !s;) {
             struct bpcc_node *next = n->next;
-            if (is_obs_node(n)) {
+            if (is_obs_node(&cv, n)) {
                 struct bpcc_module *m = bpcc_node_module(n);
                 s = convert_observer(&cv, n);
                 cv.n_observers_left--;

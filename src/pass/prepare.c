@@ -8,6 +8,7 @@
 ** fixed-range ops. The quirks of 1.13 that decide observer placement are kept (docs/PREPARE.md).
 */
 #include "prepare.h"
+#include "qat.h"
 
 #include "../calib/observer.h"
 
@@ -1135,7 +1136,7 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
     if (out) *out = NULL;
     /* a QAT model (prepare_qat_fx's, trained or not) is prepared already: its fake quantizes
     ** would be observed a second time */
-    for (const struct bpcc_node *n = g->first; n; n = n->next) {
+    for (const struct bpcc_node *n = bpcc_graph_has_qat(g) ? g->first : NULL; n; n = n->next) {
         const char *type = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module_type(n) : NULL;
         if (type && bpcc_obs_is_fake_quant_type(type)) {
             bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,

@@ -50,20 +50,30 @@ static const struct qat_class classes[] = {
     {"LinearBn1d", "torch.nn.Linear", NULL, true, false},
 };
 
-/* the class of a QAT module type (1.13's paths and 2.x's), or NULL */
+/* s after the literal prefix lit, or NULL: byte by byte, most types leaving at their first byte
+** that differs (every call_module node of a graph asks, in qconfig assignment and convert) */
+static const char *after(const char *s, const char *lit)
+{
+    while (*lit)
+        if (*s++ != *lit++) return NULL;
+    return s;
+}
+
+/* the class of a QAT module type (1.13's paths and 2.x's: torch[.ao].nn[.intrinsic].qat.<name>),
+** or NULL */
 static const struct qat_class *qat_class(const char *type)
 {
-    static const char *const prefixes[] = {"torch.ao.nn.qat.", "torch.nn.qat.", "torch.nn.intrinsic.qat.",
-                                           "torch.ao.nn.intrinsic.qat."};
-    for (size_t p = 0; p < BPCC_ARRAY_LEN(prefixes); p++) {
-        size_t n = strlen(prefixes[p]);
-        if (strncmp(type, prefixes[p], n)) continue;
-        bool intrinsic = strstr(prefixes[p], "intrinsic") != NULL;
-        for (size_t i = 0; i < BPCC_ARRAY_LEN(classes); i++) {
-            const struct qat_class *c = &classes[i];
-            /* the intrinsic classes are the fused ones (a ReLU or a batch norm in them) */
-            if ((c->bn || c->fused) == intrinsic && !strcmp(type + n, c->name)) return c;
-        }
+    const char *t = after(type, "torch.");
+    if (t && t[0] == 'a') t = after(t, "ao.");
+    if (t) t = after(t, "nn.");
+    if (!t) return NULL;
+    const char *in = after(t, "intrinsic.");
+    bool intrinsic = in != NULL;
+    if (!(t = after(in ? in : t, "qat."))) return NULL;
+    for (size_t i = 0; i < BPCC_ARRAY_LEN(classes); i++) {
+        const struct qat_class *c = &classes[i];
+        /* the intrinsic classes are the fused ones (a ReLU or a batch norm in them) */
+        if ((c->bn || c->fused) == intrinsic && !strcmp(t, c->name)) return c;
     }
     return NULL;
 }
@@ -74,6 +84,21 @@ const char *bpcc_qat_float_root(const char *type)
 {
     const struct qat_class *c = qat_class(type);
     return c ? c->root : NULL;
+}
+
+bool bpcc_graph_has_qat(const struct bpcc_graph *g)
+{
+    /* each type once: types are interned, so a type seen is known by its pointer (a small
+    ** direct-mapped table of the last ones; a model has a few dozen types) */
+    const char *seen[64] = {0};
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const char *t = g->modules[i]->type;
+        const char **slot = &seen[((uintptr_t)t >> 3) % BPCC_ARRAY_LEN(seen)];
+        if (*slot == t) continue;
+        *slot = t;
+        if (qat_class(t) || bpcc_obs_is_fake_quant_type(t)) return true;
+    }
+    return false;
 }
 
 static const struct bpcc_module *child(const struct bpcc_module *m, const char *leaf)

@@ -13,6 +13,10 @@
 BPCC_INTERNAL bool bpcc_qat_is_type(const char *type);
 BPCC_INTERNAL const char *bpcc_qat_float_root(const char *type);
 
+/* Has g a QAT module or a fake quantize (live or not)? When not, the passes need not ask of each
+** node (one look at each distinct module type). */
+BPCC_INTERNAL bool bpcc_graph_has_qat(const struct bpcc_graph *g);
+
 /* What a QAT module's weight fake quantize leaves convert: its observer's spec and statistics
 ** (`has`), and whether the observer is on, so that convert runs it once on the float weight. */
 struct bpcc_qat_weight {

@@ -56,6 +56,7 @@ struct assigner {
     struct rule_ix *by_type, *by_name;
     struct counter *counters;
     struct bpcc_diag *d;
+    bool qat; /* QAT modules in the graph (bpcc_graph_has_qat) */
 };
 
 /* A decision: the qconfig and the rule that chose it (NULL rule: global or no global). */
@@ -256,10 +257,6 @@ static size_t parent_len(const char *name)
 /* the type of a call_module node's module as traced: a fused module's first part's */
 static const char *traced_type(const struct bpcc_node *n, const char *type)
 {
-    /* a QAT module was its float root when prepare_qat_fx assigned its qconfig (PyTorch's
-    ** update_qconfig_for_qat gives the QAT class the float class's object_type qconfig) */
-    const char *qat_root = bpcc_qat_float_root(type);
-    if (qat_root) return qat_root;
     if (!is_fused_type(type)) return type;
     const struct bpcc_module *mod = bpcc_node_module(n);
     return mod->first_child ? mod->first_child->type : type;
@@ -298,9 +295,11 @@ static enum bpcc_status assign_node(struct assigner *A, const struct bpcc_node *
         if (!type)
             return bpcc_diag_error(A->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                    "node '%s' calls '%s', which is not a module", n->name, n->target);
-        const char *qat_root = bpcc_qat_float_root(type);
+        /* a QAT module was its float root when prepare_qat_fx assigned its qconfig (PyTorch's
+        ** update_qconfig_for_qat gives the QAT class the float class's object_type qconfig) */
+        const char *qat_root = A->qat ? bpcc_qat_float_root(type) : NULL;
         p = type_or_name(A, qat_root ? qat_root : type, n->target, glob);
-        s = order(A, n->target, parent_len(n->target), traced_type(n, type), &p);
+        s = order(A, n->target, parent_len(n->target), qat_root ? qat_root : traced_type(n, type), &p);
         break;
     }
     default:
@@ -339,7 +338,7 @@ enum bpcc_status bpcc_qconfig_assign(const struct bpcc_graph *g, const struct bp
     bpcc_intern_init(&a->intern, &a->arena);
     a->graph = g;
     a->mapping = m;
-    struct assigner A = {.a = a, .m = m, .d = d};
+    struct assigner A = {.a = a, .m = m, .d = d, .qat = bpcc_graph_has_qat(g)};
     enum bpcc_status s = index_rules(&A, QR_OBJECT_TYPE, &A.by_type);
     if (!s) s = index_rules(&A, QR_MODULE_NAME, &A.by_name);
     if (!s) s = fusion(&A);
