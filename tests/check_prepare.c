@@ -896,7 +896,13 @@ START_TEST(convert_refuses_a_qat_model_it_cannot_read_and_run_and_prepare_refuse
     ck_assert_ptr_nonnull(strstr(tu_msg(&d), "min_val and max_val are not one-element"));
     ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(g, "fc")), "torch.ao.nn.qat.Linear");
 
+    /* the interpreter goes on from an observer's statistics, and says when they do not fit it */
     struct bpcc_exec *e;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_ERR_GRAPH);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "observer 'fq1.activation_post_process': its min_val and max_val"));
+    bpcc_graph_free(g);
+    g = qat_model(true);
     bpcc_diag_init(&d);
     ck_assert_int_eq(bpcc_exec_new(g, 1, &e, &d), BPCC_OK);
     struct xtensor *x = bpcc_xtensor_new(2, (int64_t[]){1, 4});

@@ -531,6 +531,18 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
             return bpcc_diag_nomem(d);
         }
         e->ctx.n_obs++;
+        /* statistics the model holds already (calibrated before, by bpcc or PyTorch) are where the
+        ** observer goes on from, as PyTorch's observers go on from their buffers */
+        const struct bpcc_module *src = bpcc_obs_fake_quant_observer(m);
+        char why[160];
+        bool found;
+        enum bpcc_status sl = bpcc_obs_load(&oe->st, src ? src : m, &found, why, sizeof why);
+        if (sl) {
+            bpcc_exec_free(e);
+            return sl == BPCC_ERR_NOMEM ? bpcc_diag_nomem(d)
+                                        : bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, m->src_line, m->src_col,
+                                                          "observer '%s': %s", (src ? src : m)->name, why);
+        }
     }
     qsort(e->ctx.obs, e->ctx.n_obs, sizeof *e->ctx.obs, cmp_obs);
     *out = e;

@@ -8,7 +8,6 @@
 ** fixed-range ops. The quirks of 1.13 that decide observer placement are kept (docs/PREPARE.md).
 */
 #include "prepare.h"
-#include "qat.h"
 
 #include "../calib/observer.h"
 
@@ -1129,21 +1128,43 @@ void bpcc_prepare_report_free(struct bpcc_prepare_report *r)
 /* }================================================ */
 
 /* the pass leaves g as it was when it fails */
+/* The first node of a prepared model that calls an observer or a fake quantize (prepare_fx's or
+** prepare_qat_fx's, or bpcc prepare's), NULL for a float model: preparing it again would observe
+** the observers. The modules are looked at first, each distinct type once (types are interned),
+** so that a float model costs a look at its few dozen types. */
+static const struct bpcc_node *prepared_already(const struct bpcc_graph *g)
+{
+    const char *seen[64] = {0};
+    bool any = false;
+    for (uint32_t i = 0; i < g->n_modules && !any; i++) {
+        const char *t = g->modules[i]->type;
+        const char **slot = &seen[((uintptr_t)t >> 3) % BPCC_ARRAY_LEN(seen)];
+        if (g->modules[i]->dead || *slot == t) continue;
+        *slot = t;
+        any = bpcc_obs_type_class(t) >= 0 || bpcc_obs_is_fake_quant_type(t);
+    }
+    for (const struct bpcc_node *n = any ? g->first : NULL; n; n = n->next) {
+        const char *type = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module_type(n) : NULL;
+        if (type && (bpcc_obs_type_class(type) >= 0 || bpcc_obs_is_fake_quant_type(type))) return n;
+    }
+    return NULL;
+}
+
 enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
                               const struct bpcc_prepare_options *o, struct bpcc_prepare_report **out,
                               struct bpcc_diag *d)
 {
     if (out) *out = NULL;
-    /* a QAT model (prepare_qat_fx's, trained or not) is prepared already: its fake quantizes
-    ** would be observed a second time */
-    for (const struct bpcc_node *n = bpcc_graph_has_qat(g) ? g->first : NULL; n; n = n->next) {
-        const char *type = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module_type(n) : NULL;
-        if (type && bpcc_obs_is_fake_quant_type(type)) {
-            bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
-                            "node '%s' calls a fake quantize (%s): the model is prepared for QAT already", n->name, type);
-            bpcc_diag_note(d, 0, 0, "convert it as it is (bpcc convert); prepare and quantize take float models");
-            return BPCC_ERR_GRAPH;
-        }
+    const struct bpcc_node *n = prepared_already(g);
+    if (n) {
+        const char *type = bpcc_node_module_type(n);
+        bool fq = bpcc_obs_is_fake_quant_type(type);
+        bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
+                        "node '%s' calls %s (%s): the model is prepared %s", n->name,
+                        fq ? "a fake quantize" : "an observer", type, fq ? "for QAT already" : "already");
+        bpcc_diag_note(d, 0, 0, fq ? "convert it as it is (bpcc convert); prepare and quantize take float models"
+                                   : "calibrate it (bpcc calibrate) and convert it; prepare and quantize take float models");
+        return BPCC_ERR_GRAPH;
     }
     enum bpcc_status s = bpcc_graph_begin_pass(g, d);
     if (s) return s;

@@ -350,6 +350,17 @@ run "fuse" 0 "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -o "$WORK/fuse
 run "prepare --sync" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/prep_sy.bpcc" --sync --plan "$WORK/plan_sy.json" &&
     same_files "prepare --sync" cal_in prep_sy && python3 -m json.tool "$WORK/plan_sy.json" >/dev/null && ok || bad "prepare --sync: no plan"
 run "calibrate --sync" 0 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches" --sync -o "$WORK/cal_sy.bpcc" && same_files "calibrate --sync" cal cal_sy
+run "prepare a prepared model" 1 "$BPCC" prepare "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/prep2.bpcc" &&
+    has "prepare a prepared model" "$ERR" "calls an observer (torch.ao.quantization.HistogramObserver): the model is prepared already" &&
+    { [ ! -e "$WORK/prep2.bpcc" ] && ok || bad "prepare of a prepared model wrote an output"; }
+# a calibrated model calibrated again goes on from its statistics, as PyTorch's observers do: b0
+# then b1 in two runs is b0 and b1 in one (and not b1 alone: the histograms' counts differ)
+run "calibrate b0" 0 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches/b0.safetensors" -o "$WORK/cal_b0.bpcc" &&
+    run "calibrate b1 after b0" 0 "$BPCC" calibrate "$WORK/cal_b0.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/cal_b01.bpcc" &&
+    run "calibrate b1 alone" 0 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/cal_b1.bpcc" &&
+    { [ "$(sed 1,2d "$WORK/cal.bpcc")" = "$(sed 1,2d "$WORK/cal_b01.bpcc")" ] && cmp -s "$WORK/cal.safetensors" "$WORK/cal_b01.safetensors" &&
+        ok || bad "calibrating b0, then b1, is not calibrating both at once"; } &&
+    { cmp -s "$WORK/cal.safetensors" "$WORK/cal_b1.safetensors" && bad "calibrating b1 alone gives what both give: the test shows nothing" || ok; }
 run "convert --sync" 0 "$BPCC" convert "$WORK/cal.bpcc" -b fbgemm -q fbgemm -o "$WORK/conv_sy.bpcc" --sync && same_files "convert --sync" conv conv_sy
 run "run refuses --sync" 2 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/out_sy.safetensors" --sync &&
     has "run refuses --sync" "$ERR" "unknown option '--sync'"
