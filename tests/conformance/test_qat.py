@@ -114,27 +114,18 @@ def train(p, x, steps, freeze_after=None):
 
 
 class Qat(conftools.TmpCase):
-    def check(self, model, x, backend, none=(), steps=6, freeze_after=None):
-        what = "%s / %s%s%s" % (type(model).__name__, backend, " / float: %s" % ",".join(none) if none else "",
-                                " / frozen after %d" % freeze_after if freeze_after is not None else "")
-        torch.manual_seed(0)
-        qat_mapping = get_default_qat_qconfig_mapping(backend)
-        ptq_mapping = get_default_qconfig_mapping(backend)
-        for name in none:
-            qat_mapping.set_module_name(name, None)
-            ptq_mapping.set_module_name(name, None)
-        bc = bcfg.get_backend_config(backend)
-        p = prepare_qat_fx(model.train(), qat_mapping, (x,), backend_config=bc)
-        p = train(p, x, steps, freeze_after)
-        src = self.path("qat.bpcc")
+    def convert_prepared(self, p, x, backend, mapping, what):
+        """`bpcc convert` of PyTorch's prepared model p (exported by the bridge) against
+        convert_to_reference_fx of it: the graph, every module's type, the reference modules'
+        qscheme and dtype attributes, the whole state dict bit for bit, PyTorch running both, and
+        `bpcc run` of bpcc's model"""
+        src, spec, out = self.path("p.bpcc"), self.path("q.yaml"), self.path("ref.bpcc")
         bpcc_torch.export(p, (x,), src)
-        spec = self.path("q.yaml")
         with open(spec, "w") as f:
-            f.write(bq.mapping_yaml(ptq_mapping, backend))
-        out = self.path("ref.bpcc")
+            f.write(bq.mapping_yaml(mapping, backend))
         r = subprocess.run([BPCC, "convert", src, "-b", backend, "-q", spec, "-o", out], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "%s: %s" % (what, r.stderr))
-        want = convert_to_reference_fx(copy.deepcopy(p), backend_config=bc)
+        want = convert_to_reference_fx(copy.deepcopy(p), backend_config=bcfg.get_backend_config(backend))
         got = bpcc_torch.load(out)
         self.assertEqual(conftools.graph_of(got), conftools.graph_of(want), "%s: converted graphs differ" % what)
         wm = {k: type(m).__name__ for k, m in want.named_modules() if k}
@@ -168,7 +159,19 @@ class Qat(conftools.TmpCase):
               % (what, (d <= 1 + 1e-3).float().mean().item(), d.mean().item(), d.max().item()), flush=True)
         self.assertLessEqual(d.max().item(), 3 + 1e-3, what)
         self.assertLessEqual(d.mean().item(), 0.7, what)
-        return p
+
+    def check(self, model, x, backend, none=(), steps=6, freeze_after=None):
+        """prepare_qat_fx, training, then convert_prepared with the backend's post-training mapping"""
+        what = "%s / %s%s%s" % (type(model).__name__, backend, " / float: %s" % ",".join(none) if none else "",
+                                " / frozen after %d" % freeze_after if freeze_after is not None else "")
+        torch.manual_seed(0)
+        qat_mapping = get_default_qat_qconfig_mapping(backend)
+        ptq_mapping = get_default_qconfig_mapping(backend)
+        for name in none:
+            qat_mapping.set_module_name(name, None)
+            ptq_mapping.set_module_name(name, None)
+        p = prepare_qat_fx(model.train(), qat_mapping, (x,), backend_config=bcfg.get_backend_config(backend))
+        self.convert_prepared(train(p, x, steps, freeze_after), x, backend, ptq_mapping, what)
 
     def test_conv_x86(self):
         self.check(ConvNet(), torch.randn(4, 3, 8, 8), "x86")
@@ -203,31 +206,14 @@ class Qat(conftools.TmpCase):
         # statistics only (min_val, max_val; the histogram of x86's HistogramObserver), converted
         # by bpcc as convert_fx converts it
         for backend in ("x86", "qnnpack"):
-            what = "calibrated in PyTorch / %s" % backend
             torch.manual_seed(0)
             x = torch.randn(4, 3, 8, 8)
-            bc = bcfg.get_backend_config(backend)
             mapping = get_default_qconfig_mapping(backend)
-            p = prepare_fx(ConvNet().eval(), mapping, (x,), backend_config=bc)
+            p = prepare_fx(ConvNet().eval(), mapping, (x,), backend_config=bcfg.get_backend_config(backend))
             with torch.no_grad():
                 for _ in range(3):
                     p(torch.randn(4, 3, 8, 8))
-            src, spec, out = self.path("p.bpcc"), self.path("q.yaml"), self.path("ref.bpcc")
-            bpcc_torch.export(p, (x,), src)
-            with open(spec, "w") as f:
-                f.write(bq.mapping_yaml(mapping, backend))
-            r = subprocess.run([BPCC, "convert", src, "-b", backend, "-q", spec, "-o", out], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 0, "%s: %s" % (what, r.stderr))
-            want = convert_to_reference_fx(copy.deepcopy(p), backend_config=bc)
-            got = bpcc_torch.load(out)
-            self.assertEqual(conftools.graph_of(got), conftools.graph_of(want), "%s: converted graphs differ" % what)
-            ws, gs = want.state_dict(), got.state_dict()
-            self.assertEqual(sorted(gs), sorted(ws), "%s: state dict keys" % what)
-            for k in ws:
-                if isinstance(ws[k], torch.Tensor):
-                    self.assertTrue(torch.equal(gs[k], ws[k]), "%s %s" % (what, k))
-            with torch.no_grad():
-                self.assertTrue(torch.equal(got(x), want(x)), what)
+            self.convert_prepared(p, x, backend, mapping, "calibrated in PyTorch / %s" % backend)
 
     def test_interpreter_refuses_fake_quantize(self):
         torch.manual_seed(0)
