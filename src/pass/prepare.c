@@ -1166,6 +1166,17 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
                                    : "calibrate it (bpcc calibrate) and convert it; prepare and quantize take float models");
         return BPCC_ERR_GRAPH;
     }
+    /* a QAT mapping's activations are fake quantizes, which prepare_fx would insert; bpcc's prepare
+    ** makes observers only, which would be another model */
+    const struct observer_spec *fq = bpcc_qconfig_mapping_fake_quantize(m);
+    if (fq) {
+        bpcc_diag_error(d, BPCC_ERR_CONFIG, m->file, fq->line, fq->col,
+                        "the qconfig mapping asks for fake quantizes (%s), which bpcc prepare does not make: QAT "
+                        "prepare (prepare_qat_fx) is not supported", bpcc_fq_name(fq->fake_quantize));
+        bpcc_diag_note(d, 0, 0, "prepare and train a QAT model in PyTorch, export it with the bridge, and give "
+                                "bpcc convert the model and this mapping");
+        return BPCC_ERR_CONFIG;
+    }
     enum bpcc_status s = bpcc_graph_begin_pass(g, d);
     if (s) return s;
     /* the end may still fail the pass (a change its undo log found no memory for) */

@@ -33,7 +33,11 @@ static const char *const *const class_keys[OC_COUNT] = {keys_minmax, keys_ma_min
                                                         keys_ma_pc_minmax, keys_histogram, keys_placeholder,
                                                         keys_fixed, keys_noop, keys_reuse};
 
+static const char *const fq_names[FQ_COUNT + 1] = {"", "FakeQuantize", "FusedMovingAvgObsFakeQuantize",
+                                                   "FixedQParamsFakeQuantize", NULL};
+
 const char *bpcc_obs_class_name(enum obs_class c) { return (unsigned)c < OC_COUNT ? class_names[c] : "?"; }
+const char *bpcc_fq_name(enum fq_kind k) { return k > FQ_NONE && k < FQ_COUNT ? fq_names[k] : NULL; }
 const char *bpcc_qscheme_name(enum qscheme q) { return (unsigned)q < QS_COUNT ? qscheme_names[q] : "?"; }
 
 struct qloader {
@@ -83,18 +87,42 @@ static bool qrange(struct qloader *Q, const struct ynode *at, struct observer_sp
     return true;
 }
 
+/* `fake_quantize: <class>` of an observer spec (FQ_NONE without the key); false on an unknown one */
+static bool fake_quantize_kind(struct qloader *Q, const struct ynode *n, enum fq_kind *out)
+{
+    *out = FQ_NONE;
+    const struct ynode *v = n->kind == YNODE_MAP ? bpcc_ynode_get(n, "fake_quantize") : NULL;
+    if (!v) return true;
+    if (!ys_want_kind(&Q->ys, v, YNODE_SCALAR, "a fake quantize class")) return false;
+    const char *name = v->str;
+    if (!strncmp(name, "torch.ao.quantization.", 22)) name += 22;
+    if (!strncmp(name, "fake_quantize.", 14)) name += 14;
+    for (int k = FQ_NONE + 1; k < FQ_COUNT; k++)
+        if (!strcmp(name, fq_names[k])) {
+            *out = (enum fq_kind)k;
+            return true;
+        }
+    char list[256];
+    return ys_err(&Q->ys, v, "unknown fake quantize '%s' (valid: %s)", v->str, ys_one_of(fq_names + 1, list, sizeof list));
+}
+
 static bool observer(struct qloader *Q, const struct ynode *n, const char *what, struct observer_spec *o)
 {
     memset(o, 0, sizeof *o);
     o->line = n->line;
     o->col = n->col;
+    enum fq_kind fq;
+    if (!fake_quantize_kind(Q, n, &fq)) return false;
     const struct ynode *cls_node = n;
+    const char *cname = NULL;
     if (n->kind == YNODE_MAP) {
         cls_node = bpcc_ynode_get(n, "observer");
-        if (!cls_node) return ys_err(&Q->ys, n, "%s needs an 'observer' (e.g. MinMaxObserver)", what);
+        /* a fake quantize's default observer (FakeQuantize's and the fused one's) */
+        if (!cls_node && (fq == FQ_FAKE_QUANTIZE || fq == FQ_FUSED_MOVING_AVG)) cname = "MovingAverageMinMaxObserver";
+        else if (!cls_node) return ys_err(&Q->ys, n, "%s needs an 'observer' (e.g. MinMaxObserver)", what);
     }
-    if (!ys_want_kind(&Q->ys, cls_node, YNODE_SCALAR, "an observer class")) return false;
-    const char *cname = cls_node->str;
+    if (!cname && !ys_want_kind(&Q->ys, cls_node, YNODE_SCALAR, "an observer class")) return false;
+    if (!cname) cname = cls_node->str;
     if (!strncmp(cname, "torch.ao.quantization.", 22)) cname += 22;
     if (!strncmp(cname, "observer.", 9)) cname += 9;
     int cls = -1;
@@ -106,11 +134,29 @@ static bool observer(struct qloader *Q, const struct ynode *n, const char *what,
                       ys_one_of(class_names, list, sizeof list));
     }
     o->cls = (enum obs_class)cls;
+    o->fake_quantize = fq;
     if (n->kind == YNODE_MAP) {
-        char where[80];
-        snprintf(where, sizeof where, "%s arguments", class_names[cls]);
-        ys_check_keys(&Q->ys, n, class_keys[cls], where);
+        char where[96];
+        snprintf(where, sizeof where, "%s%s%s arguments", fq ? fq_names[fq] : "", fq ? " of " : "", class_names[cls]);
+        /* the observer's keywords, and with a fake quantize its class (its quant_min and quant_max
+        ** are the observer's: FakeQuantize passes them on) */
+        const char *keys[16];
+        size_t nk = 0;
+        for (const char *const *k = class_keys[cls]; *k && nk < BPCC_ARRAY_LEN(keys) - 2; k++) keys[nk++] = *k;
+        if (fq) keys[nk++] = "fake_quantize";
+        keys[nk] = NULL;
+        ys_check_keys(&Q->ys, n, keys, where);
     }
+    /* what the fake quantizes' constructors accept */
+    if (fq == FQ_FUSED_MOVING_AVG && cls != OC_MOVING_AVERAGE_MINMAX && cls != OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX)
+        return ys_err(&Q->ys, cls_node ? cls_node : n, "FusedMovingAvgObsFakeQuantize takes a MovingAverageMinMaxObserver or "
+                      "a MovingAveragePerChannelMinMaxObserver, not %s", class_names[cls]);
+    if (fq == FQ_FIXED_QPARAMS && cls != OC_FIXED_QPARAMS)
+        return ys_err(&Q->ys, cls_node ? cls_node : n, "FixedQParamsFakeQuantize takes a FixedQParamsObserver, not %s",
+                      class_names[cls]);
+    if (fq == FQ_FAKE_QUANTIZE && (cls == OC_PLACEHOLDER || cls == OC_NOOP || cls == OC_REUSE_INPUT || cls == OC_FIXED_QPARAMS))
+        return ys_err(&Q->ys, cls_node ? cls_node : n, "FakeQuantize takes an observer with statistics (MinMax, "
+                      "MovingAverage, PerChannel or Histogram), not %s", class_names[cls]);
     /* defaults of the constructor */
     o->dtype = o->cls == OC_PLACEHOLDER ? BPCC_DTYPE_F32 : o->cls == OC_NOOP ? BPCC_DTYPE_F16 : BPCC_DTYPE_QUINT8;
     o->qscheme = (o->cls == OC_PER_CHANNEL_MINMAX || o->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX)
@@ -496,7 +542,16 @@ static bool observer_equal(const struct observer_spec *a, const struct observer_
            a->eps == b->eps && a->averaging_constant == b->averaging_constant && a->ch_axis == b->ch_axis &&
            a->bins == b->bins && a->upsample_rate == b->upsample_rate && a->scale == b->scale &&
            a->zero_point == b->zero_point && a->compute_dtype == b->compute_dtype &&
-           str_eq(a->custom_op_name, b->custom_op_name);
+           a->fake_quantize == b->fake_quantize && str_eq(a->custom_op_name, b->custom_op_name);
+}
+
+const struct observer_spec *bpcc_qconfig_mapping_fake_quantize(const struct bpcc_qconfig_mapping *m)
+{
+    if (m->global && m->global->activation.fake_quantize) return &m->global->activation;
+    for (int k = 0; k < QR_COUNT; k++)
+        for (uint32_t i = 0; i < m->n_rules[k]; i++)
+            if (m->rules[k][i].qc && m->rules[k][i].qc->activation.fake_quantize) return &m->rules[k][i].qc->activation;
+    return NULL;
 }
 
 bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b)
@@ -512,7 +567,8 @@ bool bpcc_qconfig_equal(const struct qconfig *a, const struct qconfig *b)
 json_t *bpcc_observer_json(const struct observer_spec *o)
 {
     json_t *j = json_object();
-    bool ok = j && bpcc_json_put(j, "observer", json_string(class_names[o->cls])) &&
+    bool ok = j && (!o->fake_quantize || bpcc_json_put(j, "fake_quantize", json_string(fq_names[o->fake_quantize]))) &&
+              bpcc_json_put(j, "observer", json_string(class_names[o->cls])) &&
               bpcc_json_put(j, "dtype", json_string(bpcc_dtype_name(o->dtype)));
     switch (o->cls) {
     case OC_PLACEHOLDER:

@@ -31,7 +31,11 @@ enum qscheme {
     QS_COUNT
 };
 
+/* The fake quantize an observer is wrapped in (a QAT qconfig's), or none. Append-only. */
+enum fq_kind { FQ_NONE = 0, FQ_FAKE_QUANTIZE, FQ_FUSED_MOVING_AVG, FQ_FIXED_QPARAMS, FQ_COUNT };
+
 BPCC_INTERNAL const char *bpcc_obs_class_name(enum obs_class c);
+BPCC_INTERNAL const char *bpcc_fq_name(enum fq_kind k); /* "FakeQuantize" ...; NULL for FQ_NONE */
 BPCC_INTERNAL const char *bpcc_qscheme_name(enum qscheme q);
 
 /* An observer as constructed: every field holds the effective value, defaults applied and the
@@ -50,6 +54,7 @@ struct observer_spec {
     double scale;                /* FixedQParamsObserver */
     int64_t zero_point;
     enum bpcc_dtype compute_dtype; /* PlaceholderObserver (1.13): set = dynamic quantization */
+    enum fq_kind fake_quantize;  /* the observer inside a fake quantize (QAT qconfigs); its qparams are the observer's */
     const char *custom_op_name;
     uint32_t line, col;
 };
@@ -87,6 +92,8 @@ struct builtin_qconfig {
     size_t len;
 };
 BPCC_INTERNAL const struct builtin_qconfig *bpcc_builtin_qconfigs(uint32_t *n);
+/* The first activation spec of m wrapped in a fake quantize (a QAT mapping's), NULL if none */
+BPCC_INTERNAL const struct observer_spec *bpcc_qconfig_mapping_fake_quantize(const struct bpcc_qconfig_mapping *m);
 BPCC_INTERNAL const char *bpcc_qc_rule_kind_name(enum qc_rule_kind k);
 
 /* One node's qconfig (NULL: stays float) and the rule that chose it (NULL for global/default). */

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Conformance: bpcc's qconfig mappings against PyTorch 1.13. The built-in mappings equal
-get_default_qconfig_mapping(name) rule for rule, with every observer's settings as PyTorch's
+get_default_qconfig_mapping(name) (and the <name>_qat ones get_default_qat_qconfig_mapping(name),
+fake quantizes and their observers) rule for rule, with every observer's settings as PyTorch's
 constructed observers hold them (dtype, qscheme, reduce_range, effective quant_min/quant_max, eps,
 class-specific arguments); a hand-written YAML equals the QConfigMapping built from the same
 settings in Python; patterns/qconfig/*.yaml are what the generator makes from this torch.
@@ -27,6 +28,7 @@ from bpcc_torch import qconfig as bq  # noqa: E402
 
 warnings.simplefilter("ignore")
 BPCC = None
+NAMES = ("fbgemm", "qnnpack", "x86", "onednn", "fbgemm_qat", "qnnpack_qat", "x86_qat", "onednn_qat")
 
 
 def bpcc_json(spec):
@@ -54,12 +56,15 @@ class QConfigs(unittest.TestCase):
                             % (what, key, json.dumps(got.get(key))[:600], json.dumps(want[key])[:600]))
 
     def test_builtins_equal_get_default_qconfig_mapping(self):
-        for name in ("fbgemm", "qnnpack", "x86", "onednn"):
-            self.check(bpcc_json(name), bq.mapping_effective(get_default_qconfig_mapping(name), name), name)
+        # and the QAT ones (<backend>_qat) get_default_qat_qconfig_mapping: fake quantizes with
+        # their observers' settings
+        for name in NAMES:
+            self.check(bpcc_json(name), bq.mapping_effective(bq.default_mapping(name)[0], name), name)
+        self.assertEqual(bpcc_json("x86_qat")["global"]["activation"]["fake_quantize"], "FusedMovingAvgObsFakeQuantize")
 
     def test_shipped_yaml_is_what_the_generator_makes(self):
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "tools", "python"))
-        for name in ("fbgemm", "qnnpack", "x86", "onednn"):
+        for name in NAMES:
             r = subprocess.run([sys.executable, "-m", "bpcc_torch.qconfig", name], capture_output=True,
                                text=True, env=env)
             self.assertEqual(r.returncode, 0, r.stderr)
@@ -94,6 +99,28 @@ class QConfigs(unittest.TestCase):
                  activation=ob.ReuseInputObserver, weight=ob.NoopObserver)))
         self.check(bpcc_json(os.path.join(ROOT, "tests", "qconfigs", "good", "custom.yaml")),
                    bq.mapping_effective(m, "custom"), "custom.yaml")
+
+
+    def test_hand_written_qat_yaml_equals_the_python_mapping(self):
+        from torch.ao.quantization import fake_quantize as fq
+        from torch.ao.quantization.qconfig import default_embedding_qat_qconfig
+        m = (QConfigMapping()
+             .set_global(QConfig(
+                 activation=fq.FakeQuantize.with_args(observer=ob.MovingAverageMinMaxObserver, quant_min=0, quant_max=127),
+                 weight=fq.FusedMovingAvgObsFakeQuantize.with_args(
+                     observer=ob.MovingAveragePerChannelMinMaxObserver, dtype=torch.qint8,
+                     qscheme=torch.per_channel_symmetric, quant_min=-128, quant_max=127)))
+             .set_object_type(torch.nn.Embedding, default_embedding_qat_qconfig)
+             .set_object_type(torch.sigmoid, QConfig(
+                 activation=fq.default_fixed_qparams_range_0to1_fake_quant, weight=fq.FakeQuantize)))
+        got = bpcc_json(os.path.join(ROOT, "tests", "qconfigs", "good", "qat.yaml"))
+        self.check(got, bq.mapping_effective(m, "qat"), "qat.yaml")
+        # and bpcc's prepare, which makes no fake quantizes, says so
+        r = subprocess.run([BPCC, "prepare", os.path.join(ROOT, "tests", "fixtures", "torch", "tiny_resnet.bpcc"), "-b", "x86",
+                            "-q", "x86_qat", "-o", os.path.join(HERE, "never_written.bpcc")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("QAT prepare (prepare_qat_fx) is not supported", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(HERE, "never_written.bpcc")))
 
 
 if __name__ == "__main__":

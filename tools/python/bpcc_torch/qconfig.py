@@ -2,12 +2,13 @@
 observers have once constructed (for the conformance suite):
 
     python3 -m bpcc_torch.qconfig fbgemm > patterns/qconfig/fbgemm.yaml
+    python3 -m bpcc_torch.qconfig fbgemm_qat > patterns/qconfig/fbgemm_qat.yaml   # the QAT mapping
 """
 import math
 import sys
 
 import torch
-from torch.ao.quantization import get_default_qconfig_mapping
+from torch.ao.quantization import get_default_qat_qconfig_mapping, get_default_qconfig_mapping
 
 from ._names import class_name, function_name
 from .backend_config import _yscalar, op_name
@@ -33,12 +34,26 @@ def _value(v):
     return v
 
 
-def observer_yaml(ctr):
-    """A constructor (class or with_args partial) as a flow mapping of its given arguments."""
+FAKE_QUANTIZE = ("FakeQuantize", "FusedMovingAvgObsFakeQuantize", "FixedQParamsFakeQuantize")
+
+
+def _ctr_parts(ctr):
+    """(class, keyword arguments) of a constructor: a class or a with_args partial"""
     p = getattr(ctr, "p", None)
-    cls = p.func if p is not None else ctr
-    kw = dict(p.keywords) if p is not None else {}
-    items = ["observer: " + cls.__name__]
+    return (p.func, dict(p.keywords)) if p is not None else (ctr, {})
+
+
+def observer_yaml(ctr):
+    """A constructor (class or with_args partial) as a flow mapping of its given arguments; a fake
+    quantize's (a QAT qconfig's) as its class and its observer's, whose arguments it passes on."""
+    cls, kw = _ctr_parts(ctr)
+    items = []
+    if cls.__name__ in FAKE_QUANTIZE:
+        items.append("fake_quantize: " + cls.__name__)
+        obs, okw = _ctr_parts(kw.pop("observer", torch.ao.quantization.MovingAverageMinMaxObserver))
+        okw.update(kw)
+        cls, kw = obs, okw
+    items.append("observer: " + cls.__name__)
     for k in CLASS_ARGS[cls.__name__]:
         if k in kw:
             items.append("%s: %s" % (k, _yscalar(_value(kw[k]))))
@@ -79,10 +94,15 @@ def mapping_yaml(m, name, header=()):
 
 
 def observer_effective(ctr):
-    """What the constructed observer holds, in bpcc's JSON shape."""
+    """What the constructed observer holds, in bpcc's JSON shape (a fake quantize: its observer's,
+    and its class)."""
     o = ctr()
+    d = {}
+    if type(o).__name__ in FAKE_QUANTIZE:
+        d["fake_quantize"] = type(o).__name__
+        o = o.activation_post_process
     name = type(o).__name__
-    d = {"observer": name, "dtype": _value(o.dtype)}
+    d.update(observer=name, dtype=_value(o.dtype))
     if name == "PlaceholderObserver":
         d["compute_dtype"] = _value(o.compute_dtype) if getattr(o, "compute_dtype", None) is not None else None
         d["custom_op_name"] = o.custom_op
@@ -120,10 +140,18 @@ def mapping_effective(m, name):
     }
 
 
+def default_mapping(name):
+    """get_default_qconfig_mapping(name), or for <backend>_qat get_default_qat_qconfig_mapping"""
+    if name.endswith("_qat"):
+        return get_default_qat_qconfig_mapping(name[:-4]), "get_default_qat_qconfig_mapping(\"%s\")" % name[:-4]
+    return get_default_qconfig_mapping(name), "get_default_qconfig_mapping(\"%s\")" % name
+
+
 if __name__ == "__main__":
     import warnings
     warnings.simplefilter("ignore")
     name = sys.argv[1]
-    sys.stdout.write(mapping_yaml(get_default_qconfig_mapping(name), name, [
-        "Generated from PyTorch %s get_default_qconfig_mapping(\"%s\") by" % (torch.__version__, name),
+    mapping, made_by = default_mapping(name)
+    sys.stdout.write(mapping_yaml(mapping, name, [
+        "Generated from PyTorch %s %s by" % (torch.__version__, made_by),
         "`python3 -m bpcc_torch.qconfig %s` (tests/conformance/test_qconfigs.py checks it)." % name]))
