@@ -174,7 +174,7 @@ class Qat(conftools.TmpCase):
         self.assertLessEqual(d.max().item(), 3 + 1e-3, what)
         self.assertLessEqual(d.mean().item(), 0.7, what)
 
-    def check(self, model, x, backend, none=(), steps=6, freeze_after=None, qat_rules=(), ptq=False):
+    def check(self, model, x, backend, none=(), steps=6, freeze_after=None, qat_rules=(), ptq=False, mapping=None):
         """prepare_qat_fx with the backend's QAT mapping (and the object_type rules qat_rules),
         training, then convert_prepared with the same mapping (without qat_rules, which 1.13 loses:
         docs/CONVERT.md), spelled with fake quantizes; or (ptq) the post-training mapping of the same
@@ -183,8 +183,8 @@ class Qat(conftools.TmpCase):
                                   " / frozen after %d" % freeze_after if freeze_after is not None else "",
                                   " / post-training mapping" if ptq else "")
         torch.manual_seed(0)
-        qat_mapping = get_default_qat_qconfig_mapping(backend)
-        given = get_default_qconfig_mapping(backend) if ptq else get_default_qat_qconfig_mapping(backend)
+        qat_mapping = mapping() if mapping else get_default_qat_qconfig_mapping(backend)
+        given = get_default_qconfig_mapping(backend) if ptq else mapping() if mapping else get_default_qat_qconfig_mapping(backend)
         for name in none:
             qat_mapping.set_module_name(name, None)
             given.set_module_name(name, None)
@@ -200,6 +200,18 @@ class Qat(conftools.TmpCase):
 
     def test_conv_qnnpack(self):
         self.check(ConvNet(), torch.randn(4, 3, 8, 8), "qnnpack")
+
+    def test_fake_quantize_class(self):
+        # FakeQuantize (not the fused one; its enabled flags are uint8 buffers): 1.13's
+        # default_qat_qconfig (per-tensor weights) with fbgemm, and qnnpack's symmetric one
+        # (qint8 activations, per-channel weights, eps 2^-12)
+        from torch.ao.quantization import QConfigMapping
+        from torch.ao.quantization.qconfig import default_per_channel_symmetric_qnnpack_qat_qconfig, default_qat_qconfig
+        for qc, backend in ((default_qat_qconfig, "fbgemm"), (default_per_channel_symmetric_qnnpack_qat_qconfig, "qnnpack")):
+            # the sigmoid keeps the backend's fixed-qparams fake quantize, which 1.13 requires
+            fixed = get_default_qat_qconfig_mapping(backend).object_type_qconfigs[torch.sigmoid]
+            self.check(ConvNet(), torch.randn(4, 3, 8, 8), backend,
+                       mapping=lambda qc=qc, fixed=fixed: QConfigMapping().set_global(qc).set_object_type(torch.sigmoid, fixed))
 
     def test_post_training_mapping(self):
         # the backend's post-training mapping has the QAT one's dtypes and Nones: the same model
