@@ -965,11 +965,8 @@ bool bpcc_obs_is_fake_quant_type(const char *type)
 const struct bpcc_module *bpcc_obs_fake_quant_observer(const struct bpcc_module *m)
 {
     if (!m->first_child || !bpcc_obs_is_fake_quant_type(m->type)) return NULL; /* most modules: no children */
-    size_t n = strlen(m->name);
-    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling)
-        if (!c->dead && !strncmp(c->name, m->name, n) && !strcmp(c->name + n, n ? ".activation_post_process" : "activation_post_process"))
-            return bpcc_obs_type_class(c->type) >= 0 ? c : NULL;
-    return NULL;
+    const struct bpcc_module *c = bpcc_module_child(m, "activation_post_process");
+    return c && bpcc_obs_type_class(c->type) >= 0 ? c : NULL;
 }
 
 int bpcc_obs_module_class(const struct bpcc_module *m)

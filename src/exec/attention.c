@@ -17,16 +17,6 @@
 #include <cblas.h>
 #include <math.h>
 
-/* m's submodule of that last name component (self_attn, out_proj), or NULL */
-static const struct bpcc_module *child(const struct bpcc_module *m, const char *name)
-{
-    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
-        const char *dot = strrchr(c->name, '.');
-        if (!strcmp(dot ? dot + 1 : c->name, name)) return c;
-    }
-    return NULL;
-}
-
 /* y[rows, out] = x[rows, in] w[out, in]^T + b */
 static void project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out, float *y)
 {
@@ -107,7 +97,7 @@ static enum bpcc_status k_multihead_attention(const struct xargs *a, struct xval
     const float *wq = packed ? in_w : bpcc_mtensor_n(a, m, "q_proj_weight", E * E);
     const float *wk = packed ? in_w + E * E : bpcc_mtensor_n(a, m, "k_proj_weight", E * kdim);
     const float *wv = packed ? in_w + 2 * E * E : bpcc_mtensor_n(a, m, "v_proj_weight", E * vdim);
-    const struct bpcc_module *op = child(m, "out_proj");
+    const struct bpcc_module *op = bpcc_module_child(m, "out_proj");
     bool has_in_b = bpcc_mtensor(m, "in_proj_bias"), has_bo = op && bpcc_mtensor(op, "bias");
     const float *in_b = has_in_b ? bpcc_mtensor_n(a, m, "in_proj_bias", 3 * E) : NULL;
     const float *wo = bpcc_mtensor_n(a, op, "weight", E * E), *bo = has_bo ? bpcc_mtensor_n(a, op, "bias", E) : NULL;
@@ -291,8 +281,10 @@ static enum bpcc_status layer(const struct xargs *a, const struct xval *src, con
     if (bpcc_mattr_bool(m, "training", false))
         return bpcc_xerr(a, "%s in training mode drops values at random; export the model in eval mode", m->type);
     bool norm_first = bpcc_mattr_bool(m, "norm_first", false);
-    const struct bpcc_module *sa = child(m, "self_attn"), *ca = child(m, "multihead_attn"), *l1 = child(m, "linear1"),
-                             *l2 = child(m, "linear2"), *norms[3] = {child(m, "norm1"), child(m, "norm2"), child(m, "norm3")};
+    const struct bpcc_module *sa = bpcc_module_child(m, "self_attn"), *ca = bpcc_module_child(m, "multihead_attn");
+    const struct bpcc_module *l1 = bpcc_module_child(m, "linear1"), *l2 = bpcc_module_child(m, "linear2");
+    const struct bpcc_module *norms[3] = {bpcc_module_child(m, "norm1"), bpcc_module_child(m, "norm2"),
+                                          bpcc_module_child(m, "norm3")};
     int n_blocks = memory ? 3 : 2; /* the last is the feed-forward */
     struct xval x, t = {0};
     enum bpcc_status st = bpcc_xval_copy(src, &x) ? bpcc_diag_nomem(a->d) : BPCC_OK;
@@ -397,10 +389,10 @@ static enum bpcc_status k_transformer_encoder(const struct xargs *a, struct xval
     const struct xtensor *x;
     if (!m || !bpcc_xarg_tensor(a, 0, "src", &x)) return BPCC_ERR_GRAPH;
     const struct xval *mask = optional(a, 1, "mask"), *kpm = optional(a, 2, "src_key_padding_mask");
-    const struct bpcc_module *layers = child(m, "layers"), *norm = child(m, "norm");
+    const struct bpcc_module *layers = bpcc_module_child(m, "layers"), *norm = bpcc_module_child(m, "norm");
     if (!layers || !layers->first_child) return bpcc_xerr(a, "TransformerEncoder has no layers");
-    const struct bpcc_module *first = layers->first_child, *sa = child(first, "self_attn");
-    const struct bpcc_module *n1 = child(first, "norm1"), *n2 = child(first, "norm2");
+    const struct bpcc_module *first = layers->first_child, *sa = bpcc_module_child(first, "self_attn");
+    const struct bpcc_module *n1 = bpcc_module_child(first, "norm1"), *n2 = bpcc_module_child(first, "norm2");
     bool nested = kpm && !mask && x->ndim == 3 && bpcc_mattr_bool(m, "enable_nested_tensor", true) &&
                   !strcmp(first->type, "torch.nn.TransformerEncoderLayer") && !bpcc_mattr_bool(first, "norm_first", false) &&
                   sa && bpcc_mattr_bool(sa, "batch_first", false) &&
@@ -461,9 +453,9 @@ static enum bpcc_status k_transformer_decoder(const struct xargs *a, struct xval
     if (!decoder_args(a, &lm)) return BPCC_ERR_GRAPH;
     struct xval cur;
     if (bpcc_xval_copy(bpcc_xarg(a, 0, "tgt"), &cur)) return bpcc_diag_nomem(a->d);
-    enum bpcc_status st = stack(a, child(a->module, "layers"), "torch.nn.TransformerDecoderLayer", bpcc_xarg(a, 1, "memory"),
-                                &lm, &cur);
-    if (!st) st = normed(a, child(a->module, "norm"), &cur);
+    enum bpcc_status st = stack(a, bpcc_module_child(a->module, "layers"), "torch.nn.TransformerDecoderLayer",
+                                bpcc_xarg(a, 1, "memory"), &lm, &cur);
+    if (!st) st = normed(a, bpcc_module_child(a->module, "norm"), &cur);
     if (st) {
         bpcc_xval_release(&cur);
         return st;
@@ -480,7 +472,7 @@ static enum bpcc_status k_transformer(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *s, *t;
     if (!a->module || !bpcc_xarg_tensor(a, 0, "src", &s) || !bpcc_xarg_tensor(a, 1, "tgt", &t)) return BPCC_ERR_GRAPH;
-    const struct bpcc_module *enc = child(a->module, "encoder"), *dec = child(a->module, "decoder");
+    const struct bpcc_module *enc = bpcc_module_child(a->module, "encoder"), *dec = bpcc_module_child(a->module, "decoder");
     const struct xval *sm = optional(a, 2, "src_mask"), *skpm = optional(a, 5, "src_key_padding_mask");
     struct xval pos[3] = {*bpcc_xarg(a, 0, "src"), {.k = XV_NONE}, {.k = XV_NONE}}, memory;
     if (sm) pos[1] = *sm;

@@ -341,6 +341,11 @@ BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 ** name probes the table once per candidate instead of a lookup and then an add */
 BPCC_INTERNAL enum bpcc_status bpcc_graph_add_module_if_free(struct bpcc_graph *g, const char *name, const char *type,
                                                              struct bpcc_module **out, struct bpcc_diag *d);
+/* m's live submodule <m.name>.<leaf> (`leaf` at the root), or NULL: a walk over m's children */
+BPCC_INTERNAL struct bpcc_module *bpcc_module_child(const struct bpcc_module *m, const char *leaf);
+/* Has g a live module whose type `pred` accepts? Each distinct type is asked once (types are
+** interned: a type is known by its pointer), so a model costs a look at its few dozen types. */
+BPCC_INTERNAL bool bpcc_graph_any_module_type(const struct bpcc_graph *g, bool (*pred)(const char *type));
 /* Unlink m and its submodules (O(subtree)): marked dead, lookups no longer find them (their names'
 ** slots keep them, read as none); `modules` keeps them until bpcc_graph_compact_modules. The module
 ** objects stay valid (graph arena). */

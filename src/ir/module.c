@@ -160,6 +160,29 @@ void bpcc_module_set_type(struct bpcc_module *m, const char *type)
     m->type = type;
 }
 
+struct bpcc_module *bpcc_module_child(const struct bpcc_module *m, const char *leaf)
+{
+    size_t n = strlen(m->name);
+    for (struct bpcc_module *c = m->first_child; c; c = c->next_sibling) {
+        if (c->dead || strncmp(c->name, m->name, n) || (n && c->name[n] != '.')) continue;
+        if (!strcmp(c->name + n + (n ? 1 : 0), leaf)) return c;
+    }
+    return NULL;
+}
+
+bool bpcc_graph_any_module_type(const struct bpcc_graph *g, bool (*pred)(const char *type))
+{
+    const char *seen[64] = {0}; /* the last types asked, direct-mapped by pointer */
+    for (uint32_t i = 0; i < g->n_modules; i++) {
+        const struct bpcc_module *m = g->modules[i];
+        const char **slot = &seen[((uintptr_t)m->type >> 3) % BPCC_ARRAY_LEN(seen)];
+        if (m->dead || *slot == m->type) continue;
+        *slot = m->type;
+        if (pred(m->type)) return true;
+    }
+    return false;
+}
+
 void bpcc_graph_unlink_module(struct bpcc_graph *g, struct bpcc_module *m)
 {
     if (m->dead) return;

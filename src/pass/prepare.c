@@ -1127,29 +1127,24 @@ void bpcc_prepare_report_free(struct bpcc_prepare_report *r)
 
 /* }================================================ */
 
-/* the pass leaves g as it was when it fails */
+/* an observer's type, or a fake quantize's */
+static bool observer_type(const char *type) { return bpcc_obs_type_class(type) >= 0 || bpcc_obs_is_fake_quant_type(type); }
+
 /* The first node of a prepared model that calls an observer or a fake quantize (prepare_fx's or
 ** prepare_qat_fx's, or bpcc prepare's), NULL for a float model: preparing it again would observe
-** the observers. The modules are looked at first, each distinct type once (types are interned),
-** so that a float model costs a look at its few dozen types. */
+** the observers. The modules' types are looked at first, so that a float model costs a look at
+** its few dozen types. */
 static const struct bpcc_node *prepared_already(const struct bpcc_graph *g)
 {
-    const char *seen[64] = {0};
-    bool any = false;
-    for (uint32_t i = 0; i < g->n_modules && !any; i++) {
-        const char *t = g->modules[i]->type;
-        const char **slot = &seen[((uintptr_t)t >> 3) % BPCC_ARRAY_LEN(seen)];
-        if (g->modules[i]->dead || *slot == t) continue;
-        *slot = t;
-        any = bpcc_obs_type_class(t) >= 0 || bpcc_obs_is_fake_quant_type(t);
-    }
+    bool any = bpcc_graph_any_module_type(g, observer_type);
     for (const struct bpcc_node *n = any ? g->first : NULL; n; n = n->next) {
         const char *type = n->kind == BPCC_NODE_CALL_MODULE ? bpcc_node_module_type(n) : NULL;
-        if (type && (bpcc_obs_type_class(type) >= 0 || bpcc_obs_is_fake_quant_type(type))) return n;
+        if (type && observer_type(type)) return n;
     }
     return NULL;
 }
 
+/* the pass leaves g as it was when it fails */
 enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
                               const struct bpcc_prepare_options *o, struct bpcc_prepare_report **out,
                               struct bpcc_diag *d)

@@ -86,28 +86,9 @@ const char *bpcc_qat_float_root(const char *type)
     return c ? c->root : NULL;
 }
 
-bool bpcc_graph_has_qat(const struct bpcc_graph *g)
-{
-    /* each type once: types are interned, so a type seen is known by its pointer (a small
-    ** direct-mapped table of the last ones; a model has a few dozen types) */
-    const char *seen[64] = {0};
-    for (uint32_t i = 0; i < g->n_modules; i++) {
-        const char *t = g->modules[i]->type;
-        const char **slot = &seen[((uintptr_t)t >> 3) % BPCC_ARRAY_LEN(seen)];
-        if (*slot == t) continue;
-        *slot = t;
-        if (qat_class(t) || bpcc_obs_is_fake_quant_type(t)) return true;
-    }
-    return false;
-}
+static bool qat_type(const char *type) { return qat_class(type) || bpcc_obs_is_fake_quant_type(type); }
 
-static const struct bpcc_module *child(const struct bpcc_module *m, const char *leaf)
-{
-    size_t n = strlen(m->name);
-    for (const struct bpcc_module *c = m->first_child; c; c = c->next_sibling)
-        if (!c->dead && !strncmp(c->name, m->name, n) && c->name[n] == '.' && !strcmp(c->name + n + 1, leaf)) return c;
-    return NULL;
-}
+bool bpcc_graph_has_qat(const struct bpcc_graph *g) { return bpcc_graph_any_module_type(g, qat_type); }
 
 /* a module of `type` at `name` with {training: train} (and the QAT module's other attributes but
 ** freeze_bn, a QAT flag, when `like` is given) */
@@ -144,9 +125,9 @@ enum bpcc_status bpcc_qat_to_float(struct bpcc_graph *g, struct bpcc_module *m, 
     const struct qat_class *c = qat_class(m->type);
     if (!c) return BPCC_OK;
     const char *was = m->type;
-    const struct bpcc_module *fq = child(m, "weight_fake_quant");
+    const struct bpcc_module *fq = bpcc_module_child(m, "weight_fake_quant");
     const struct bpcc_module *obs = fq ? bpcc_obs_fake_quant_observer(fq) : NULL;
-    const struct bpcc_module *bn = c->bn ? child(m, "bn") : NULL;
+    const struct bpcc_module *bn = c->bn ? bpcc_module_child(m, "bn") : NULL;
     if (!obs || !bpcc_obs_spec_of_module(fq, &w->spec))
         return refuse(g, at, d, "QAT module '%s' (%s) has no weight fake quantize with an observer (weight_fake_quant."
                                 "activation_post_process)", m->name, was);
