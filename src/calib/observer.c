@@ -1004,13 +1004,13 @@ bool bpcc_obs_spec_of_module(const struct bpcc_module *m, struct observer_spec *
     o->ch_axis = (v = attr_of(m, "ch_axis", BPCC_VAL_INT)) ? v->u.i : 0;
     o->bins = (v = attr_of(m, "bins", BPCC_VAL_INT)) ? v->u.i : 2048;
     o->upsample_rate = (v = attr_of(m, "upsample_rate", BPCC_VAL_INT)) ? v->u.i : 128;
-    o->scale = (v = attr_of(m, "scale", BPCC_VAL_FLOAT)) ? v->u.f : 1.0;
-    o->zero_point = (v = attr_of(m, "zero_point", BPCC_VAL_INT)) ? v->u.i : 0;
+    const struct bpcc_value *vs = attr_of(m, "scale", BPCC_VAL_FLOAT), *vz = attr_of(m, "zero_point", BPCC_VAL_INT);
+    o->scale = vs ? vs->u.f : 1.0;
+    o->zero_point = vz ? vz->u.i : 0;
     if (o->cls == OC_FIXED_QPARAMS) { /* PyTorch's FixedQParamsObserver keeps them as buffers */
         const struct bpcc_tensor *ts = bpcc_module_tensor(m, "scale"), *tz = bpcc_module_tensor(m, "zero_point");
-        if (!attr_of(m, "scale", BPCC_VAL_FLOAT) && ts && ts->data && ts->dtype == BPCC_DTYPE_F32 && bpcc_tensor_numel(ts) == 1)
-            o->scale = *(const float *)ts->data;
-        if (!attr_of(m, "zero_point", BPCC_VAL_INT) && tz && tz->data && bpcc_tensor_numel(tz) == 1) {
+        if (!vs && ts && ts->data && ts->dtype == BPCC_DTYPE_F32 && bpcc_tensor_numel(ts) == 1) o->scale = *(const float *)ts->data;
+        if (!vz && tz && tz->data && bpcc_tensor_numel(tz) == 1) {
             if (tz->dtype == BPCC_DTYPE_I64) o->zero_point = *(const int64_t *)tz->data;
             else if (tz->dtype == BPCC_DTYPE_I32) o->zero_point = *(const int32_t *)tz->data;
         }

@@ -423,25 +423,23 @@ static enum bpcc_status quantize_weight(struct conv *cv, struct bpcc_node *n, st
     if (!w || !w->data || w->dtype != BPCC_DTYPE_F32)
         return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
                                "'%s' has no float32 %s to quantize", root->name, wn);
-    /* run the weight observer on the weight (a fake quantize's when its observer is on) */
-    struct obs_state own, *stp = &own;
-    if (qw && qw->has) stp = &qw->st;
-    else if (bpcc_obs_init(&own, spec)) return bpcc_diag_nomem(cv->d);
-    struct obs_state st = *stp;
+    /* run the weight observer on the weight (a fake quantize's, its owner's to release, when its
+    ** observer is on) */
+    struct obs_state own, *st = qw && qw->has ? &qw->st : &own;
+    if (st == &own && bpcc_obs_init(&own, spec)) return bpcc_diag_nomem(cv->d);
     char why[200];
     bool used = false;
     enum bpcc_status s = BPCC_OK;
     if (qw && qw->has ? qw->observe : kind != W_LSTM || wd == BPCC_DTYPE_QINT8) {
         const float *range = !strcmp(wn, "weight") ? bpcc_tensor_range(w) : NULL;
-        s = range ? bpcc_obs_observe_range(&st, range, w->ndim, w->dims, &used) : BPCC_OK;
-        if (!s && !used) s = bpcc_obs_observe(&st, w->data, w->ndim, w->dims, why, sizeof why);
+        s = range ? bpcc_obs_observe_range(st, range, w->ndim, w->dims, &used) : BPCC_OK;
+        if (!s && !used) s = bpcc_obs_observe(st, w->data, w->ndim, w->dims, why, sizeof why);
     }
     float *sc = NULL;
     double *zp = NULL;
     uint32_t nq = 0;
-    if (!s) s = bpcc_obs_qparams(&st, &sc, &zp, &nq);
-    if (stp == &own) bpcc_obs_release(&st);
-    else *stp = st; /* the QAT weight's state: its owner releases it */
+    if (!s) s = bpcc_obs_qparams(st, &sc, &zp, &nq);
+    if (st == &own) bpcc_obs_release(&own);
     if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(cv->d);
     if (s) return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col, "%s of '%s': %s", wn,
                                   root->name, why);
