@@ -4,6 +4,8 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 START_TEST(arena_aligns_and_zeroes)
 {
@@ -418,6 +420,69 @@ START_TEST(allocator_hook_sees_every_allocation)
 }
 END_TEST
 
+/* A regular file is read into one block of its size: one allocation, whatever the size (a
+** doubling buffer took two blocks for every doubling, and left its earlier copies in the heap). A
+** file whose size the file system does not know (/proc's, reported as 0) still reads whole. */
+START_TEST(file_read_takes_one_block_and_reads_files_of_unknown_size)
+{
+    size_t n = 300001;
+    char *data = malloc(n);
+    for (size_t i = 0; i < n; i++) data[i] = (char)('a' + i % 26);
+    char *path = tu_write_temp(data, n, ".txt");
+    struct bpcc_allocator a = {c_malloc, c_realloc, c_free, NULL};
+    bpcc_set_allocator(&a);
+    custom_calls = 0;
+    char *text;
+    size_t len;
+    enum bpcc_status s = bpcc_file_read(path, &text, &len, NULL);
+    int calls = custom_calls;
+    bpcc_set_allocator(NULL);
+    ck_assert_int_eq(s, BPCC_OK);
+    ck_assert_int_eq(calls, 1);
+    ck_assert_uint_eq(len, n);
+    ck_assert(!memcmp(text, data, n));
+    ck_assert_int_eq(text[n], 0);
+    bpcc_xfree(text);
+    unlink(path);
+    free(path);
+
+    path = tu_write_temp("", 0, ".txt");
+    ck_assert_int_eq(bpcc_file_read(path, &text, &len, NULL), BPCC_OK);
+    ck_assert_uint_eq(len, 0);
+    ck_assert_int_eq(text[0], 0);
+    bpcc_xfree(text);
+    unlink(path);
+    free(path);
+
+#if defined(__linux__)
+    /* /proc/self/maps: a regular file of size 0 longer than the first block's growth steps */
+    struct stat st;
+    ck_assert_int_eq(stat("/proc/self/maps", &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+    ck_assert_int_eq(bpcc_file_read("/proc/self/maps", &text, &len, NULL), BPCC_OK);
+    ck_assert_uint_gt(len, 100);
+    ck_assert_uint_eq(strlen(text), len);
+    ck_assert_ptr_nonnull(strstr(text, "[stack]"));
+    ck_assert_int_eq(text[len - 1], '\n');
+    bpcc_xfree(text);
+#endif
+    /* every allocation of a growing read failing in turn: an error, nothing leaked (ASan) */
+    for (uint64_t k = 1;; k++) {
+        bpcc_alloc_fail_at(k, false);
+        s = bpcc_file_read("/proc/self/maps", &text, &len, NULL);
+        uint64_t made = bpcc_alloc_fail_at(0, false);
+        if (!s) {
+            bpcc_xfree(text);
+            ck_assert_uint_lt(made, k);
+            break;
+        }
+        ck_assert_int_eq(s, BPCC_ERR_NOMEM);
+        ck_assert_ptr_null(text);
+    }
+    free(data);
+}
+END_TEST
+
 #if defined(__linux__)
 #include <sys/mman.h>
 
@@ -504,6 +569,47 @@ START_TEST(big_blocks_are_advised_onto_huge_pages)
     munmap(p, 3 * BPCC_HUGE_ADVICE_MIN);
 }
 END_TEST
+
+/* bpcc_xfree_pages gives a big block's whole pages back before freeing it (so they no longer count
+** as resident), keeps the partial pages at its ends, and leaves a small block as bpcc_xfree does */
+static unsigned resident_pages(const unsigned char *p, size_t n)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+    unsigned char vec[4096];
+    ck_assert_uint_le(n / pg, sizeof vec);
+    ck_assert_int_eq(mincore((void *)p, n, vec), 0);
+    unsigned r = 0;
+    for (size_t i = 0; i < n / pg; i++) r += vec[i] & 1;
+    return r;
+}
+
+START_TEST(xfree_pages_gives_a_big_blocks_pages_back)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = (size_t)4 << 20;
+    struct bpcc_allocator mine = {mmap_malloc, no_realloc, no_free, NULL}; /* the mapping outlives the free */
+    bpcc_set_allocator(&mine);
+    unsigned char *p = bpcc_malloc(n);
+    bpcc_set_allocator(NULL);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_int_eq(madvise(p, n, MADV_NOHUGEPAGE), 0); /* page by page, whatever THP's mode */
+    memset(p, 1, n);
+    ck_assert_uint_eq(resident_pages(p, n), n / pg);
+    bpcc_set_allocator(&mine);
+    bpcc_xfree_pages(p + 100, n - 200); /* the block: all but 100 bytes at each end */
+    bpcc_set_allocator(NULL);
+    ck_assert_uint_eq(resident_pages(p, n), 2); /* the first and last pages, part of the block only */
+    ck_assert_int_eq(p[99], 1);
+    ck_assert_int_eq(p[n - 100], 1);
+    ck_assert_int_eq(p[pg], 0); /* a page given back reads as zeros */
+    /* a small block keeps its pages */
+    memset(p, 1, n);
+    bpcc_set_allocator(&mine);
+    bpcc_xfree_pages(p, ((size_t)1 << 20) - 1);
+    bpcc_set_allocator(NULL);
+    ck_assert_uint_eq(resident_pages(p, n), n / pg);
+    munmap(p, n);
+}
+END_TEST
 #endif
 
 int main(void)
@@ -526,8 +632,10 @@ int main(void)
     tcase_add_test(tc, diag_keeps_first_counts_rest);
     tcase_add_test(tc, diag_formats_offsets_and_plain_errors);
     tcase_add_test(tc, allocator_hook_sees_every_allocation);
+    tcase_add_test(tc, file_read_takes_one_block_and_reads_files_of_unknown_size);
 #if defined(__linux__)
     tcase_add_test(tc, big_blocks_are_advised_onto_huge_pages);
+    tcase_add_test(tc, xfree_pages_gives_a_big_blocks_pages_back);
 #endif
     suite_add_tcase(s, tc);
     return tu_run(s);

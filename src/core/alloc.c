@@ -6,6 +6,7 @@
 
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 /* A big block (an arena chunk of a large graph, a name table, a folded weight) is advised to be
@@ -116,6 +117,24 @@ void *bpcc_realloc(void *p, size_t n)
 void bpcc_xfree(void *p)
 {
     if (p) alloc.free_fn(alloc.ud, p);
+}
+
+void bpcc_xfree_pages(void *p, size_t n)
+{
+#if defined(__linux__) && defined(MADV_DONTNEED)
+    static uintptr_t page;
+    if (!page) {
+        long ps = sysconf(_SC_PAGESIZE);
+        page = ps > 0 ? (uintptr_t)ps : 4096;
+    }
+    if (p && n >= ((size_t)1 << 20)) {
+        uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages inside the block */
+    }
+#else
+    (void)n;
+#endif
+    bpcc_xfree(p);
 }
 
 void bpcc_free(void *p) { bpcc_xfree(p); }

@@ -40,6 +40,11 @@ BPCC_INTERNAL void bpcc_huge_pages_set(bool on);
 BPCC_INTERNAL void *bpcc_malloc(size_t n);
 BPCC_INTERNAL void *bpcc_realloc(void *p, size_t n);
 BPCC_INTERNAL void bpcc_xfree(void *p);
+/* Free a block of n bytes whose pages the process need not keep: a big one (1 MiB and more) has
+** its whole pages given back to the kernel first. For a transient block, such as a model's text
+** once parsed, that a heap which keeps its free memory (the bpcc tool's) would otherwise hold as
+** resident memory until it happens to be reused. */
+BPCC_INTERNAL void bpcc_xfree_pages(void *p, size_t n);
 BPCC_INTERNAL char *bpcc_strdup(const char *s);
 
 /*

@@ -107,7 +107,7 @@ enum bpcc_status bpcc_graph_load(const char *path, struct bpcc_graph **out, stru
     if (s) return s;
     struct bpcc_graph *g;
     s = bpcc_graph_parse(text, len, path, &g, d);
-    bpcc_xfree(text);
+    bpcc_xfree_pages(text, len); /* the graph has copied what it keeps of it */
     if (s) return s;
     bool any = false;
     for (uint32_t i = 0; i < g->n_modules && !any; i++) any = g->modules[i]->n_tensors > 0;
