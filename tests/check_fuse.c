@@ -8,6 +8,7 @@
 #include "ir/ir.h"
 
 #include <math.h>
+#include <unistd.h>
 
 static struct bpcc_diag d;
 static struct bpcc_config *native;
@@ -442,6 +443,86 @@ START_TEST(fused_models_keep_node_names_and_save)
 }
 END_TEST
 
+
+/* the model in a fresh directory, saved and loaded back: its tensors then lie in the weights
+** file's mapping (the directory in *dir, to remove) */
+static struct bpcc_graph *mapped_model(const char *text, char **dir)
+{
+    struct bpcc_graph *g = model(text);
+    *dir = tu_temp_dir();
+    char path[600];
+    snprintf(path, sizeof path, "%s/m.bpcc", *dir);
+    ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "%s", tu_msg(&d));
+    bpcc_graph_free(g);
+    ck_assert_msg(bpcc_graph_load(path, &g, &d) == BPCC_OK, "%s", tu_msg(&d));
+    return g;
+}
+
+static void remove_mapped_model(char *dir)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/m.bpcc", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    ck_assert_int_eq(unlink(path), 0);
+    ck_assert_int_eq(rmdir(dir), 0);
+    free(dir);
+}
+
+/* With rollback off, folding gives the pages of the float weight it replaced back to the kernel
+** (the mapping then holds one copy of the weights, not two); with rollback on, or where the weight
+** is also another module's (a conv called twice, which fusion copies), they stay. The folded
+** weight is the same bytes in every case. */
+START_TEST(folding_without_rollback_gives_the_float_weights_pages_back)
+{
+#define GRAPH_HEAD "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 64, 64, "") BN("bn", 64) "\ngraph\n" \
+                   "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %bn = call_module bn (%conv,)\n"
+    static const char once[] = GRAPH_HEAD "  %output = output output (%bn,)\n";
+    static const char twice[] = GRAPH_HEAD "  %conv_1 = call_module conv (%bn,)\n  %output = output output (%conv_1,)\n";
+#undef GRAPH_HEAD
+    float *folded = NULL;
+    for (int k = 0; k < 3; k++) { /* rollback off, rollback on, the conv called twice (off) */
+        char *dir;
+        rng = 88172645463325252ull; /* the same weights each time */
+        struct bpcc_graph *g = mapped_model(k == 2 ? twice : once, &dir);
+        bpcc_graph_set_rollback(g, k == 1);
+        struct bpcc_module *conv = bpcc_graph_find_module(g, "conv");
+        struct bpcc_tensor *w = bpcc_module_tensor(conv, "weight");
+        size_t n = w->nbytes, pages;
+        float *orig = malloc(n);
+        memcpy(orig, w->data, n); /* every page read, so mapped */
+        size_t present = tu_pages_present_of(w->data, n, &pages);
+        ck_assert_uint_ge(pages, 30);
+        if (present != SIZE_MAX) ck_assert_uint_eq(present, pages);
+        ck_assert_msg(bpcc_fuse(g, native, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+        present = tu_pages_present(w->data, n);
+        if (present != SIZE_MAX) ck_assert_uint_eq(present, k == 0 ? 0 : pages);
+        const struct bpcc_tensor *fw = NULL;
+        for (uint32_t i = 0; i < g->n_modules; i++) {
+            const struct bpcc_module *m = g->modules[i];
+            if (m->dead) continue;
+            for (uint32_t j = 0; j < m->n_tensors; j++) {
+                if (m->tensors[j].t == w) ck_assert_int_eq(k, 2); /* kept by the second call's module only */
+                if (!strcmp(m->tensors[j].name, "weight") && m->tensors[j].t != w) fw = m->tensors[j].t;
+            }
+        }
+        if (k == 2) ck_assert(!memcmp(w->data, orig, n)); /* the second call's weight as it was */
+        ck_assert_ptr_nonnull(fw);
+        ck_assert_uint_eq(fw->nbytes, n);
+        if (!folded) {
+            folded = malloc(n);
+            memcpy(folded, fw->data, n);
+        } else {
+            ck_assert(!memcmp(folded, fw->data, n));
+        }
+        free(orig);
+        bpcc_graph_free(g);
+        remove_mapped_model(dir);
+    }
+    free(folded);
+}
+END_TEST
+
 static int user_calls;
 
 static enum bpcc_status my_fuser(const struct bpcc_fuser_call *call, struct bpcc_diag *dd)
@@ -588,6 +669,7 @@ int main(void)
     tcase_add_test(tc, error_when_the_root_is_not_a_module_call);
     tcase_add_test(tc, error_when_conv_and_bn_modes_differ);
     tcase_add_test(tc, fused_models_keep_node_names_and_save);
+    tcase_add_test(tc, folding_without_rollback_gives_the_float_weights_pages_back);
     tcase_add_test(tc, registered_fusers_are_used_by_configs);
     tcase_add_test(tc, onednn_conv_add_relu_takes_the_other_addend_as_input);
     tcase_add_test(tc, onednn_conv_add_takes_an_addend_fused_before);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #ifndef FIXTURES_DIR
 #error "FIXTURES_DIR must be defined by the build"
@@ -201,6 +202,31 @@ static inline char *tu_write_batch(const char *name, uint32_t ndim, const int64_
     fclose(fp);
     bpcc_graph_free(g);
     return path;
+}
+
+/* How many of the whole pages inside [p, p + n) have page-table entries (/proc/self/pagemap's bit
+** 63), and in *pages how many there are; SIZE_MAX where the process cannot read its pagemap:
+** Linux. */
+static inline size_t tu_pages_present_of(const void *p, size_t n, size_t *pages)
+{
+    size_t pg = (size_t)sysconf(_SC_PAGESIZE), first = ((uintptr_t)p + pg - 1) / pg, end = ((uintptr_t)p + n) / pg;
+    *pages = end > first ? end - first : 0;
+    FILE *f = fopen("/proc/self/pagemap", "rb");
+    if (!f) return SIZE_MAX;
+    size_t present = 0;
+    for (size_t i = first; i < end; i++) {
+        uint64_t e = 0;
+        ck_assert_int_eq(fseeko(f, (off_t)(i * sizeof e), SEEK_SET), 0);
+        ck_assert_uint_eq(fread(&e, sizeof e, 1, f), 1);
+        present += (size_t)(e >> 63);
+    }
+    fclose(f);
+    return present;
+}
+static inline size_t tu_pages_present(const void *p, size_t n)
+{
+    size_t pages;
+    return tu_pages_present_of(p, n, &pages);
 }
 
 /* The flags of the mapping in /proc/self/smaps that holds addr (its VmFlags line after the colon,

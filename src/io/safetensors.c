@@ -76,6 +76,17 @@ bool bpcc_safetensors_keep_data(struct bpcc_safetensors *st)
     return true;
 }
 
+bool bpcc_safetensors_release(const struct bpcc_safetensors *st, const void *p, size_t n)
+{
+    uintptr_t a = (uintptr_t)p, lo = (uintptr_t)(st ? st->map : NULL);
+    if (!st || !st->map || a < lo || n > st->map_len || a - lo > st->map_len - n) return false;
+#if defined(MADV_DONTNEED)
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), first = (a + page - 1) & ~(page - 1), end = (a + n) & ~(page - 1);
+    if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);
+#endif
+    return true;
+}
+
 static int cmp_begin(const void *a, const void *b)
 {
     const struct st_entry *x = *(const struct st_entry *const *)a, *y = *(const struct st_entry *const *)b;

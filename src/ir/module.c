@@ -557,6 +557,12 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
     return store_tensor(m, at, nm, role, t) ? BPCC_OK : bpcc_diag_nomem(d);
 }
 
+void bpcc_graph_tensor_replaced(struct bpcc_graph *g, const struct bpcc_tensor *t)
+{
+    if (t && t->data && g->no_rollback && !(t->flags & BPCC_TENSOR_SHARED))
+        (void)bpcc_safetensors_release(g->weights, t->data, t->nbytes);
+}
+
 enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra)
 {
     if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;

@@ -42,8 +42,10 @@ static enum bpcc_status clone_module(struct bpcc_graph *g, struct bpcc_module *s
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, src->type, &m, d);
     if (!s) bpcc_module_share_attrs(m, src);
-    for (uint32_t i = 0; !s && i < src->n_tensors; i++)
+    for (uint32_t i = 0; !s && i < src->n_tensors; i++) {
+        src->tensors[i].t->flags |= BPCC_TENSOR_SHARED; /* two modules' now: replacing it in one keeps it */
         s = bpcc_module_set_tensor(m, src->tensors[i].name, src->tensors[i].role, src->tensors[i].t, d);
+    }
     if (!s) *out = m;
     return s;
 }
@@ -220,6 +222,10 @@ enum bpcc_status bpcc_fold_bn(struct bpcc_graph *g, struct bpcc_module *conv, co
     if (ranged) nw->flags |= BPCC_TENSOR_RANGED;
     s = bpcc_module_set_tensor(conv, "weight", BPCC_TENSOR_PARAM, nw, d);
     if (!s) s = bpcc_module_set_tensor(conv, "bias", BPCC_TENSOR_PARAM, nb, d);
+    if (!s) { /* the float weight and bias are no one's now */
+        bpcc_graph_tensor_replaced(g, w);
+        bpcc_graph_tensor_replaced(g, b);
+    }
     return s;
 }
 
