@@ -13,6 +13,7 @@ import argparse
 import copy
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -48,6 +49,8 @@ with torch.no_grad():
     p(x)
     q = convert_to_reference_fx(p, backend_config=get_fbgemm_backend_config())
 torch.save(q.state_dict(), sys.argv[3])
+with open("/proc/self/status") as f:
+    print("peak %.0f MB" % (int([l for l in f if l.startswith("VmHWM:")][0].split()[1]) / 1024))
 """
 
 
@@ -55,13 +58,16 @@ def stats(xs):
     return [statistics.median(xs), min(xs), max(xs)]
 
 
-def wall(cmd, env=None, steps=None):
+def wall(cmd, env=None, steps=None, peaks=None):
     """the command's wall clock; with `steps` (a dict of lists), the step times `bpcc quantize --time`
-    printed are appended to it"""
+    printed are appended to it; with `peaks` (a list), the peak resident memory in MB the process
+    printed ("peak N MB": its own VmHWM; a child's getrusage maxrss would carry this Python's peak
+    from before its exec)"""
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, check=True, env=env, stdout=subprocess.PIPE if steps is not None else subprocess.DEVNULL,
-                       text=True)
+    r = subprocess.run(cmd, check=True, env=env, stdout=subprocess.PIPE, text=True)
     t = time.perf_counter() - t0
+    if peaks is not None:
+        peaks.append(float(re.findall(r"peak ([0-9.]+) MB", r.stdout)[-1]))
     if steps is not None:
         line = [l for l in r.stdout.splitlines() if l.startswith("time: ")][-1]
         for part in line[len("time: "):].split("; ")[0].split(", "):
@@ -86,12 +92,12 @@ def bench(bpcc, name, runs, size):
         env = dict(os.environ)
         env.pop("OPENBLAS_CORETYPE", None)  # set by importing torch; let bpcc choose
         env.pop("OPENBLAS_NUM_THREADS", None)
-        steps = {}
+        steps, bpeak, tpeak = {}, [], []
         tb = [wall([bpcc, "quantize", src, "-b", "fbgemm", "-q", "fbgemm", "--data", batch, "-o",
-                    os.path.join(tmp, "q.bpcc"), "--no-sqnr", "--threads", "1", "--time"], env, steps)
+                    os.path.join(tmp, "q.bpcc"), "--no-sqnr", "--threads", "1", "--time"], env, steps, bpeak)
               for _ in range(runs)]
         tp = [wall([sys.executable, os.path.join(tmp, "flow.py"), os.path.join(tmp, "m.pt"), os.path.join(tmp, "x.pt"),
-                    os.path.join(tmp, "q.pt")]) for _ in range(runs)]
+                    os.path.join(tmp, "q.pt")], peaks=tpeak) for _ in range(runs)]
     tt = []
     with torch.no_grad():
         for _ in range(runs):
@@ -102,7 +108,8 @@ def bench(bpcc, name, runs, size):
             convert_to_reference_fx(p, backend_config=get_fbgemm_backend_config())
             tt.append(time.perf_counter() - t0)
     r = {"model": name, "bpcc_process": stats(tb), "torch_in_process": stats(tt), "torch_process": stats(tp),
-         "bpcc_steps_ms": {k: statistics.median(v) for k, v in steps.items()}}
+         "bpcc_steps_ms": {k: statistics.median(v) for k, v in steps.items()},
+         "bpcc_peak_mb": statistics.median(bpeak), "torch_process_peak_mb": statistics.median(tpeak)}
     r["ratio_import_excluded"] = r["torch_in_process"][0] / r["bpcc_process"][0]
     r["ratio_import_included"] = r["torch_process"][0] / r["bpcc_process"][0]
     return r
@@ -121,8 +128,10 @@ def main():
         r = bench(a.bpcc, name, a.runs, a.size)
         out.append(r)
         print("quantize %-16s bpcc %.3f s  torch %.3f s in process (ratio %.1fx), %.3f s as a process with its import "
-              "(ratio %.1fx)" % (name, r["bpcc_process"][0], r["torch_in_process"][0], r["ratio_import_excluded"],
-                                 r["torch_process"][0], r["ratio_import_included"]), flush=True)
+              "(ratio %.1fx); peak memory bpcc %.0f MB, torch's process %.0f MB"
+              % (name, r["bpcc_process"][0], r["torch_in_process"][0], r["ratio_import_excluded"],
+                 r["torch_process"][0], r["ratio_import_included"], r["bpcc_peak_mb"], r["torch_process_peak_mb"]),
+              flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1)

@@ -214,16 +214,17 @@ def document(res):
           "excluded), and as a process that imports torch, loads the model (torch.load) and saves the result "
           "(import included). Outputs go to /dev/shm for both. bpcc's steps: the medians of what `--time` "
           "printed in its runs (load: the configs and the model; calibrate: the batch and the qparams; the "
-          "process's start and exit are the rest).", "",
+          "process's start and exit are the rest). Peak memory: each process's peak resident set (its own "
+          "rusage, medians), the model's mapped weights file included for bpcc, torch's import for PyTorch.", "",
           "| model | bpcc process | bpcc's steps (load, fuse, prepare, calibrate, convert, save) | PyTorch, import "
-          "excluded | ratio | PyTorch process, import included | ratio |",
-          "|---|---|---|---|---|---|---|"]
+          "excluded | ratio | PyTorch process, import included | ratio | peak memory, bpcc / PyTorch's process |",
+          "|---|---|---|---|---|---|---|---|"]
     for r in res["quantize"]:
         st = r.get("bpcc_steps_ms", {})
         steps = ", ".join("%.1f" % st[k] for k in ("load", "fuse", "prepare", "calibrate", "convert", "save") if k in st)
-        L.append("| %s | %.3f s [%.3f–%.3f] | %s ms | %.3f s | %.1f× | %.2f s | %.1f× |" % (
+        L.append("| %s | %.3f s [%.3f–%.3f] | %s ms | %.3f s | %.1f× | %.2f s | %.1f× | %.0f / %.0f MB |" % (
             r["model"], *r["bpcc_process"], steps, r["torch_in_process"][0], r["ratio_import_excluded"],
-            r["torch_process"][0], r["ratio_import_included"]))
+            r["torch_process"][0], r["ratio_import_included"], r["bpcc_peak_mb"], r["torch_process_peak_mb"]))
     L += ["", "### 3. Calibration throughput, one thread (%d batches of [1, 3, 224, 224], MinMax observers)" %
           res["calib_batches"], "",
           "Both timed warm (one batch first, not counted), three pairs of runs taken in turn: medians [min–max]; "

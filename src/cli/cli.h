@@ -50,6 +50,9 @@ struct cli_process_plan {
 bool cli_process_plan(int argc, char *const *argv, char *const *envp, bool avx512, struct cli_process_plan *out);
 /* main's first call: malloc's thresholds, then the plan applied to this process */
 void cli_process_setup(int argc, char **argv);
+/* The process's peak resident memory in KiB (VmHWM of /proc/self/status: this process image's, not
+** what the parent had before exec, which getrusage's maxrss keeps); -1 where there is none. */
+long cli_peak_rss_kib(void);
 
 int cmd_show(int argc, char **argv);
 int cmd_fmt(int argc, char **argv);

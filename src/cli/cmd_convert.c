@@ -31,7 +31,8 @@ static const char quantize_help[] =
     "(the backend's patterns refuse the qconfig's dtypes everywhere). --explain also prints bpcc explain's\n"
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
     "forward passes per batch). --time also prints how long each step took (wall clock): loading\n"
-    "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving. --sync\n"
+    "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving; and the\n"
+    "process's peak resident memory (its mapped weights files included). --sync\n"
     "waits for the disk before renaming the outputs over their targets (see bpcc --help).\n";
 
 struct cargs {
@@ -133,7 +134,10 @@ static void print_times(const struct step_clock *k)
         printf("%s %s %.1f ms", i ? "," : "", names[i], k->ms[i]);
         total += k->ms[i];
     }
-    printf("; total %.1f ms\n", total);
+    printf("; total %.1f ms", total);
+    long peak = cli_peak_rss_kib();
+    if (peak >= 0) printf("; peak %.0f MB", (double)peak / 1024.0);
+    printf("\n");
 }
 
 static int run(struct cargs *a, bool one_shot)

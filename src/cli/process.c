@@ -19,6 +19,7 @@
 #include "cli.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -142,4 +143,19 @@ void cli_process_setup(int argc, char **argv)
         bpcc_set_allocator(&(struct bpcc_allocator){heap_malloc, heap_realloc, heap_free, NULL});
     }
 #endif
+}
+
+long cli_peak_rss_kib(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kib = -1;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) {
+            kib = strtol(line + 6, NULL, 10);
+            break;
+        }
+    fclose(f);
+    return kib;
 }

@@ -332,7 +332,7 @@ run "quantize without the sqnr check" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet
     has "quantize --no-sqnr summary" "$OUT" "output SQNR not measured (--no-sqnr)" &&
     { cmp -s "$WORK/quant.bpcc" "$WORK/quant_ns.bpcc" 2>/dev/null || [ "$(sed 1,2d "$WORK/quant.bpcc")" = "$(sed 1,2d "$WORK/quant_ns.bpcc")" ]; } && ok || bad "quantize --no-sqnr: another model"
 run "quantize --time" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_t.bpcc" --no-sqnr --time &&
-    { printf '%s\n' "$OUT" | grep -Eq '^time: load [0-9]+\.[0-9] ms, fuse [0-9]+\.[0-9] ms, prepare [0-9]+\.[0-9] ms, calibrate [0-9]+\.[0-9] ms, convert [0-9]+\.[0-9] ms, sqnr [0-9]+\.[0-9] ms, save [0-9]+\.[0-9] ms; total [0-9]+\.[0-9] ms$' && ok || bad "quantize --time: no step times: $OUT"; } &&
+    { printf '%s\n' "$OUT" | grep -Eq '^time: load [0-9]+\.[0-9] ms, fuse [0-9]+\.[0-9] ms, prepare [0-9]+\.[0-9] ms, calibrate [0-9]+\.[0-9] ms, convert [0-9]+\.[0-9] ms, sqnr [0-9]+\.[0-9] ms, save [0-9]+\.[0-9] ms; total [0-9]+\.[0-9] ms; peak [1-9][0-9]* MB$' && ok || bad "quantize --time: no step times: $OUT"; } &&
     { [ "$(sed 1,2d "$WORK/quant_ns.bpcc")" = "$(sed 1,2d "$WORK/quant_t.bpcc")" ] && ok || bad "quantize --time: another model"; }
 run "quantize without --time prints no times" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant_t.bpcc" --no-sqnr &&
     { case "$OUT" in *"time:"*) bad "quantize printed times unasked" ;; *) ok ;; esac; }
