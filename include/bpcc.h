@@ -318,12 +318,11 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** is off (by a pass or by bpcc_node_erase) becomes the nodes made after the next pass ends, so a
 ** pointer to such a node must not be used after that; likewise convert then gives the memory of
 ** each observer module it replaces (with the module's tensor headers) to what it makes next, so a
-** pointer to an observer module or its tensors taken before convert must not be used after it.
-** On for every new graph. Either way, batch-norm folding gives the pages of each float weight and
-** bias it replaces back to the kernel where they lie in the weights file's mapping (when fuse
-** ends well, with rollback on), so that a model holds one copy of its conv weights, not two: such
-** a tensor's data must not be read after fuse (it reads as the file's bytes, not as anything
-** written into it since the load).
+** pointer to an observer module or its tensors taken before convert must not be used after it;
+** and batch-norm folding gives the pages of each float weight and bias it replaces back to the
+** kernel where they lie in the weights file's mapping (a model then holds one copy of its conv
+** weights, not two), so such a tensor's data must not be read after fuse (it reads as the file's
+** bytes, not as anything written into it since the load). On for every new graph.
 */
 BPCC_API void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on);
 

@@ -469,12 +469,11 @@ static void remove_mapped_model(char *dir)
     free(dir);
 }
 
-/* Folding gives the pages of the float weight it replaced back to the kernel (the mapping then
-** holds one copy of the weights, not two): at once with rollback off, when fuse ends well with it
-** on. A fuse that fails (every allocation failing in turn, rollback on) puts the weight back with
-** its pages; where the weight is also another module's (a conv called twice, which fusion copies),
-** they stay. The folded weight is the same bytes in every case. */
-START_TEST(folding_gives_the_float_weights_pages_back)
+/* With rollback off, folding gives the pages of the float weight it replaced back to the kernel
+** (the mapping then holds one copy of the weights, not two); with rollback on, or where the weight
+** is also another module's (a conv called twice, which fusion copies), they stay. The folded
+** weight is the same bytes in every case. */
+START_TEST(folding_without_rollback_gives_the_float_weights_pages_back)
 {
 #define GRAPH_HEAD "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 64, 64, "") BN("bn", 64) "\ngraph\n" \
                    "  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n  %bn = call_module bn (%conv,)\n"
@@ -495,20 +494,9 @@ START_TEST(folding_gives_the_float_weights_pages_back)
         size_t present = tu_pages_present_of(w->data, n, &pages);
         ck_assert_uint_ge(pages, 30);
         if (present != SIZE_MAX) ck_assert_uint_eq(present, pages);
-        for (uint64_t fail = k == 1 ? 1 : 0;; fail++) {
-            struct bpcc_diag dd;
-            bpcc_diag_init(&dd);
-            bpcc_alloc_fail_at(fail, false);
-            enum bpcc_status st = bpcc_fuse(g, native, NULL, NULL, &dd);
-            bpcc_alloc_fail_at(0, false);
-            if (!st) break;
-            ck_assert_msg(st == BPCC_ERR_NOMEM && fail, "%s", tu_msg(&dd));
-            ck_assert_ptr_eq(bpcc_module_tensor(bpcc_graph_find_module(g, "conv"), "weight"), w); /* put back */
-            present = tu_pages_present(w->data, n);
-            if (present != SIZE_MAX) ck_assert_uint_eq(present, pages);
-        }
+        ck_assert_msg(bpcc_fuse(g, native, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
         present = tu_pages_present(w->data, n);
-        if (present != SIZE_MAX) ck_assert_uint_eq(present, k == 2 ? pages : 0);
+        if (present != SIZE_MAX) ck_assert_uint_eq(present, k == 0 ? 0 : pages);
         const struct bpcc_tensor *fw = NULL;
         for (uint32_t i = 0; i < g->n_modules; i++) {
             const struct bpcc_module *m = g->modules[i];
@@ -681,7 +669,7 @@ int main(void)
     tcase_add_test(tc, error_when_the_root_is_not_a_module_call);
     tcase_add_test(tc, error_when_conv_and_bn_modes_differ);
     tcase_add_test(tc, fused_models_keep_node_names_and_save);
-    tcase_add_test(tc, folding_gives_the_float_weights_pages_back);
+    tcase_add_test(tc, folding_without_rollback_gives_the_float_weights_pages_back);
     tcase_add_test(tc, registered_fusers_are_used_by_configs);
     tcase_add_test(tc, onednn_conv_add_relu_takes_the_other_addend_as_input);
     tcase_add_test(tc, onednn_conv_add_takes_an_addend_fused_before);

@@ -129,10 +129,6 @@ struct bpcc_undo {
     struct bpcc_module **fresh;   /* the modules the pass made (their `fresh` flags, cleared at the end) */
     uint32_t n_fresh, cap_fresh;
     struct undo_seen *seen;       /* recent records by address (undo.c) */
-    /* tensors the pass replaced, no one's if it ends well: their mapped pages then go back to the
-    ** kernel (bpcc_graph_tensor_replaced) */
-    const struct bpcc_tensor **replaced;
-    uint32_t n_replaced, cap_replaced;
 };
 
 struct bpcc_graph {
@@ -380,11 +376,11 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, 
 ** calls cannot fail: a pass that must store into many modules all or nothing reserves first. The
 ** array grows to exactly that size (not by doubling), so reserve once for all that will come. */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra);
-/* A pass replaced t in the one module that held it (it is no one's now). Where t lies in the
-** weights file's mapping, its whole pages go back to the kernel: at once with rollback off, at the
-** pass's end with it on (if the pass fails, the log puts t back, and it keeps them). Folding a
-** model's batch norms then holds one copy of its conv weights, not two (bpcc quantize of resnet50:
-** peak 242 -> 152 MB). A tensor that is also another module's (BPCC_TENSOR_SHARED) keeps them. */
+/* A pass replaced t in the one module that held it (it is no one's now). With rollback off, where
+** t lies in the weights file's mapping, its whole pages go back to the kernel: folding a model's
+** batch norms then holds one copy of its conv weights, not two (bpcc quantize of resnet50: peak
+** 243 -> 150 MB). A tensor that is also another module's (BPCC_TENSOR_SHARED) keeps its pages;
+** with rollback on, the log may put t back, and it keeps them too. */
 BPCC_INTERNAL void bpcc_graph_tensor_replaced(struct bpcc_graph *g, const struct bpcc_tensor *t);
 /* m's tensor headers and its array of them go back to its graph's arena (bpcc_arena_give), and m
 ** has no tensors: for a module that nothing will read again, whose tensors no other module holds,

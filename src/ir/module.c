@@ -559,23 +559,8 @@ enum bpcc_status bpcc_module_set_tensor(struct bpcc_module *m, const char *name,
 
 void bpcc_graph_tensor_replaced(struct bpcc_graph *g, const struct bpcc_tensor *t)
 {
-    if (!t || !t->data || (t->flags & BPCC_TENSOR_SHARED) || !g->weights) return;
-    struct bpcc_undo *u = &g->undo;
-    if (!u->on) {
+    if (t && t->data && g->no_rollback && !(t->flags & BPCC_TENSOR_SHARED))
         (void)bpcc_safetensors_release(g->weights, t->data, t->nbytes);
-        return;
-    }
-    if (u->n_replaced == u->cap_replaced) {
-        uint32_t cap = u->cap_replaced ? 2 * u->cap_replaced : 16;
-        const struct bpcc_tensor **r = cap > u->cap_replaced ? bpcc_realloc(u->replaced, cap * sizeof *r) : NULL;
-        if (!r) { /* as for a record the log could not keep: the pass fails, out of memory */
-            u->failed = true;
-            return;
-        }
-        u->replaced = r;
-        u->cap_replaced = cap;
-    }
-    u->replaced[u->n_replaced++] = t;
 }
 
 enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t extra)

@@ -172,7 +172,6 @@ static void drop(struct bpcc_undo *u)
     for (uint32_t i = 0; i < u->n_fresh; i++) u->fresh[i]->fresh = false;
     bpcc_xfree(u->fresh);
     bpcc_xfree(u->seen);
-    bpcc_xfree(u->replaced);
     while (u->head) {
         struct undo_chunk *c = u->head;
         u->head = c->prev;
@@ -268,9 +267,6 @@ enum bpcc_status bpcc_graph_end_pass(struct bpcc_graph *g, enum bpcc_status s, s
     }
     if (u->failed && s != BPCC_ERR_NOMEM) s = bpcc_diag_nomem(d); /* a change was left out */
     if (s) play_back(g);
-    for (uint32_t i = 0; !s && i < u->n_replaced; i++) /* no one's now (a copy may have shared one meanwhile) */
-        if (!(u->replaced[i]->flags & BPCC_TENSOR_SHARED))
-            (void)bpcc_safetensors_release(g->weights, u->replaced[i]->data, u->replaced[i]->nbytes);
     drop(u);
     bpcc_graph_resolve_modules(g); /* modules replaced during the pass, or put back */
     return s;
