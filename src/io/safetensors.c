@@ -76,10 +76,16 @@ bool bpcc_safetensors_keep_data(struct bpcc_safetensors *st)
     return true;
 }
 
-bool bpcc_safetensors_release(const struct bpcc_safetensors *st, const void *p, size_t n)
+bool bpcc_safetensors_holds(const struct bpcc_safetensors *st, const void *p, size_t n)
 {
     uintptr_t a = (uintptr_t)p, lo = (uintptr_t)(st ? st->map : NULL);
-    if (!st || !st->map || a < lo || n > st->map_len || a - lo > st->map_len - n) return false;
+    return st && st->map && a >= lo && n <= st->map_len && a - lo <= st->map_len - n;
+}
+
+bool bpcc_safetensors_release(const struct bpcc_safetensors *st, const void *p, size_t n)
+{
+    if (!bpcc_safetensors_holds(st, p, n)) return false;
+    uintptr_t a = (uintptr_t)p;
 #if defined(MADV_DONTNEED)
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), first = (a + page - 1) & ~(page - 1), end = (a + n) & ~(page - 1);
     if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);

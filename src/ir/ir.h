@@ -85,8 +85,10 @@ static inline const float *bpcc_tensor_range(const struct bpcc_tensor *t)
 {
     return t->flags & BPCC_TENSOR_RANGED ? (const float *)(t->dims + t->ndim) : NULL;
 }
-/* More than one module's entry holds the tensor (a module fusion copied): replacing it in one of
-** them leaves it in use (bpcc_graph_tensor_replaced). */
+/* A tensor of the weights file put in a module's entry after the load (by fusion copying a module,
+** a fuser or a caller): another entry may hold it too, so replacing it in one leaves it in use
+** (bpcc_graph_tensor_replaced). Set by every store of such a tensor; a load binds each to one
+** entry. */
 #define BPCC_TENSOR_SHARED 2u
 
 struct module_tensor {
@@ -424,6 +426,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_safetensors_write(FILE *fp, const char *path
 ** copies): the names, shapes and index go, and st then holds no tensor (count 0). false when out of
 ** memory (st unchanged). */
 BPCC_INTERNAL bool bpcc_safetensors_keep_data(struct bpcc_safetensors *st);
+/* safetensors.c: whether [p, p + n) lies in st's mapping (st may be NULL) */
+BPCC_INTERNAL bool bpcc_safetensors_holds(const struct bpcc_safetensors *st, const void *p, size_t n);
 /* safetensors.c: the whole pages of [p, p + n), where it lies in st's mapping, given back to the
 ** kernel (read again, they are the file's bytes). false when it does not lie there. */
 BPCC_INTERNAL bool bpcc_safetensors_release(const struct bpcc_safetensors *st, const void *p, size_t n);

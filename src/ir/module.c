@@ -513,6 +513,7 @@ static bool grow_tensors(struct bpcc_module *m, uint32_t want, bool exact)
 static bool store_tensor(struct bpcc_module *m, int64_t at, const char *nm, enum bpcc_tensor_role role,
                          struct bpcc_tensor *t)
 {
+    if (t->data && bpcc_safetensors_holds(m->graph->weights, t->data, t->nbytes)) t->flags |= BPCC_TENSOR_SHARED;
     if (at >= 0) {
         if (!BPCC_UNDO_MODULE(m, m->tensors[at])) return false;
         m->tensors[at].role = role;

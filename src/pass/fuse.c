@@ -42,10 +42,8 @@ static enum bpcc_status clone_module(struct bpcc_graph *g, struct bpcc_module *s
     struct bpcc_module *m;
     enum bpcc_status s = bpcc_graph_add_module(g, name, src->type, &m, d);
     if (!s) bpcc_module_share_attrs(m, src);
-    for (uint32_t i = 0; !s && i < src->n_tensors; i++) {
-        src->tensors[i].t->flags |= BPCC_TENSOR_SHARED; /* two modules' now: replacing it in one keeps it */
+    for (uint32_t i = 0; !s && i < src->n_tensors; i++) /* two modules' now (BPCC_TENSOR_SHARED) */
         s = bpcc_module_set_tensor(m, src->tensors[i].name, src->tensors[i].role, src->tensors[i].t, d);
-    }
     if (!s) *out = m;
     return s;
 }
