@@ -322,7 +322,8 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** and batch-norm folding gives the pages of each float weight and bias it replaces back to the
 ** kernel where they lie in the weights file's mapping (a model then holds one copy of its conv
 ** weights, not two), so such a tensor's data must not be read after fuse (it reads as the file's
-** bytes, not as anything written into it since the load). On for every new graph.
+** bytes, not as anything written into it since the load); one that a module was given since the
+** load (bpcc_module_set_tensor) keeps its pages. On for every new graph.
 */
 BPCC_API void bpcc_graph_set_rollback(struct bpcc_graph *g, bool on);
 
