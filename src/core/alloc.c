@@ -119,7 +119,7 @@ void bpcc_xfree(void *p)
     if (p) alloc.free_fn(alloc.ud, p);
 }
 
-void bpcc_xfree_pages(void *p, size_t n)
+void bpcc_pages_give_back(const void *p, size_t n)
 {
 #if defined(__linux__) && defined(MADV_DONTNEED)
     static uintptr_t page;
@@ -127,13 +127,17 @@ void bpcc_xfree_pages(void *p, size_t n)
         long ps = sysconf(_SC_PAGESIZE);
         page = ps > 0 ? (uintptr_t)ps : 4096;
     }
-    if (p && n >= ((size_t)1 << 20)) {
-        uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
-        if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED); /* only whole pages inside the block */
-    }
+    uintptr_t lo = ((uintptr_t)p + page - 1) & ~(page - 1), hi = ((uintptr_t)p + n) & ~(page - 1);
+    if (p && hi > lo) (void)madvise((void *)lo, hi - lo, MADV_DONTNEED);
 #else
+    (void)p;
     (void)n;
 #endif
+}
+
+void bpcc_xfree_pages(void *p, size_t n)
+{
+    if (n >= ((size_t)1 << 20)) bpcc_pages_give_back(p, n);
     bpcc_xfree(p);
 }
 

@@ -45,6 +45,10 @@ BPCC_INTERNAL void bpcc_xfree(void *p);
 ** once parsed, that a heap which keeps its free memory (the bpcc tool's) would otherwise hold as
 ** resident memory until it happens to be reused. */
 BPCC_INTERNAL void bpcc_xfree_pages(void *p, size_t n);
+/* The whole pages inside [p, p + n) given back to the kernel (MADV_DONTNEED): read again, an
+** anonymous page is zeros, a private file mapping's is the file's bytes. The partial pages at the
+** ends are kept. Nothing where there is no such advice. */
+BPCC_INTERNAL void bpcc_pages_give_back(const void *p, size_t n);
 BPCC_INTERNAL char *bpcc_strdup(const char *s);
 
 /*

@@ -85,11 +85,7 @@ bool bpcc_safetensors_holds(const struct bpcc_safetensors *st, const void *p, si
 bool bpcc_safetensors_release(const struct bpcc_safetensors *st, const void *p, size_t n)
 {
     if (!bpcc_safetensors_holds(st, p, n)) return false;
-    uintptr_t a = (uintptr_t)p;
-#if defined(MADV_DONTNEED)
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), first = (a + page - 1) & ~(page - 1), end = (a + n) & ~(page - 1);
-    if (end > first) (void)madvise((void *)first, end - first, MADV_DONTNEED);
-#endif
+    bpcc_pages_give_back(p, n);
     return true;
 }
 
