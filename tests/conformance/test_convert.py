@@ -479,7 +479,10 @@ for _n in ("resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_large", "effici
 def make_short_test(name):
     """one backend and both mappings: models that exercise ops and outputs the others do not
     (lraspp: bilinear interpolation to a shape sliced from the input, a dict output; r3d_18: 3-d
-    convolutions and pooling; regnet_y: squeeze-excitation in grouped blocks)"""
+    convolutions and pooling; regnet_y: squeeze-excitation in grouped blocks; convnext: depthwise
+    7x7 convolutions, permutes to channels-last around LayerNorm and linears, a layer scale read
+    as a parameter, torchvision's stochastic_depth; googlenet: four-branch concatenations and
+    ceil-mode max pooling)"""
     def test(self):
         model = torchvision_model(name, 0)
         shape = (1, 3, 4, 32, 32) if name == "r3d_18" else (1, 3, 64, 64)
@@ -488,7 +491,7 @@ def make_short_test(name):
     return test
 
 
-for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf"):
+for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf", "convnext_tiny", "googlenet"):
     setattr(Convert, "test_torchvision_" + _n, make_short_test(_n))
 
 
