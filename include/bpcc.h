@@ -852,6 +852,14 @@ struct bpcc_calibrate_options {
 */
 BPCC_API enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const *batches, uint32_t n_batches,
                                          const struct bpcc_calibrate_options *opts, struct bpcc_diag *d);
+/* Start loading the BLAS library on a thread of its own, so that the first model run finds it
+** loaded instead of loading it then: a program that will calibrate or run a model calls this before
+** it reads and fuses the model (the bpcc tool does, for the verbs that run one: 5-6 ms of
+** OpenBLAS's set-up then overlap the load and fusion). Set the environment OpenBLAS reads
+** (OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE, BPCC_BLAS) before the call, and do not change it while
+** the load may be under way. A run waits for a load under way; a second call, or one after a run,
+** does nothing; when no thread can be started, the first run loads the library as without it. */
+BPCC_API void bpcc_blas_preload(void);
 /* Signal-to-quantization-noise ratio in dB of g's outputs against reference's on the batches:
 ** 10 log10(sum ref^2 / sum (ref - g)^2) over every output element (+inf when equal). */
 BPCC_API enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc_graph *g,

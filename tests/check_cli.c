@@ -101,6 +101,43 @@ START_TEST(what_the_user_set_stands)
 }
 END_TEST
 
+/* the BLAS starts loading at once only where a model will run: a verb given batches */
+START_TEST(the_blas_starts_loading_only_for_a_verb_given_batches)
+{
+    struct cli_process_plan p;
+    char **env = ENV("HOME=/root");
+    ck_assert(PLAN(env, true, "quantize", "m.bpcc", "-b", "fbgemm", "-q", "fbgemm", "--data", "b.safetensors", "-o", "q.bpcc"));
+    ck_assert(p.preload);
+    ck_assert(PLAN(env, true, "calibrate", "m.bpcc", "--data", "d", "-o", "c.bpcc"));
+    ck_assert(p.preload);
+    ck_assert(PLAN(env, false, "run", "m.bpcc", "--input", "b.safetensors", "-o", "o.safetensors"));
+    ck_assert(p.preload);
+    ck_assert(PLAN(env, true, "compare", "outputs", "f.bpcc", "q.bpcc", "--data", "b.safetensors"));
+    ck_assert(p.preload);
+    /* what the user set for OpenBLAS does not change whether it is loaded early */
+    ck_assert(PLAN(ENV("OPENBLAS_NUM_THREADS=2", "OPENBLAS_CORETYPE=Haswell"), true, "run", "m.bpcc", "--data", "b"));
+    ck_assert(p.preload && !p.threads && !p.coretype);
+    /* no batches: nothing runs (quantize then only says it needs some, or quantizes dynamically) */
+    ck_assert(PLAN(env, true, "quantize", "m.bpcc", "-b", "fbgemm", "-q", "dynamic", "-o", "q.bpcc"));
+    ck_assert(!p.preload);
+    ck_assert(PLAN(env, true, "compare", "weights", "f.bpcc", "q.bpcc"));
+    ck_assert(!p.preload);
+    /* verbs that never run a model, whatever their words */
+    const char *never[] = {"fuse", "prepare", "convert"};
+    for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+        char *argv[] = {"bpcc", (char *)never[i], "m.bpcc", "--data", "b.safetensors", NULL};
+        ck_assert(cli_process_plan(5, argv, env, true, &p));
+        ck_assert_msg(!p.preload, "%s", never[i]);
+    }
+    char *show[] = {"bpcc", "show", "m.bpcc", "--data", "b", NULL};
+    ck_assert(!cli_process_plan(5, show, env, true, &p));
+    ck_assert(!p.preload);
+    /* "--data" only as a word of its own */
+    ck_assert(PLAN(env, true, "run", "m.bpcc", "--data=b", "--datax", "b"));
+    ck_assert(!p.preload);
+}
+END_TEST
+
 #if defined(__linux__) && defined(__GLIBC__)
 /* malloc is glibc's own here: not under a sanitizer or valgrind, which bring theirs */
 static bool glibc_malloc(void)
@@ -170,6 +207,7 @@ int main(void)
     tcase_add_test(tc, every_verb_that_loads_a_model_and_no_other);
     tcase_add_test(tc, threads_follow_the_option);
     tcase_add_test(tc, what_the_user_set_stands);
+    tcase_add_test(tc, the_blas_starts_loading_only_for_a_verb_given_batches);
 #if defined(__linux__) && defined(__GLIBC__)
     /* in this order for CK_FORK=no: a heap advised once stays so as it grows */
     tcase_add_test(tc, no_heap_advice_when_turned_off);

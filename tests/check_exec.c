@@ -9,6 +9,7 @@
 #include "calib/observer.h" /* bpcc_div_floor */
 
 #include <math.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 struct model {
@@ -2338,12 +2339,86 @@ START_TEST(fsum_counts_every_element_once_and_gives_pytorchs_bits)
 }
 END_TEST
 
+/* whether a library whose path holds `name` is mapped in this process */
+static bool library_mapped(const char *name)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f) return false;
+    char line[4096];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = strstr(line, name) != NULL;
+    fclose(f);
+    return found;
+}
+
+/* the exit status of a child that ran fn (a process of its own: the BLAS loads once per process) */
+static int in_child(int (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) _exit(fn());
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* With Check forking each test (not CK_FORK=no, as under valgrind), nothing in this process has
+** loaded the BLAS before the test */
+static bool fresh_process(void)
+{
+    const char *f = getenv("CK_FORK");
+    return !(f && !strcmp(f, "no"));
+}
+
+static int preload_child(void)
+{
+    if (fresh_process() && library_mapped("libopenblas")) return 10;
+    bpcc_blas_preload();
+    bpcc_blas_preload(); /* a second call does nothing */
+    /* mapped with no run asked: by the preload's thread */
+    bool mapped = false;
+    for (int i = 0; i < 2000 && !(mapped = library_mapped("libopenblas")); i++) usleep(10000);
+    if (!mapped) return 11;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    enum bpcc_status s = bpcc_blas_load(&d);
+    if (s != BPCC_OK) return 12;
+    /* and it multiplies: [1 2; 3 4] [5 6; 7 8] (row-major, no transposes: CBLAS's 101 and 111) */
+    const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c[4] = {0};
+    bpcc_sgemm(101, 111, 111, 2, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+    return c[0] == 19 && c[1] == 22 && c[2] == 43 && c[3] == 50 ? 0 : 13;
+}
+
+static int preload_missing_child(void)
+{
+    if (!fresh_process()) return 0; /* an earlier test of this process loaded it: nothing left to load */
+    setenv("BPCC_BLAS", "/nonexistent/libnoblas.so", 1);
+    bpcc_blas_preload();
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    /* the run's load waits for the preload's and reports what it found */
+    enum bpcc_status s = bpcc_blas_load(&d);
+    int code = s == BPCC_ERR_IO && strstr(tu_msg(&d), "cannot load the BLAS library /nonexistent/libnoblas.so: ") ? 0 : 20;
+    return code;
+}
+
+START_TEST(preloading_loads_the_blas_before_any_run)
+{
+    ck_assert_int_eq(in_child(preload_child), 0);
+    ck_assert_int_eq(in_child(preload_missing_child), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("exec");
     TCase *tc = tcase_create("exec");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
+    tcase_add_test(tc, preloading_loads_the_blas_before_any_run);
     tcase_add_test(tc, fsum_counts_every_element_once_and_gives_pytorchs_bits);
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);

@@ -46,6 +46,7 @@ struct cli_process_plan {
     const char *threads; /* set OPENBLAS_NUM_THREADS to this (--threads, else "1"); NULL: the user's stands */
     bool coretype;       /* set OPENBLAS_CORETYPE=SKYLAKEX */
     bool heap;           /* advise the heap onto huge pages as it grows */
+    bool preload;        /* the verb runs a model (it has batches): start loading the BLAS at once */
 };
 bool cli_process_plan(int argc, char *const *argv, char *const *envp, bool avx512, struct cli_process_plan *out);
 /* main's first call: malloc's thresholds, then the plan applied to this process */

@@ -9,6 +9,9 @@
 ** used to start itself a second time for that. Loaded here, OpenBLAS reads the environment as it is
 ** when the first model runs, and costs nothing until then (~4 ms of a process start on this
 ** project's machines: mapping it and libgfortran, 12k relocations, its thread pool and buffers).
+** A program that knows it will run a model can have that load start on a thread of its own
+** (bpcc_blas_preload), so that it happens while the model is read and fused rather than when the
+** first batch waits for it: the bpcc tool does so for the verbs that run a model.
 **
 ** The library is found by its soname: BPCC_BLAS in the environment (read at that first load), else
 ** the meson option blas_library, libopenblas.so.0 by default. Any CBLAS with cblas_sgemm will do;
@@ -19,6 +22,7 @@
 #include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #ifndef BPCC_BLAS_LIBRARY
 #define BPCC_BLAS_LIBRARY "libopenblas.so.0"
@@ -49,6 +53,26 @@ static void load(void)
     }
     set_threads_fn = (void (*)(int))dlsym(h, "openblas_set_num_threads");
     sgemm_fn = (__typeof__(cblas_sgemm) *)f;
+}
+
+static void *preload_main(void *arg)
+{
+    (void)arg;
+    pthread_once(&load_once, load);
+    return NULL;
+}
+
+/* pthread_once makes the first run wait for a load under way, and a second preload or a run
+** after the load finds it done. A thread that cannot start leaves the load to the first run. */
+void bpcc_blas_preload(void)
+{
+    static atomic_flag started = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&started)) return;
+    pthread_attr_t attr;
+    pthread_t t;
+    if (pthread_attr_init(&attr)) return;
+    if (!pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED)) (void)pthread_create(&t, &attr, preload_main, NULL);
+    pthread_attr_destroy(&attr);
 }
 
 enum bpcc_status bpcc_blas_load(struct bpcc_diag *d)

@@ -375,6 +375,17 @@ if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
         want=$([ -n "$sync" ] && echo 6 || echo 0)
         [ "$n" -eq "$want" ] && ok || bad "quantize ${sync:-without --sync}: $n fsync calls, want $want"
     done
+    # a verb given batches loads the BLAS on a thread of its own while it reads and fuses the model
+    # (bpcc_blas_preload): the library is opened by another thread than the main one; a verb that
+    # runs no model does not open it at all
+    strace -f -e trace=openat -o "$WORK/strace" "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm \
+        --data "$WORK/batches" -o "$WORK/quant_bl.bpcc" --no-sqnr >/dev/null 2>&1
+    main=$(head -n 1 "$WORK/strace" | cut -d' ' -f1)
+    by=$(grep 'libopenblas' "$WORK/strace" | grep -v ENOENT | head -n 1 | cut -d' ' -f1)
+    [ -n "$by" ] && [ "$by" != "$main" ] && ok || bad "quantize: libopenblas opened by thread '${by}', the main one is $main"
+    strace -f -e trace=openat -o "$WORK/strace" "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm \
+        -o "$WORK/fused_bl.bpcc" >/dev/null 2>&1
+    [ -s "$WORK/fused_bl.bpcc" ] && ! grep -q libopenblas "$WORK/strace" && ok || bad "fuse opened libopenblas (or failed)"
 fi
 run "quantize needs data" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "needs calibration batches: give --data"
