@@ -5,6 +5,7 @@ prints back byte for byte.
 
 usage: test_bridge.py BPCC [NAME ...]     (exit 77 when torch is not installed)
 """
+import operator
 import os
 import subprocess
 import sys
@@ -248,20 +249,49 @@ class Bridge(unittest.TestCase):
         self.assertIn("complex", str(cm.exception))
         self.assertFalse(os.path.exists(os.path.join(self.dir, "w.bpcc")))
 
-    def test_iterating_a_traced_value_names_the_line(self):
-        """`a, b = t.unbind(0)`: torch.fx cannot iterate over a traced value (on Python 3.11 it
-        fails inside its own __iter__); the error names the user's line and the way out"""
+    def test_unpacking_a_traced_value_is_traced_as_on_python_3_10(self):
+        """`a, b = t.unbind(0)`, `n, c = x.shape`: PyTorch 1.13 on Python 3.11 cannot trace them
+        (its Proxy.__iter__ reads the bytecode as 3.10's); the bridge traces them as getitem nodes,
+        as 3.10 does, and leaves torch.fx as it was after"""
         class Unpack(nn.Module):
             def forward(self, x):
                 a, b = x.unbind(0)
-                return a + b
+                n, c = x.shape
+                return a + b * c
 
+        before = torch.fx.proxy.Proxy.__iter__
+        path = os.path.join(self.dir, "u.bpcc")
+        gm = bpcc_torch.export(Unpack(), (torch.randn(2, 3),), path)
+        self.assertIs(torch.fx.proxy.Proxy.__iter__, before)
+        got = [(n.op, str(n.target), n.args[1:]) for n in gm.graph.nodes if n.target in (operator.getitem,)]
+        self.assertEqual(got, [("call_function", str(operator.getitem), (i,)) for i in (0, 1, 0, 1)])
+        x = torch.randn(2, 3)
+        self.assertTrue(torch.equal(bpcc_torch.load(path)(x), Unpack()(x)))
+        st.write(os.path.join(self.dir, "x.safetensors"), [("x", x)])
+        r = subprocess.run([BPCC, "run", path, "--data", os.path.join(self.dir, "x.safetensors"), "-o",
+                            os.path.join(self.dir, "o.safetensors")], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(torch.equal(st.read(os.path.join(self.dir, "o.safetensors"))["output"], Unpack()(x)))
+
+    def test_looping_over_a_traced_value_names_the_line(self):
+        """`for p in t.unbind(0)`: torch.fx cannot loop over a traced value (unpacking it is
+        fine); the error names the user's line and the way out, and torch.fx is left as it was"""
+        class Loop(nn.Module):
+            def forward(self, x):
+                s = 0
+                for p in x.unbind(0):
+                    s = s + p
+                return s
+
+        before = torch.fx.proxy.Proxy.__iter__
         with self.assertRaises(bpcc_torch.BridgeError) as cm:
-            bpcc_torch.export(Unpack(), (torch.randn(2, 3),), os.path.join(self.dir, "u.bpcc"))
+            bpcc_torch.export(Loop(), (torch.randn(2, 3),), os.path.join(self.dir, "l.bpcc"))
+        self.assertIs(torch.fx.proxy.Proxy.__iter__, before)
         msg = str(cm.exception)
         self.assertIn("test_bridge.py:", msg)
-        self.assertIn("a, b = x.unbind(0)", msg)
+        self.assertIn("for p in x.unbind(0):", msg)
         self.assertIn("index it instead", msg)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "l.bpcc")))
 
     def test_a_fused_module_missing_a_part_is_refused(self):
         """a ConvReLU2d holding only its conv: its constructor's TypeError is reported, not hidden

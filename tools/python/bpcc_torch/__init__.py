@@ -8,7 +8,7 @@ Run with Debian's /usr/bin/python3 and PYTHONPATH=tools/python.
 """
 from ._format import FormatError
 from ._names import BridgeError
-from .export import export, trace
+from .export import export, fx_unpacking, trace
 from .load import load
 
-__all__ = ["export", "load", "trace", "BridgeError", "FormatError"]
+__all__ = ["export", "fx_unpacking", "load", "trace", "BridgeError", "FormatError"]

@@ -1,6 +1,10 @@
 """export(model, example_inputs, path): a PyTorch model as a bpcc model file."""
+import contextlib
 import copy
+import dis
+import inspect
 import os
+import sys
 import traceback
 
 import torch
@@ -37,6 +41,47 @@ def _swap_float_functionals(model):
     return restore
 
 
+def _needs_unpacking_fix():
+    """torch.fx's Proxy.__iter__ before PyTorch 2.0 finds the instruction that iterates over a
+    traced value by f_lasti // 2, its index in the bytecode up to Python 3.10. From 3.11 on the
+    bytecode holds inline caches that dis.get_instructions does not list, so the index lands on
+    another instruction: `n, c, h, w = x.shape` fails (TraceError, or IndexError) where 3.10
+    traced it as four getitem nodes. Debian 12 pairs PyTorch 1.13 with Python 3.11."""
+    if sys.version_info < (3, 11):
+        return False
+    try:
+        return "f_lasti // 2" in inspect.getsource(torch.fx.proxy.Proxy.__iter__)
+    except (OSError, TypeError):
+        return int(torch.__version__.split(".")[0]) < 2
+
+
+def _proxy_iter(self):
+    """Proxy.__iter__ with the iterating instruction found by its offset, f_lasti (as PyTorch 2.0
+    does): unpacking into n names is n getitem nodes, anything else is the tracer's (an error)"""
+    frame = inspect.currentframe().f_back
+    inst = next((i for i in dis.get_instructions(frame.f_code) if i.offset == frame.f_lasti), None)
+    if inst is not None and inst.opname == "UNPACK_SEQUENCE":
+        return (self[i] for i in range(inst.argval))
+    return self.tracer.iter(self)
+
+
+@contextlib.contextmanager
+def fx_unpacking():
+    """While in it, torch.fx traces unpacking a traced value (`b, c, h, w = x.shape`, `q, k, v =
+    t.unbind(0)`) as PyTorch does on Python 3.10 and as PyTorch 2.0 does on 3.11, where PyTorch
+    1.13 on Python 3.11 fails (see _needs_unpacking_fix). trace() and export() use it; wrap
+    prepare_fx in it to trace such a model in PyTorch itself. Changes nothing where not needed."""
+    if not _needs_unpacking_fix():
+        yield
+        return
+    saved = torch.fx.proxy.Proxy.__iter__
+    torch.fx.proxy.Proxy.__iter__ = _proxy_iter
+    try:
+        yield
+    finally:
+        torch.fx.proxy.Proxy.__iter__ = saved
+
+
 def trace(model):
     """The GraphModule prepare_fx would work on: its FloatFunctional swap (undone after) and
     QuantizationTracer's rules (leaf modules are torch.nn / torch.ao.nn modules other than
@@ -47,17 +92,20 @@ def trace(model):
     tracer = QuantizationTracer([], [])
     restore = _swap_float_functionals(model)
     try:
-        graph = tracer.trace(model)
+        with fx_unpacking():
+            graph = tracer.trace(model)
         gm = torch.fx.GraphModule(model, graph, model.__class__.__name__)
     except Exception as e:
-        # iterating over a traced value (`q, k, v = t.unbind(0)`, `for p in x.chunk(2)`): torch.fx
-        # refuses it, or, on Python 3.11, fails inside its own __iter__ with an IndexError
+        # iterating over a traced value other than by unpacking it (`for p in x.chunk(2)`,
+        # `f(*t)`): torch.fx refuses it in Proxy.__iter__ (torch's or fx_unpacking's)
         tb = traceback.extract_tb(e.__traceback__)
-        at = [i for i, f in enumerate(tb) if f.name == "__iter__" and f.filename.replace(os.sep, "/").endswith("fx/proxy.py")]
+        mine = os.path.abspath(__file__)
+        at = [i for i, f in enumerate(tb) if f.name in ("__iter__", "_proxy_iter") and
+              (f.filename.replace(os.sep, "/").endswith("fx/proxy.py") or os.path.abspath(f.filename) == mine)]
         if at and at[0] > 0:
             f = tb[at[0] - 1]
-            raise BridgeError("%s:%d: %s: torch.fx cannot iterate over a traced value (unpacking or looping over a "
-                              "tensor or a module's output); index it instead (t[0], t[1], ...)"
+            raise BridgeError("%s:%d: %s: torch.fx cannot iterate over a traced value (looping over a tensor or a "
+                              "module's output, or passing it as *args); index it instead (t[0], t[1], ...)"
                               % (f.filename, f.lineno, (f.line or "").strip())) from e
         raise
     finally:
