@@ -2339,6 +2339,53 @@ START_TEST(fsum_counts_every_element_once_and_gives_pytorchs_bits)
 }
 END_TEST
 
+/* a model checking its input as torchvision's vision transformer does: the height from the shape
+** and the rank from dim() against constants, and a one-element tensor's truth, by torch._assert */
+static enum bpcc_status run_asserts(int64_t height, const char *truth, struct bpcc_diag *d)
+{
+    char text[1400];
+    snprintf(text, sizeof text,
+             "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
+             "  %%s = call_function getattr (%%x, \"shape\")\n  %%h = call_function operator.getitem (%%s, 2)\n"
+             "  %%eq = call_function operator.eq (%%h, %lld)\n"
+             "  %%_assert = call_function torch._assert (%%eq, \"Wrong image height!\")\n"
+             "  %%dim = call_method dim (%%x,)\n  %%eq_1 = call_function operator.eq (%%dim, 4)\n"
+             "  %%_assert_1 = call_function torch._assert (%%eq_1, \"four dimensions\")\n"
+             "  %%sum = call_method sum (%%x,)\n  %%t = call_function operator.%s\n"
+             "  %%_assert_2 = call_function torch._assert (%%t, \"the sum's truth\")\n"
+             "  %%output = output output (%%x,)\n",
+             (long long)height, truth);
+    struct bpcc_graph *g = parse(text);
+    struct xval out = {0};
+    enum bpcc_status s = run1(g, input(4, (int64_t[]){1, 2, 8, 3}, ramp), &out, d);
+    if (!s) {
+        ck_assert(out.k == XV_TENSOR && out.u.t->numel == 48 && out.u.t->data[5] == ramp(5));
+        bpcc_xval_release(&out);
+    }
+    bpcc_graph_free(g);
+    return s;
+}
+
+START_TEST(assert_checks_its_condition_as_python_does)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    /* the ramp's 48 values sum to -21.25: "gt (%sum, -100)" holds, "gt (%sum, 0)" does not */
+    ck_assert_msg(run_asserts(8, "gt (%sum, -100)", &d) == BPCC_OK, "%s", tu_msg(&d));
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run_asserts(7, "gt (%sum, -100)", &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "assertion failed: Wrong image height!") && strstr(tu_msg(&d), "_assert"), "%s",
+                  tu_msg(&d));
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run_asserts(8, "gt (%sum, 0)", &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "assertion failed: the sum's truth"), "%s", tu_msg(&d));
+    /* a tensor of more than one element has no truth, as in PyTorch */
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run_asserts(8, "gt (%x, -100)", &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "the truth of a tensor of 48 elements is ambiguous"), "%s", tu_msg(&d));
+}
+END_TEST
+
 /* whether a library whose path holds `name` is mapped in this process */
 static bool library_mapped(const char *name)
 {
@@ -2419,6 +2466,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, conv2d_with_stride_padding_dilation_and_groups_matches_the_formula);
     tcase_add_test(tc, preloading_loads_the_blas_before_any_run);
+    tcase_add_test(tc, assert_checks_its_condition_as_python_does);
     tcase_add_test(tc, fsum_counts_every_element_once_and_gives_pytorchs_bits);
     tcase_add_test(tc, a_convolution_unfolded_in_blocks_of_rows_matches_the_formula);
     tcase_add_test(tc, depthwise_conv_matches_the_formula_in_every_padding_mode);

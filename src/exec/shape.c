@@ -222,6 +222,46 @@ static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
     return bpcc_xerr(a, "getattr %s is not supported", name->u.s);
 }
 
+/* x.dim(), x.ndimension(): the number of dimensions, an int */
+static enum bpcc_status k_dim(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    *out = (struct xval){.k = XV_INT, .u.i = x->ndim};
+    return BPCC_OK;
+}
+
+/* torch._assert(condition, message), which torch.fx keeps as a node (torchvision's vision
+** transformer checks its input's size so): Python's `assert condition, message`. A tensor's truth
+** is its one element's (more than one is ambiguous, as in PyTorch); a number's, a string's and a
+** sequence's are Python's. Its value is None. */
+static enum bpcc_status k_assert(const struct xargs *a, struct xval *out)
+{
+    const struct xval *c = bpcc_xarg(a, 0, "condition"), *m = bpcc_xarg(a, 1, "message");
+    if (!c) return bpcc_xerr(a, "_assert needs a condition");
+    bool ok;
+    switch (c->k) {
+    case XV_NONE: ok = false; break;
+    case XV_BOOL: ok = c->u.b; break;
+    case XV_INT: ok = c->u.i != 0; break;
+    case XV_FLOAT: ok = c->u.f != 0.0; break;
+    case XV_STR: ok = c->u.s[0] != '\0'; break;
+    case XV_SEQ: case XV_DICT: ok = c->u.seq.n != 0; break;
+    case XV_TENSOR:
+        if (c->u.t->numel != 1)
+            return bpcc_xerr(a, "_assert: the truth of a tensor of %llu elements is ambiguous",
+                             (unsigned long long)c->u.t->numel);
+        if (c->u.t->qdtype != BPCC_DTYPE_NONE) /* its data are integer values, not its truth */
+            return bpcc_xerr(a, "_assert: the condition is a quantized tensor");
+        ok = c->u.t->data[0] != 0.0f;
+        break;
+    default: ok = true; break; /* a slice, an ellipsis, an object: true in Python */
+    }
+    if (!ok) return bpcc_xerr(a, "assertion failed: %s", m && m->k == XV_STR ? m->u.s : "(no message)");
+    *out = (struct xval){.k = XV_NONE};
+    return BPCC_OK;
+}
+
 /* the elements a slice (start, stop, step; Python's rules, positive steps) takes of `size`: the
 ** first, the step and the count; false for a step below 1 */
 static bool slice_range(const struct xval *slice, int64_t size, int64_t *first, int64_t *step, int64_t *count)
@@ -1207,5 +1247,6 @@ const struct xop bpcc_shape_ops[] = {
     {'t', "roll", k_roll}, {'f', "torch.tile", k_tile}, {'t', "tile", k_tile},
     {'f', "torch.repeat_interleave", k_repeat_interleave}, {'t', "repeat_interleave", k_repeat_interleave},
     {'t', "clone", k_contiguous}, {'f', "torch.clone", k_contiguous}, {'t', "detach", k_contiguous},
-    {'f', "torch.detach", k_contiguous}, {0}
+    {'f', "torch.detach", k_contiguous}, {'f', "torch._assert", k_assert},
+    {'t', "dim", k_dim}, {'t', "ndimension", k_dim}, {0}
 };
