@@ -565,6 +565,55 @@ START_TEST(convert_turns_observers_into_quantize_dequantize_and_weighted_modules
 }
 END_TEST
 
+/* convert ends as convert_fx does, with torch.fx's eliminate_dead_code: from the last node back,
+** what no node uses goes unless it is impure; what the erased nodes named stays */
+START_TEST(convert_erases_dead_code_as_pytorch_does)
+{
+    static const char *const model =
+        "bpcc-model 1\n\n" CONV("conv", 3, 4) CONV("conv2", 3, 4) "\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %getattr = call_function getattr (%x, \"shape\")\n"                /* dead: goes */
+        "  %getattr_1 = call_function getattr (%x, \"shape\")\n"
+        "  %getitem = call_function operator.getitem (%getattr_1, 1)\n"
+        "  %eq = call_function operator.eq (%getitem, 3)\n"
+        "  %_assert = call_function torch._assert (%eq, \"three channels\")\n" /* impure: stays, and its inputs */
+        "  %conv2 = call_module conv2 (%x,)\n"                                /* dead, and its quantize point */
+        "  %conv = call_module conv (%x,)\n"
+        "  %relu = call_function torch.nn.functional.relu (%conv,)\n"
+        "  %output = output output (%relu,)\n";
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_msg(calibrated_text(model, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    uint32_t nq = 0, nm = 0;
+    ck_assert_msg(bpcc_convert(p.g, p.c, p.m, &nq, &nm, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_int_eq(bpcc_graph_verify(p.g, &d), BPCC_OK);
+    /* the quantize points left: x's (read by conv) and relu's; conv2's went with it */
+    ck_assert_uint_eq(nq, 2);
+    ck_assert_ptr_nonnull(find_target(p.g, "torch.quantize_per_tensor", 1));
+    ck_assert_ptr_null(find_target(p.g, "torch.quantize_per_tensor", 2));
+    ck_assert_ptr_null(bpcc_graph_find_node(p.g, "getattr"));
+    ck_assert_ptr_null(bpcc_graph_find_node(p.g, "conv2"));
+    static const char *const kept[] = {"x", "getattr_1", "getitem", "eq", "_assert", "conv", "relu", "output"};
+    for (size_t i = 0; i < sizeof kept / sizeof kept[0]; i++)
+        ck_assert_msg(bpcc_graph_find_node(p.g, kept[i]), "node '%s' was erased", kept[i]);
+    /* no get_attr reads conv2's qparams, but its buffers and its (reference) module stay, as in
+    ** PyTorch's converted module */
+    for (const struct bpcc_node *n = bpcc_graph_first(p.g); n; n = bpcc_node_next(n))
+        ck_assert_msg(strcmp(bpcc_node_target(n), "conv2") && strcmp(bpcc_node_target(n), "conv2_scale_0") &&
+                          strcmp(bpcc_node_target(n), "conv2_zero_point_0"),
+                      "%s", bpcc_node_name(n));
+    /* x's quantize point, named after its first consumer as PyTorch names it, stays: conv reads it */
+    ck_assert_ptr_nonnull(bpcc_graph_find_node(p.g, "conv2_input_scale_0"));
+    const struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+    ck_assert_ptr_nonnull(bpcc_module_tensor(root, "conv2_scale_0"));
+    ck_assert_ptr_nonnull(bpcc_module_tensor(root, "conv2_zero_point_0"));
+    ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(p.g, "conv2")), "torch.ao.nn.quantized.reference.Conv2d");
+    ck_assert_uint_eq(nm, 2);
+    prepared_free(&p);
+}
+END_TEST
+
 /* dynamic and weight-only quantization: an LSTM's reference module gets qparams per weight
 ** (<wn>_scale [1] f32, <wn>_zero_point [1] int32 as torch.int, <wn>_axis 0-d), the float16 one only
 ** <wn>_qscheme None and <wn>_dtype; an Embedding, whose pattern observes nothing, is converted
@@ -1464,6 +1513,7 @@ int main(void)
     tcase_add_test(tc, a_bad_stub_spec_is_reported_at_its_module);
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
+    tcase_add_test(tc, convert_erases_dead_code_as_pytorch_does);
     tcase_add_test(tc, convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embeddings_theirs);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
     tcase_add_test(tc, convert_gives_modules_converted_alike_one_attribute_array);

@@ -234,8 +234,43 @@ static enum bpcc_status quantized_in_place(struct conv *cv, struct bpcc_node *q,
     if (bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1)) return bpcc_diag_nomem(cv->d);
     a1.u.seq.items[0] = bpcc_value_node(q);
     enum bpcc_status s = bpcc_node_remake(obs, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, cv->d);
-    if (!s) cv->n_quantized++;
+    if (!s) {
+        cv->n_quantized++;
+        obs->mark = 1; /* a quantize point's dequantize (eliminate_dead_code counts those it erases) */
+    }
     return s;
+}
+
+/* Node.is_impure: placeholders, the output and the side-effectful functions of torch.fx
+** (torch._assert, the profiler's record_function calls). A module call is pure: torch.fx asks the
+** module's _is_impure, which no torch.nn module sets and the bridge does not export. */
+static bool impure(const struct bpcc_node *n)
+{
+    if (n->kind == BPCC_NODE_PLACEHOLDER || n->kind == BPCC_NODE_OUTPUT) return true;
+    if (n->kind != BPCC_NODE_CALL_FUNCTION) return false;
+    static const char *const effects[] = {"torch._assert", "torch.ops.profiler._record_function_enter",
+                                          "torch.ops.profiler._record_function_enter_new",
+                                          "torch.ops.profiler._record_function_exit"};
+    for (size_t i = 0; i < sizeof effects / sizeof effects[0]; i++)
+        if (!strcmp(n->target, effects[i])) return true;
+    return false;
+}
+
+/* convert_fx's last step, Graph.eliminate_dead_code: from the last node back, a node that has no
+** user and is not impure is erased, so that what only it used may go in turn (an unused x.shape;
+** a quantize point nothing reads: its dequantize, quantize and qparam get_attr nodes). What the
+** erased nodes named stays, as in PyTorch's converted module, which copied its attributes before:
+** a module called, a root buffer read. */
+static enum bpcc_status eliminate_dead_code(struct conv *cv)
+{
+    for (struct bpcc_node *n = cv->g->last, *prev; n; n = prev) {
+        prev = n->prev;
+        if (n->n_users || impure(n)) continue;
+        if (n->mark == 1) cv->n_quantized--;
+        enum bpcc_status s = bpcc_node_erase(n, cv->d);
+        if (s) return s;
+    }
+    return BPCC_OK;
 }
 
 static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
@@ -587,6 +622,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
         ** modules' marks count the nodes that call them */
         for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
+            n->mark = 0;
             if (n->kind != BPCC_NODE_CALL_MODULE) continue;
             if (is_obs_node(&cv, n)) {
                 cv.n_observers_left++;
@@ -621,6 +657,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             }
             n = next;
         }
+        if (!s) s = eliminate_dead_code(&cv);
         /* the observer modules go (unlinked one by one, the table compacted once) */
         for (uint32_t i = 0; !s && i < g->n_modules; i++)
             if (!g->modules[i]->dead && bpcc_obs_module_class(g->modules[i]) >= 0) bpcc_graph_unlink_module(g, g->modules[i]);

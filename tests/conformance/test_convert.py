@@ -83,6 +83,26 @@ class WithScaled(nn.Module):
         return self.fc(self.block(x).mean((2, 3)))
 
 
+class DeadCode(nn.Module):
+    """unpacking the input's shape (on Python 3.11, PyTorch 1.13 traces it only with
+    bpcc_torch.fx_unpacking), torch._assert on one of its sizes, and dead code: the other sizes, an
+    unused conv (observed, so a quantize point nothing reads) and an unused shape. convert_fx ends
+    with eliminate_dead_code: all of the dead code goes, the assert and its inputs stay."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.unused = nn.Conv2d(3, 4, 1)
+        self.fc = nn.Linear(4, 5)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        torch._assert(c == 3, "three channels")
+        self.unused(x)
+        y = F.relu(self.conv(x))
+        y.shape
+        return self.fc(y.mean((2, 3)))
+
+
 class More(nn.Module):
     """the interpreter's less common ops inside the quantization flow: group norm, PReLU, pixel
     shuffle, reflection padding, chunk, instance norm, upsampling, bilinear resizing to the input's
@@ -280,7 +300,10 @@ class Convert(conftools.TmpCase):
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "%s / %s / %s: %s" % (name, mname, backend, r.stderr))
         tmap = get_default_qconfig_mapping(mapping) if isinstance(mapping, str) else mapping
-        p = prepare_fx(copy.deepcopy(model), tmap, (batches[0],), backend_config=bcfg.get_backend_config(backend))
+        # unpacking a traced value (`b, c, h, w = x.shape`) traced as PyTorch 1.13 does on Python
+        # 3.10, where on 3.11 it fails (bpcc_torch.fx_unpacking; a no-op for other models)
+        with bpcc_torch.fx_unpacking():
+            p = prepare_fx(copy.deepcopy(model), tmap, (batches[0],), backend_config=bcfg.get_backend_config(backend))
         with torch.no_grad() if no_grad else contextlib.nullcontext():
             for b in batches:
                 p(b)
@@ -321,6 +344,10 @@ class Convert(conftools.TmpCase):
         for k in gq:
             self.assertEqual(sp[k][0], str(gq[k][0]).replace("torch.", ""), "%s %s: shown dtype" % (what, k))
             self.assertTrue(torch.equal(sp[k][1], gq[k][1]) and torch.equal(sp[k][2], gq[k][2]), "%s %s: shown qparams" % (what, k))
+        # show lists the graph's nodes: the reference modules a node calls (a dead layer's module,
+        # which both tools keep after erasing its node, has none)
+        called = [n.target for n in want.graph.nodes if n.op == "call_module"]
+        wr = {k: v for k, v in wr.items() if any(k == c or k.startswith(c + ".") for c in called)}
         self.assertEqual(sorted(sw), sorted(wr), "%s: bpcc show's reference modules" % what)
         for k in wr:
             self.assertEqual(sw[k][0], str(wr[k][2]).replace("torch.", ""), "%s %s: shown weight dtype" % (what, k))
@@ -381,6 +408,23 @@ class Convert(conftools.TmpCase):
             self.check(model, (2, 3, 8, 8), "head", "minmax", minmax_mapping(), backend)
             self.check(model, (2, 3, 8, 8), "head", "fbgemm", "fbgemm", backend)
 
+
+    def test_dead_code_unpacking_and_asserts(self):
+        torch.manual_seed(0)
+        model = DeadCode().eval()
+        for backend in ("fbgemm", "qnnpack"):
+            self.check(model, (2, 3, 8, 8), "dead", "minmax", minmax_mapping(), backend)
+        self.check(model, (2, 3, 8, 8), "dead", "fbgemm", "fbgemm", "fbgemm")
+        # PyTorch's converted model and bpcc's: the same nodes (names and order)
+        batches = [torch.randn(2, 3, 8, 8)]
+        _, want, got = self.quantize_both(model, batches, "dead2", "minmax", minmax_mapping(), "fbgemm")
+        self.assertEqual([n.name for n in got.graph.nodes], [n.name for n in want.graph.nodes])
+        self.assertFalse(any(n.target == "unused" for n in got.graph.nodes))
+        # what the erased nodes named stays in both: the dead layer's module, its quantize point's buffers
+        self.assertEqual(sorted(dict(got.named_buffers())), sorted(dict(want.named_buffers())))
+        self.assertIn("unused_scale_0", dict(got.named_buffers()))
+        self.assertEqual(sorted(dict(got.named_modules())), sorted(dict(want.named_modules())))
+        self.assertTrue(any(n.target is torch._assert for n in got.graph.nodes))
 
     def test_less_common_ops(self):
         torch.manual_seed(0)
@@ -482,7 +526,8 @@ def make_short_test(name):
     convolutions and pooling; regnet_y: squeeze-excitation in grouped blocks; convnext: depthwise
     7x7 convolutions, permutes to channels-last around LayerNorm and linears, a layer scale read
     as a parameter, torchvision's stochastic_depth; googlenet: four-branch concatenations and
-    ceil-mode max pooling)"""
+    ceil-mode max pooling; shufflenet: the channel shuffle, after unpacking x.size(), which PyTorch
+    1.13 traces on Python 3.11 only with bpcc_torch.fx_unpacking)"""
     def test(self):
         model = torchvision_model(name, 0)
         shape = (1, 3, 4, 32, 32) if name == "r3d_18" else (1, 3, 64, 64)
@@ -491,8 +536,20 @@ def make_short_test(name):
     return test
 
 
-for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf", "convnext_tiny", "googlenet"):
+for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf", "convnext_tiny", "googlenet", "shufflenet_v2_x0_5"):
     setattr(Convert, "test_torchvision_" + _n, make_short_test(_n))
+
+
+def test_vision_transformer(self):
+    """vit_b_32 (224x224, the size it asserts): unpacking the input's shape, torch._assert and
+    x.dim() run by the interpreter, dead shape reads erased by convert, class token, multi-head
+    attention and layer norms"""
+    model = torchvision_model("vit_b_32", 0)
+    self.check(model, (1, 3, 224, 224), "vit_b_32", "minmax", minmax_mapping(), "fbgemm")
+    self.check(model, (1, 3, 224, 224), "vit_b_32", "fbgemm", "fbgemm", "fbgemm")
+
+
+Convert.test_torchvision_vit_b_32 = test_vision_transformer
 
 
 def make_quantizable_test(name):

@@ -158,6 +158,20 @@ def from_model(m, data):
             raise BridgeError("%s: torch.fx renamed it to '%s'" % (where, node.name))
         env[n.name] = node
     gm = torch.fx.GraphModule(root, graph)
+    # GraphModule copies only what the graph names; the file's other modules and root tensors stay,
+    # as in a module PyTorch converted, whose dead code went after its attributes were copied (a
+    # dead layer's module, its quantize point's buffers)
+    for name in sorted((n for n in built if n), key=lambda n: n.count(".")):
+        try:
+            gm.get_submodule(name)
+        except AttributeError:
+            _attach(gm, name, built[name])
+    for k, v in root._parameters.items():
+        if v is not None and k not in gm._parameters and not hasattr(gm, k):
+            gm.register_parameter(k, v)
+    for k, v in root._buffers.items():
+        if v is not None and k not in gm._buffers and not hasattr(gm, k):
+            gm.register_buffer(k, v)
     # scopes travel with the GraphModule so that exporting it again keeps them
     gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
     return gm
