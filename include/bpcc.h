@@ -854,8 +854,8 @@ BPCC_API enum bpcc_status bpcc_calibrate(struct bpcc_graph *g, const char *const
                                          const struct bpcc_calibrate_options *opts, struct bpcc_diag *d);
 /* Start loading the BLAS library on a thread of its own, so that the first model run finds it
 ** loaded instead of loading it then: a program that will calibrate or run a model calls this before
-** it reads and fuses the model (the bpcc tool does, for the verbs that run one: 5-6 ms of
-** OpenBLAS's set-up then overlap the load and fusion). Set the environment OpenBLAS reads
+** it reads and fuses the model (the bpcc tool does, for the verbs that run one: OpenBLAS's ~5 ms
+** of set-up then overlap the load and fusion). Set the environment OpenBLAS reads
 ** (OPENBLAS_NUM_THREADS, OPENBLAS_CORETYPE, BPCC_BLAS) before the call, and do not change it while
 ** the load may be under way. A run waits for a load under way; a second call, or one after a run,
 ** does nothing; when no thread can be started, the first run loads the library as without it. */
