@@ -2357,11 +2357,13 @@ static enum bpcc_status run_asserts(int64_t height, const char *truth, struct bp
              (long long)height, truth);
     struct bpcc_graph *g = parse(text);
     struct xval out = {0};
-    enum bpcc_status s = run1(g, input(4, (int64_t[]){1, 2, 8, 3}, ramp), &out, d);
+    struct xtensor *x = input(4, (int64_t[]){1, 2, 8, 3}, ramp);
+    enum bpcc_status s = run1(g, x, &out, d);
     if (!s) {
         ck_assert(out.k == XV_TENSOR && out.u.t->numel == 48 && out.u.t->data[5] == ramp(5));
         bpcc_xval_release(&out);
     }
+    bpcc_xtensor_free(x);
     bpcc_graph_free(g);
     return s;
 }
