@@ -347,14 +347,14 @@ class Convert(conftools.TmpCase):
         # show lists the graph's nodes: the reference modules a node calls (a dead layer's module,
         # which both tools keep after erasing its node, has none)
         called = [n.target for n in want.graph.nodes if n.op == "call_module"]
-        wr = {k: v for k, v in wr.items() if any(k == c or k.startswith(c + ".") for c in called)}
-        self.assertEqual(sorted(sw), sorted(wr), "%s: bpcc show's reference modules" % what)
-        for k in wr:
-            self.assertEqual(sw[k][0], str(wr[k][2]).replace("torch.", ""), "%s %s: shown weight dtype" % (what, k))
-            self.assertTrue(torch.equal(sw[k][1], wr[k][3]) and torch.equal(sw[k][2], wr[k][4]),
+        wc = {k: v for k, v in wr.items() if any(k == c or k.startswith(c + ".") for c in called)}
+        self.assertEqual(sorted(sw), sorted(wc), "%s: bpcc show's reference modules" % what)
+        for k in wc:
+            self.assertEqual(sw[k][0], str(wc[k][2]).replace("torch.", ""), "%s %s: shown weight dtype" % (what, k))
+            self.assertTrue(torch.equal(sw[k][1], wc[k][3]) and torch.equal(sw[k][2], wc[k][4]),
                             "%s %s: shown weight qparams" % (what, k))
-            if "per_channel" in str(wr[k][1]):
-                self.assertEqual(sw[k][3], wr[k][5], "%s %s: shown weight axis" % (what, k))
+            if "per_channel" in str(wc[k][1]):
+                self.assertEqual(sw[k][3], wc[k][5], "%s %s: shown weight axis" % (what, k))
         # outputs: bpcc run, torch's reference model, bpcc's model in torch
         st.write(self.path("in.safetensors"), [(inp, batches[0])])
         subprocess.run([BPCC, "run", out, "--data", self.path("in.safetensors"), "-o", self.path("o.safetensors")], check=True)
@@ -527,29 +527,20 @@ def make_short_test(name):
     7x7 convolutions, permutes to channels-last around LayerNorm and linears, a layer scale read
     as a parameter, torchvision's stochastic_depth; googlenet: four-branch concatenations and
     ceil-mode max pooling; shufflenet: the channel shuffle, after unpacking x.size(), which PyTorch
-    1.13 traces on Python 3.11 only with bpcc_torch.fx_unpacking)"""
+    1.13 traces on Python 3.11 only with bpcc_torch.fx_unpacking; vit_b_32, at the 224x224 it
+    asserts: unpacking the input's shape, torch._assert and x.dim() run by the interpreter, dead
+    shape reads erased by convert, class token, multi-head attention and layer norms)"""
     def test(self):
         model = torchvision_model(name, 0)
-        shape = (1, 3, 4, 32, 32) if name == "r3d_18" else (1, 3, 64, 64)
+        shape = {"r3d_18": (1, 3, 4, 32, 32), "vit_b_32": (1, 3, 224, 224)}.get(name, (1, 3, 64, 64))
         self.check(model, shape, name, "minmax", minmax_mapping(), "fbgemm")
         self.check(model, shape, name, "fbgemm", "fbgemm", "fbgemm")
     return test
 
 
-for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf", "convnext_tiny", "googlenet", "shufflenet_v2_x0_5"):
+for _n in ("lraspp_mobilenet_v3_large", "r3d_18", "regnet_y_400mf", "convnext_tiny", "googlenet", "shufflenet_v2_x0_5",
+           "vit_b_32"):
     setattr(Convert, "test_torchvision_" + _n, make_short_test(_n))
-
-
-def test_vision_transformer(self):
-    """vit_b_32 (224x224, the size it asserts): unpacking the input's shape, torch._assert and
-    x.dim() run by the interpreter, dead shape reads erased by convert, class token, multi-head
-    attention and layer norms"""
-    model = torchvision_model("vit_b_32", 0)
-    self.check(model, (1, 3, 224, 224), "vit_b_32", "minmax", minmax_mapping(), "fbgemm")
-    self.check(model, (1, 3, 224, 224), "vit_b_32", "fbgemm", "fbgemm", "fbgemm")
-
-
-Convert.test_torchvision_vit_b_32 = test_vision_transformer
 
 
 def make_quantizable_test(name):

@@ -2,6 +2,7 @@
 import contextlib
 import copy
 import dis
+import functools
 import inspect
 import os
 import sys
@@ -41,12 +42,14 @@ def _swap_float_functionals(model):
     return restore
 
 
+@functools.lru_cache(maxsize=None)
 def _needs_unpacking_fix():
     """torch.fx's Proxy.__iter__ before PyTorch 2.0 finds the instruction that iterates over a
     traced value by f_lasti // 2, its index in the bytecode up to Python 3.10. From 3.11 on the
     bytecode holds inline caches that dis.get_instructions does not list, so the index lands on
     another instruction: `n, c, h, w = x.shape` fails (TraceError, or IndexError) where 3.10
-    traced it as four getitem nodes. Debian 12 pairs PyTorch 1.13 with Python 3.11."""
+    traced it as four getitem nodes. Debian 12 pairs PyTorch 1.13 with Python 3.11. Asked once
+    (it reads torch.fx's source), not at every trace."""
     if sys.version_info < (3, 11):
         return False
     try:

@@ -167,10 +167,10 @@ def from_model(m, data):
         except AttributeError:
             _attach(gm, name, built[name])
     for k, v in root._parameters.items():
-        if v is not None and k not in gm._parameters and not hasattr(gm, k):
+        if v is not None and not hasattr(gm, k):
             gm.register_parameter(k, v)
     for k, v in root._buffers.items():
-        if v is not None and k not in gm._buffers and not hasattr(gm, k):
+        if v is not None and not hasattr(gm, k):
             gm.register_buffer(k, v)
     # scopes travel with the GraphModule so that exporting it again keeps them
     gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
