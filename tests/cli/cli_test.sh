@@ -231,6 +231,11 @@ run "blas starts once" 0 env -u OPENBLAS_CORETYPE OPENBLAS_VERBOSE=2 "$BPCC" run
 if [ "$(grep -m1 '^flags' /proc/cpuinfo | grep -ow 'avx512f\|avx512bw\|avx512dq\|avx512vl\|avx512cd' | sort -u | wc -l)" -eq 5 ]; then
     has "blas kernels" "$ERR" "Core: SkylakeX"
 fi
+# torch._assert runs: a failed one stops the run at its node, with its message, and writes nothing
+printf 'bpcc-model 1\n\ngraph\n  %%x = placeholder x () : f32[1, 3, 8, 8]\n  %%sum = call_method sum (%%x,)\n  %%gt = call_function operator.gt (%%sum, 1000000)\n  %%_assert = call_function torch._assert (%%gt, "the sum is too small")\n  %%output = output output (%%x,)\n' > "$WORK/asserts.bpcc"
+run "failed assert" 1 "$BPCC" run "$WORK/asserts.bpcc" --data "$WORK/batches/b0.safetensors" -o "$WORK/out_assert.safetensors" &&
+    has "failed assert" "$ERR" "asserts.bpcc:7:3: error: node '_assert' (torch._assert): assertion failed: the sum is too small" &&
+    { [ ! -e "$WORK/out_assert.safetensors" ] && ok || bad "failed assert: output written"; }
 # the BLAS is loaded when a model first runs, by the name in BPCC_BLAS if set: a verb that runs
 # none works without it, one that runs a model says which library it could not load and writes nothing
 run "blas: not needed to show" 0 env BPCC_BLAS=/nonexistent/libnoblas.so "$BPCC" show "$FIX/torch/tiny_resnet.bpcc" &&
