@@ -255,6 +255,39 @@ START_TEST(a_fixed_qparams_op_with_another_observer_is_refused)
 }
 END_TEST
 
+START_TEST(a_conv_transpose_with_per_channel_weights_is_refused)
+{
+    /* assert_valid_qconfig: ConvTranspose weights are [in, out / groups, ...] */
+#define CT "module up : torch.nn.ConvTranspose2d {in_channels: 4, out_channels: 2, kernel_size: (2, 2), stride: (2, 2), " \
+           "padding: (0, 0), dilation: (1, 1), transposed: True, output_padding: (0, 0), groups: 1, padding_mode: \"zeros\"}\n" \
+           "  param weight : f32[4, 2, 2, 2]\n"
+    const char *model = "bpcc-model 1\n\n" CT "\ngraph\n  %x = placeholder x ()\n"
+                        "  %up = call_module up (%x,)\n  %output = output output (%up,)\n";
+    const char *per_channel[] = {"PerChannelMinMaxObserver", "MovingAveragePerChannelMinMaxObserver"};
+    for (int i = 0; i < 2; i++) {
+        char mapping[512];
+        snprintf(mapping, sizeof mapping,
+                 "global: {activation: {observer: MinMaxObserver}, weight: {observer: %s, dtype: qint8, "
+                 "qscheme: per_channel_symmetric}}\n", per_channel[i]);
+        struct prepared p;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(prepare_text(model, "fbgemm", mapping, false, &p, &d), BPCC_ERR_CONFIG);
+        TU_ASSERT_DIAG(&d, 8, 3, "per channel");
+        ck_assert_ptr_nonnull(strstr(tu_msg(&d), per_channel[i]));
+        prepared_free(&p);
+    }
+    /* a per-tensor weight observer for the type, as get_default_qconfig_mapping gives it */
+    struct prepared p;
+    PREPARE(&p, model, "fbgemm",
+            "global: {activation: {observer: MinMaxObserver}, weight: {observer: PerChannelMinMaxObserver, dtype: qint8, "
+            "qscheme: per_channel_symmetric}}\nobject_type:\n  - {type: torch.nn.ConvTranspose2d, qconfig: " QC_A "}\n");
+    ck_assert_str_eq(obs_class(p.g, "x", "up"), "MinMaxObserver");
+    prepared_free(&p);
+#undef CT
+}
+END_TEST
+
 START_TEST(functional_weights_get_the_weight_observer)
 {
     struct prepared p;
@@ -1500,6 +1533,7 @@ int main(void)
     tcase_add_test(tc, non_tensor_arguments_are_not_observed_and_their_dtype_propagates);
     tcase_add_test(tc, fixed_qparams_ops_get_their_fixed_observer);
     tcase_add_test(tc, a_fixed_qparams_op_with_another_observer_is_refused);
+    tcase_add_test(tc, a_conv_transpose_with_per_channel_weights_is_refused);
     tcase_add_test(tc, functional_weights_get_the_weight_observer);
     tcase_add_test(tc, dynamic_quantization_observes_only_the_first_input);
     tcase_add_test(tc, a_null_qconfig_keeps_a_node_float);

@@ -912,33 +912,62 @@ static bool spec_is_fp16_placeholder(const struct observer_spec *o)
            (o->compute_dtype == BPCC_DTYPE_NONE || o->compute_dtype == BPCC_DTYPE_F16) && !o->custom_op_name;
 }
 
-/* _validate_fixed_qparams_qconfigs: a fixed-range op's qconfig must observe with its fixed qparams
-** (or float16 placeholders). All offenders are reported. */
-static enum bpcc_status validate_fixed_qparams(struct prep *p)
+/* where node k's qconfig comes from, as a note after an error about it */
+static void qconfig_origin_note(struct prep *p, uint32_t k)
+{
+    const struct bpcc_node_qconfig *nq = p->r->nodes[k].qc;
+    const char *mf = p->r->mapping->file ? p->r->mapping->file : p->r->mapping->name;
+    if (nq && nq->rule)
+        bpcc_diag_note(p->d, 0, 0, "the qconfig comes from the %s rule at %s:%u", bpcc_qc_origin_name(nq->origin),
+                       mf ? mf : "the mapping", nq->rule->line);
+    else
+        bpcc_diag_note(p->d, 0, 0, "the qconfig is the global one of %s", mf ? mf : "the mapping");
+}
+
+static bool is_conv_transpose(const char *type)
+{
+    return type && (!strcmp(type, "torch.nn.ConvTranspose1d") || !strcmp(type, "torch.nn.ConvTranspose2d") ||
+                    !strcmp(type, "torch.nn.ConvTranspose3d"));
+}
+
+/* The qconfigs prepare_fx refuses before it inserts anything; all offenders are reported.
+** - _validate_fixed_qparams_qconfigs: a fixed-range op's qconfig must observe with its fixed
+**   qparams (or float16 placeholders).
+** - assert_valid_qconfig: a ConvTranspose module may not have a per-channel weight observer (its
+**   weight is [in, out / groups, ...], and the observers quantize along axis 0, the input channels).
+**   A fake quantize wrapping one is not refused, as in PyTorch: it checks the observer classes. */
+static enum bpcc_status validate_qconfigs(struct prep *p)
 {
     enum bpcc_status worst = BPCC_OK;
     for (uint32_t k = 0; k < p->r->n_nodes; k++) {
         const struct bpcc_node *n = p->r->nodes[k].node;
         if (n->kind != BPCC_NODE_CALL_FUNCTION && n->kind != BPCC_NODE_CALL_MODULE) continue;
-        const char *op = bpcc_node_op(n);
-        int f = fixed_qparams_op(n, op);
         const struct qconfig *qc = p->qc[n->id];
-        if (!f || !qc) continue;
+        if (!qc) continue;
+        const char *op = bpcc_node_op(n);
+        const struct observer_spec *w = &qc->weight;
+        if (n->kind == BPCC_NODE_CALL_MODULE && is_conv_transpose(op) && w->fake_quantize == FQ_NONE &&
+            (w->cls == OC_PER_CHANNEL_MINMAX || w->cls == OC_MOVING_AVERAGE_PER_CHANNEL_MINMAX)) {
+            worst = bpcc_diag_error(p->d, BPCC_ERR_CONFIG, p->g->source_file, n->src_line, n->src_col,
+                                    "node '%s' (%s): its qconfig observes the weight per channel (%s), which "
+                                    "PyTorch does not support for ConvTranspose; give this module type a per-tensor "
+                                    "weight observer (MinMaxObserver {dtype: qint8, qscheme: per_tensor_symmetric}, "
+                                    "as get_default_qconfig_mapping does) or qconfig: null",
+                                    n->name, op, bpcc_obs_class_name(w->cls));
+            qconfig_origin_note(p, k);
+            continue;
+        }
+        int f = fixed_qparams_op(n, op);
+        if (!f) continue;
         double scale = f == 1 ? 1.0 / 256.0 : 2.0 / 256.0;
         int64_t zp = f == 1 ? 0 : 128;
         if (spec_is_fixed(&qc->activation, scale, zp) || spec_is_fp16_placeholder(&qc->activation)) continue;
-        const struct bpcc_node_qconfig *nq = p->r->nodes[k].qc;
         worst = bpcc_diag_error(p->d, BPCC_ERR_CONFIG, p->g->source_file, n->src_line, n->src_col,
                                 "node '%s' (%s) is a fixed-qparams op, but its qconfig observes it with %s; use "
                                 "FixedQParamsObserver {scale: %.17g, zero_point: %lld, dtype: quint8, quant_min: 0, "
                                 "quant_max: 255} as get_default_qconfig_mapping does, or qconfig: null",
                                 n->name, op, bpcc_obs_class_name(qc->activation.cls), scale, (long long)zp);
-        const char *mf = p->r->mapping->file ? p->r->mapping->file : p->r->mapping->name;
-        if (nq && nq->rule)
-            bpcc_diag_note(p->d, 0, 0, "the qconfig comes from the %s rule at %s:%u", bpcc_qc_origin_name(nq->origin),
-                           mf ? mf : "the mapping", nq->rule->line);
-        else
-            bpcc_diag_note(p->d, 0, 0, "the qconfig is the global one of %s", mf ? mf : "the mapping");
+        qconfig_origin_note(p, k);
     }
     return worst;
 }
@@ -951,7 +980,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
 {
     struct bpcc_graph *g = p->g;
     struct bpcc_prepare_report *r = p->r;
-    enum bpcc_status s = validate_fixed_qparams(p);
+    enum bpcc_status s = validate_qconfigs(p);
     if (!s) s = replace_stubs(p);
     if (s) return s;
     s = find_matches(p);

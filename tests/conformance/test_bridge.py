@@ -238,6 +238,30 @@ class Bridge(unittest.TestCase):
         self.assertEqual([(n, type(x)) for n, x in m.named_modules()], before)
         self.assertIsInstance(m.layer1[0].add_relu, torch.ao.nn.quantized.FloatFunctional)
 
+    def test_tensors_made_while_tracing_are_left_out_of_the_model(self):
+        """torch.fx stows a tensor made in forward (`torch.zeros(1)`) in the traced module as
+        _tensor_constant<i>, the first i free: the export leaves the model as it was, so that
+        prepare_fx tracing it afterwards names the constant as the export did"""
+        class Consts(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.conv = nn.Conv2d(3, 4, 1)
+
+            def forward(self, x):
+                return self.conv(x) + torch.zeros(1) + torch.ones(1)
+
+        from torch.ao.quantization import get_default_qconfig_mapping
+        from torch.ao.quantization.quantize_fx import prepare_fx
+        m = Consts().eval()
+        x = torch.randn(2, 3, 4, 4)
+        gm = bpcc_torch.export(m, (x,), os.path.join(self.dir, "c.bpcc"))
+        self.assertEqual(sorted(k for k in vars(m) if k.startswith("_tensor")), [])
+        consts = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
+        self.assertEqual(consts, ["_tensor_constant0", "_tensor_constant1"])
+        p = prepare_fx(m, get_default_qconfig_mapping("fbgemm"), (x,))
+        self.assertEqual([n.target for n in p.graph.nodes if n.op == "get_attr"], consts)
+        self.assertTrue(torch.equal(bpcc_torch.load(os.path.join(self.dir, "c.bpcc"))(x), gm(x)))
+
     def test_unsupported_construct_names_the_node(self):
         class Weird(nn.Module):
             def forward(self, x):

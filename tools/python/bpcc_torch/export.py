@@ -94,6 +94,7 @@ def trace(model):
     from torch.ao.quantization.fx.tracer import QuantizationTracer
     tracer = QuantizationTracer([], [])
     restore = _swap_float_functionals(model)
+    had = set(vars(model))
     try:
         with fx_unpacking():
             graph = tracer.trace(model)
@@ -113,6 +114,12 @@ def trace(model):
         raise
     finally:
         restore()
+        # torch.fx stows a tensor made while tracing (`x + torch.zeros(1)`) in the traced module
+        # as _tensor_constant<i>, the first i free; the GraphModule has its own reference, and
+        # left in the model it would move the next trace's numbering (prepare_fx's after an export)
+        for k in set(vars(model)) - had:
+            if k.startswith("_tensor_constant"):
+                delattr(model, k)
     # the scope each node was traced in, as prepare_fx's generate_qconfig_map reads it
     gm._bpcc_scope = {k: (path, t) for k, (path, t) in tracer.node_name_to_scope.items() if path}
     return gm
