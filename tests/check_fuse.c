@@ -327,6 +327,28 @@ START_TEST(not_fused_when_bn_has_two_users)
 }
 END_TEST
 
+/* fusion keeps the modules the graph references, as GraphModule copies them; the root module ""
+** is the GraphModule itself and every module's ancestor: kept though no node names it (pruning
+** it took every module with it) */
+START_TEST(the_root_module_stays_though_no_node_names_it)
+{
+    const char *t = "bpcc-model 1\nweights \"w.st\"\n\nmodule \"\" : torch.fx.GraphModule {_observed_node_names: [\"conv\"]}\n"
+        CONV("conv", 3, 4, "  param bias : f32[4]\n") BN("bn", 4) RELU("unused")
+        "\ngraph\n  %x = placeholder x ()\n  %conv = call_module conv (%x,)\n"
+        "  %bn = call_module bn (%conv,)\n  %output = output output (%bn,)\n";
+    struct bpcc_graph *g = model(t);
+    ck_assert_int_eq(bpcc_fuse(g, native, NULL, NULL, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_verify(g, &d), BPCC_OK);
+    const struct bpcc_module *root = bpcc_graph_find_module(g, "");
+    ck_assert_ptr_nonnull(root);
+    ck_assert_ptr_nonnull(bpcc_module_attr(root, "_observed_node_names"));
+    ck_assert_ptr_nonnull(bpcc_graph_find_module(g, "conv"));
+    ck_assert_ptr_null(bpcc_graph_find_module(g, "unused")); /* what nothing references goes */
+    ck_assert_uint_eq(bpcc_graph_n_modules(g), 2);
+    bpcc_graph_free(g);
+}
+END_TEST
+
 START_TEST(not_fused_when_conv_output_also_leaves_the_graph)
 {
     const char *t = "bpcc-model 1\nweights \"w.st\"\n\n" CONV("conv", 3, 4, "  param bias : f32[4]\n")
@@ -667,6 +689,7 @@ int main(void)
     tcase_add_test(tc, convtranspose_bn_folds_along_the_output_axis);
     tcase_add_test(tc, qat_keeps_the_batch_norm_in_a_conv_bn_relu);
     tcase_add_test(tc, not_fused_when_bn_has_two_users);
+    tcase_add_test(tc, the_root_module_stays_though_no_node_names_it);
     tcase_add_test(tc, not_fused_when_conv_output_also_leaves_the_graph);
     tcase_add_test(tc, not_fused_when_the_arity_differs);
     tcase_add_test(tc, not_fused_when_the_module_is_a_subclass);

@@ -647,6 +647,59 @@ START_TEST(convert_erases_dead_code_as_pytorch_does)
 }
 END_TEST
 
+/* PyTorch's observed_node_names: prepare records the weighted-module nodes it observed (their
+** pattern not refused) on the root module, and convert swaps those and no others, then drops the
+** record. conv's pattern [Conv2d, relu] is refused: `size` reads relu, so 1.13 takes relu's dtype as
+** int. Its input is observed all the same, for conv0's output, which an observer-around rule read as
+** "observed". */
+START_TEST(convert_swaps_the_modules_prepare_observed)
+{
+    static const char *const model =
+        "bpcc-model 1\n\n" CONV("conv0", 3, 3) CONV("conv", 3, 4) "\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %conv0 = call_module conv0 (%x,)\n"
+        "  %conv = call_module conv (%conv0,)\n"
+        "  %relu = call_function torch.nn.functional.relu (%conv,)\n"
+        "  %size = call_method size (%relu, 0)\n"
+        "  %reshape = call_method reshape (%relu, %size, -1)\n"
+        "  %output = output output (%reshape,)\n";
+    for (int variant = 0; variant < 3; variant++) {
+        struct prepared p;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_msg(calibrated_text(model, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+        struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+        ck_assert_ptr_nonnull(root);
+        const struct bpcc_value *rec = bpcc_module_attr(root, "_observed_node_names");
+        ck_assert_ptr_nonnull(rec);
+        ck_assert_int_eq(rec->kind, BPCC_VAL_LIST);
+        ck_assert_uint_eq(rec->n, 1);
+        ck_assert_str_eq(rec->u.seq.items[0].u.s, "conv0");
+        ck_assert_ptr_nonnull(obs_between(p.g, "conv0", "conv")); /* conv's input is observed */
+        if (variant == 1) {
+            /* a model without the record (prepared before it): an observer around counts */
+            ck_assert_int_eq(bpcc_module_remove_attr(root, "_observed_node_names"), BPCC_OK);
+        } else if (variant == 2) {
+            struct bpcc_value bad = bpcc_value_int(3);
+            ck_assert_int_eq(bpcc_module_set_attr(root, "_observed_node_names", &bad, &d), BPCC_OK);
+            ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_ERR_GRAPH);
+            ck_assert_ptr_nonnull(strstr(tu_msg(&d), "must be a list of node names"));
+            ck_assert_ptr_nonnull(bpcc_module_attr(root, "_observed_node_names")); /* rolled back */
+            prepared_free(&p);
+            continue;
+        }
+        uint32_t nm = 0;
+        ck_assert_msg(bpcc_convert(p.g, p.c, p.m, NULL, &nm, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(p.g, "conv0")), "torch.ao.nn.quantized.reference.Conv2d");
+        ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(p.g, "conv")),
+                         variant == 0 ? "torch.nn.Conv2d" : "torch.ao.nn.quantized.reference.Conv2d");
+        ck_assert_uint_eq(nm, variant == 0 ? 1 : 2);
+        ck_assert_ptr_null(bpcc_module_attr(bpcc_graph_find_module(p.g, ""), "_observed_node_names"));
+        prepared_free(&p);
+    }
+}
+END_TEST
+
 /* dynamic and weight-only quantization: an LSTM's reference module gets qparams per weight
 ** (<wn>_scale [1] f32, <wn>_zero_point [1] int32 as torch.int, <wn>_axis 0-d), the float16 one only
 ** <wn>_qscheme None and <wn>_dtype; an Embedding, whose pattern observes nothing, is converted
@@ -1548,6 +1601,7 @@ int main(void)
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
     tcase_add_test(tc, convert_erases_dead_code_as_pytorch_does);
+    tcase_add_test(tc, convert_swaps_the_modules_prepare_observed);
     tcase_add_test(tc, convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embeddings_theirs);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);
     tcase_add_test(tc, convert_gives_modules_converted_alike_one_attribute_array);

@@ -374,6 +374,8 @@ BPCC_INTERNAL void bpcc_graph_compact_modules(struct bpcc_graph *g);
 /* room for n attributes (the arena cannot grow an array in place: a module whose attribute count
 ** is known up front, a clone or an observer, takes it at once instead of by doubling) */
 BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_attrs(struct bpcc_module *m, uint32_t n);
+/* Remove attribute `key` if present, keeping the others' order (undone with the pass). */
+BPCC_INTERNAL enum bpcc_status bpcc_module_remove_attr(struct bpcc_module *m, const char *key);
 /* Room for `extra` more tensors (and their index entries), so that as many bpcc_module_put_tensor
 ** calls cannot fail: a pass that must store into many modules all or nothing reserves first. The
 ** array grows to exactly that size (not by doubling), so reserve once for all that will come. */

@@ -407,6 +407,31 @@ enum bpcc_status bpcc_module_set_attr(struct bpcc_module *m, const char *key,
     return BPCC_OK;
 }
 
+/* The others are copied to new arrays, so that the old ones stay as a rollback (or another module
+** sharing them) finds them: two records, whatever the attribute's place. */
+enum bpcc_status bpcc_module_remove_attr(struct bpcc_module *m, const char *key)
+{
+    if (bpcc_undo_failed(m->graph)) return BPCC_ERR_NOMEM;
+    struct bpcc_value *a = &m->attrs;
+    uint32_t i = 0;
+    while (i < a->n && strcmp(a->u.seq.keys[i], key) != 0) i++;
+    if (i == a->n) return BPCC_OK;
+    uint32_t n = a->n - 1;
+    struct bpcc_value *items = BPCC_ARENA_NEWN(&m->graph->arena, struct bpcc_value, n ? n : 1);
+    const char **keys = BPCC_ARENA_NEWN(&m->graph->arena, const char *, n ? n : 1);
+    if (!items || !keys || !BPCC_UNDO_MODULE(m, m->attrs) || !BPCC_UNDO_MODULE(m, m->attrs_cap)) return BPCC_ERR_NOMEM;
+    for (uint32_t j = 0, k = 0; j < a->n; j++) {
+        if (j == i) continue;
+        items[k] = a->u.seq.items[j];
+        keys[k++] = a->u.seq.keys[j];
+    }
+    a->u.seq.items = items;
+    a->u.seq.keys = keys;
+    a->n = n;
+    m->attrs_cap = n;
+    return BPCC_OK;
+}
+
 uint32_t bpcc_module_n_tensors(const struct bpcc_module *m) { return m->n_tensors; }
 
 struct bpcc_tensor *bpcc_module_tensor_at(const struct bpcc_module *m, uint32_t i,

@@ -17,6 +17,7 @@ struct conv {
     struct bpcc_qconfig_assignment *qa;
     const struct qconfig **qc; /* node id -> qconfig (ids of the nodes before conversion) */
     uint8_t *in_map;           /* node id -> had an entry in the qconfig map */
+    uint8_t *observed;         /* node id -> in prepare's record of observed modules; NULL without one */
     uint32_t n_ids;
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
@@ -553,9 +554,9 @@ static enum bpcc_status reference_module(struct conv *cv, struct bpcc_node *n, s
     if (!re || !re->reference_module) return BPCC_OK;
     const struct qconfig *qc = qc_of(cv, n);
     if (!qc) return BPCC_OK;
-    /* prepare counts a node whose pattern observes neither inputs nor output (Embedding) as
-    ** observed when its qconfig is there and the backend takes it */
-    if (!observed && !(e && e->input_output_observed == 0)) return BPCC_OK;
+    /* without prepare's record: prepare counts a node whose pattern observes neither inputs nor
+    ** output (Embedding) as observed when its qconfig is there and the backend takes it */
+    if (!observed && (cv->observed || !(e && e->input_output_observed == 0))) return BPCC_OK;
     if (!qconfig_supported(qc, e ? e : re)) return BPCC_OK;
     enum bpcc_dtype wd = qc->weight.dtype;
     if (wd != BPCC_DTYPE_QINT8 && wd != BPCC_DTYPE_QUINT8 && wd != BPCC_DTYPE_QUINT4X2 && wd != BPCC_DTYPE_F16) return BPCC_OK;
@@ -598,6 +599,36 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     return s;
 }
 
+/* prepare's record of the weighted-module nodes it observed (PyTorch's observed_node_names; see
+** record_observed in prepare.c), read into cv->observed and taken off the root module, as the
+** converted model has no such attribute in PyTorch. A model without it (prepared before the record,
+** or written by hand) leaves cv->observed NULL: a module is then observed when an observer sits on
+** an input or on its output. */
+static enum bpcc_status read_observed(struct conv *cv)
+{
+    struct bpcc_graph *g = cv->g;
+    struct bpcc_module *root = bpcc_graph_find_module(g, "");
+    const struct bpcc_value *v = root ? bpcc_module_attr(root, BPCC_OBSERVED_NODE_NAMES) : NULL;
+    if (!v) return BPCC_OK;
+    if (v->kind != BPCC_VAL_LIST)
+        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                               "the root module's attribute '%s' must be a list of node names, not a %s",
+                               BPCC_OBSERVED_NODE_NAMES, bpcc_value_kind_name(v->kind));
+    cv->observed = bpcc_malloc((size_t)cv->n_ids + 1);
+    if (!cv->observed) return bpcc_diag_nomem(cv->d);
+    memset(cv->observed, 0, (size_t)cv->n_ids + 1);
+    for (uint32_t i = 0; i < v->n; i++) {
+        const struct bpcc_value *item = &v->u.seq.items[i];
+        if (item->kind != BPCC_VAL_STR)
+            return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                                   "the root module's attribute '%s' must be a list of node names: item %u is a %s",
+                                   BPCC_OBSERVED_NODE_NAMES, i, bpcc_value_kind_name(item->kind));
+        const struct bpcc_node *n = bpcc_graph_find_node(g, item->u.s); /* a name no node has: no module to swap */
+        if (n && n->id < cv->n_ids) cv->observed[n->id] = 1;
+    }
+    return bpcc_module_remove_attr(root, BPCC_OBSERVED_NODE_NAMES) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+}
+
 static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc_config *c,
                                          const struct bpcc_qconfig_mapping *m, uint32_t *n_quantized_out,
                                          uint32_t *n_modules_out, struct bpcc_diag *d)
@@ -618,8 +649,11 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             cv.qc[nq->node->id] = nq->qconfig;
             cv.in_map[nq->node->id] = 1;
         }
-        /* weighted modules first (observed: an observer on an input or the output); the observer
-        ** modules' marks count the nodes that call them */
+        s = read_observed(&cv);
+    }
+    if (!s) {
+        /* weighted modules first (observed: in prepare's record, or without one an observer on an
+        ** input or the output); the observer modules' marks count the nodes that call them */
         for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;
         for (struct bpcc_node *n = g->first; n && !s; n = n->next) {
             n->mark = 0;
@@ -629,10 +663,10 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
                 bpcc_node_module(n)->mark++;
                 continue;
             }
-            bool observed = false;
-            for (uint32_t i = 0; i < n->args.n && !observed; i++)
+            bool observed = cv.observed && cv.observed[n->id];
+            for (uint32_t i = 0; !cv.observed && i < n->args.n && !observed; i++)
                 observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(&cv, n->args.u.seq.items[i].u.node);
-            for (uint32_t i = 0; i < n->n_users && !observed; i++) observed = is_obs_node(&cv, n->users[i].node);
+            for (uint32_t i = 0; !cv.observed && i < n->n_users && !observed; i++) observed = is_obs_node(&cv, n->users[i].node);
             s = convert_module(&cv, n, observed);
         }
         /* Without rollback, an observer module goes once its last caller is converted, and what
@@ -669,6 +703,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
     bpcc_arena_release(&cv.scratch);
     bpcc_xfree(cv.qc);
     bpcc_xfree(cv.in_map);
+    bpcc_xfree(cv.observed);
     bpcc_qconfig_assignment_free(cv.qa);
     return s;
 }

@@ -624,11 +624,12 @@ static void pattern_text(const struct pattern_entry *e, char *buf, size_t n)
     bpcc_buf_release(&b);
 }
 
-/* Keep the modules the graph references (call_module targets, get_attr owners) and their
-** submodules, in the order GraphModule would copy them: by first reference in graph order. */
 /* Keep the modules the graph references — call_module targets with their submodules,
 ** get_attr owners — in the order GraphModule would copy them: by first reference in graph
-** order. Linear: one index look-up per node, each kept module visited once. */
+** order. Linear: one index look-up per node, each kept module visited once. The root module ""
+** stays whatever references it, last if nothing does: it is the GraphModule itself (with its
+** attributes: a prepared model's record of observed nodes), and every module is its descendant,
+** so pruning it would prune them all. */
 static void keep_subtree(struct bpcc_module *m, struct bpcc_module **keep, uint32_t *k)
 {
     if (m->mark) return;
@@ -656,6 +657,11 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
             o->mark = 1;
             keep[k++] = o;
         }
+    }
+    struct bpcc_module *root = bpcc_graph_find_module(g, "");
+    if (root && !root->mark) {
+        root->mark = 1;
+        keep[k++] = root;
     }
     for (uint32_t i = 0; i < n; i++)
         if (!g->modules[i]->mark) bpcc_graph_unlink_module(g, g->modules[i]);

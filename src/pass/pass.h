@@ -59,4 +59,8 @@ BPCC_INTERNAL enum bpcc_status bpcc_fold_bn(struct bpcc_graph *g, struct bpcc_mo
 BPCC_INTERNAL bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_t *max_out);
 BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
 
+/* The root module's attribute in which prepare leaves PyTorch's observed_node_names for convert
+** (prepare.c record_observed) */
+#define BPCC_OBSERVED_NODE_NAMES "_observed_node_names"
+
 #endif

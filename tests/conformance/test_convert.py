@@ -132,6 +132,21 @@ class More(nn.Module):
         return F.log_softmax(self.fc(z.flatten(1)), -1)
 
 
+class Dims(nn.Module):
+    """1-d and 3-d convolutions with batch norms, linear + batch norm, and a size read from the
+    output of a linear + relu: PyTorch 1.13 takes relu's dtype as int there, its backend check
+    refuses the pattern, and the linear stays float though its input is observed"""
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Sequential(nn.Conv1d(4, 8, 3), nn.BatchNorm1d(8), nn.ReLU())
+        self.fc, self.bn = nn.Linear(8, 8), nn.BatchNorm1d(8)
+        self.c3 = nn.Sequential(nn.Conv3d(1, 2, 3, padding=1), nn.BatchNorm3d(2), nn.ReLU())
+
+    def forward(self, x):                             # [N, 4, 16]
+        y = F.relu(self.bn(self.fc(self.c1(x).mean(-1))))
+        return self.c3(y.reshape(y.size(0), 1, 2, 2, 2)).flatten(1)
+
+
 class Block(nn.Module):
     """a pre-norm transformer block written out: fused qkv projection split by unbind, scaled
     dot-product attention with an additive mask from a comparison, GELU MLP, residual adds"""
@@ -443,6 +458,16 @@ class Convert(conftools.TmpCase):
         bpcc_torch.export(model, (torch.randn(2, 3, 8, 8),), src)
         with open(src) as f:
             self.assertIn("get_attr block.0.gamma () : f32[4, 1, 1] @ block.0 : ", f.read())
+
+    def test_modules_prepare_did_not_observe_stay_float(self):
+        torch.manual_seed(0)
+        model = Dims().eval()
+        for bn in (model.c1[1], model.bn, model.c3[1]):
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2)
+        for backend in ("fbgemm", "qnnpack"):
+            self.check(model, (4, 4, 16), "dims", "minmax", minmax_mapping(), backend)
+        self.check(model, (4, 4, 16), "dims", "fbgemm", "fbgemm", "fbgemm")
 
     def test_transformer_modules(self):
         torch.manual_seed(0)

@@ -33,6 +33,7 @@ from torch.ao.quantization.quantize import is_activation_post_process
 from torch.ao.quantization.qconfig_mapping import _FIXED_QPARAMS_OP_TO_OBSERVER
 
 import bpcc_torch  # noqa: E402
+from bpcc_torch import _format as fmt  # noqa: E402
 from bpcc_torch import backend_config as bcfg  # noqa: E402
 from bpcc_torch import qconfig as bq  # noqa: E402
 from bpcc_torch.__main__ import torchvision_model  # noqa: E402
@@ -201,6 +202,14 @@ class Prepare(conftools.TmpCase):
                 self.assertEqual(gk, wk, "%s: observers differ\n only bpcc:  %s\n only torch: %s"
                                  % (what, sorted((gk - wk).elements()), sorted((wk - gk).elements())))
                 self.assertEqual(groups(got), groups(want), "%s: sharing groups differ" % what)
+                # the modules convert will swap for reference ones: prepare_fx's
+                # observed_node_names, its call_module nodes, on the root module
+                with open(out, encoding="utf-8") as f:
+                    root = [e for e in fmt.parse_model(f.read(), out).modules if e.name == ""]
+                self.assertEqual(len(root), 1, what)
+                self.assertEqual(root[0].attrs.get("_observed_node_names"),
+                                 [n.name for n in gm.graph.nodes if n.op == "call_module" and n.name in gm._observed_node_names],
+                                 "%s: observed modules differ" % what)
                 # the prepared model is a valid model file
                 s = subprocess.run([BPCC, "show", out], capture_output=True, text=True)
                 self.assertEqual(s.returncode, 0, "%s: prepared model does not load: %s" % (what, s.stderr))

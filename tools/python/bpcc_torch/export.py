@@ -242,9 +242,17 @@ def to_model(gm, weights_name):
     for name, mod in gm.named_modules(remove_duplicate=False):
         own = _tensors(name, mod, sorted(set(constants.get(name, []))))
         if name == "":
-            if not own:
+            # a prepared model's observed_node_names (prepare_fx's, or bpcc prepare's through
+            # load), whose weighted modules convert swaps for reference ones: their call_module
+            # nodes in graph order, as bpcc prepare records them
+            observed = getattr(gm, "_observed_node_names", None)
+            attrs = {}
+            if observed is not None:
+                attrs["_observed_node_names"] = [n.name for n in gm.graph.nodes
+                                                 if n.op == "call_module" and n.name in observed]
+            if not own and not attrs:
                 continue
-            entry = fmt.ModuleEntry("", "torch.fx.GraphModule")
+            entry = fmt.ModuleEntry("", "torch.fx.GraphModule", attrs)
         elif type(mod) is torch.nn.Module and not own:
             continue  # a plain container; the loader recreates it
         else:

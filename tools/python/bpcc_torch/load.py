@@ -172,6 +172,10 @@ def from_model(m, data):
     for k, v in root._buffers.items():
         if v is not None and not hasattr(gm, k):
             gm.register_buffer(k, v)
+    # a prepared model's record of the modules convert swaps, as prepare_fx leaves it (a set)
+    observed = getattr(root, "_observed_node_names", None)
+    if observed is not None:
+        gm._observed_node_names = set(observed)
     # scopes travel with the GraphModule so that exporting it again keeps them
     gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
     return gm
