@@ -266,6 +266,19 @@ class Qat(conftools.TmpCase):
                 for _ in range(3):
                     p(torch.randn(4, 3, 8, 8))
             self.convert_prepared(p, x, backend, mapping, "calibrated in PyTorch / %s" % backend)
+        # the modules prepare_fx observed travel with the export (its observed_node_names): a
+        # linear whose [Linear, relu] the backend refused (a size reads the relu) stays float,
+        # though an observer sits on its input
+        from test_convert import Dims
+        torch.manual_seed(0)
+        x = torch.randn(4, 4, 16)
+        mapping = get_default_qconfig_mapping("x86")
+        p = prepare_fx(Dims().eval(), mapping, (x,), backend_config=bcfg.get_backend_config("x86"))
+        self.assertNotIn("fc", p._observed_node_names)
+        with torch.no_grad():
+            for _ in range(3):
+                p(torch.randn(4, 4, 16))
+        self.convert_prepared(p, x, "x86", mapping, "calibrated in PyTorch / size after linear + relu")
 
     def test_interpreter_refuses_fake_quantize(self):
         torch.manual_seed(0)
