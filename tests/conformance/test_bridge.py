@@ -196,6 +196,46 @@ class Bridge(unittest.TestCase):
         kinds = {type(x).__module__ for x in back.modules()}
         self.assertTrue(any("quantized.reference" in k for k in kinds))
 
+    def test_a_model_bpcc_prepared_calibrates_in_pytorch(self):
+        """bpcc prepare, the observers run by PyTorch on the loaded model (their statistics start
+        as their constructors make them), the model exported again and converted by bpcc: the
+        same quantize points, qparams and reference modules as bpcc's own calibration gives, with
+        histogram observers (fbgemm's mapping); the record of observed modules goes both ways"""
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import test_convert
+        torch.manual_seed(3)
+        m = MixedNet().eval()
+        x = torch.randn(2, 3, 17, 17)
+        src, data = os.path.join(self.dir, "m.bpcc"), os.path.join(self.dir, "x.safetensors")
+        bpcc_torch.export(m, (x,), src)
+        st.write(data, [("x", x)])
+        path = lambda n: os.path.join(self.dir, n)
+        for args in (["prepare", src, "-b", "fbgemm", "-q", "fbgemm", "-o", path("p.bpcc")],
+                     ["calibrate", path("p.bpcc"), "--data", data, "-o", path("c.bpcc")],
+                     ["convert", path("c.bpcc"), "-b", "fbgemm", "-q", "fbgemm", "-o", path("q1.bpcc")]):
+            r = subprocess.run([BPCC] + args, capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stderr)
+        gm = bpcc_torch.load(path("p.bpcc"))
+        observers = [k for k, mod in gm.named_modules() if k.startswith("activation_post_process_")]
+        self.assertTrue(observers)
+        self.assertIn("HistogramObserver", type(gm.get_submodule(observers[0])).__name__)
+        self.assertTrue(gm._observed_node_names)
+        with torch.no_grad():
+            gm(x)
+        bpcc_torch.export(gm, (x,), path("pt.bpcc"))
+        r = subprocess.run([BPCC, "convert", path("pt.bpcc"), "-b", "fbgemm", "-q", "fbgemm", "-o", path("q2.bpcc")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        a, b = bpcc_torch.load(path("q1.bpcc")), bpcc_torch.load(path("q2.bpcc"))
+        qa, qb = test_convert.quantize_points(a), test_convert.quantize_points(b)
+        self.assertEqual(sorted(qb), sorted(qa))
+        for k in qa:
+            self.assertEqual(qb[k][0], qa[k][0], k)
+            self.assertLess(((qb[k][1] - qa[k][1]).abs() / qa[k][1]).max().item(), 1e-2, k)
+        ra, rb = test_convert.reference_modules(a), test_convert.reference_modules(b)
+        self.assertEqual(sorted(rb), sorted(ra))
+        self.assertTrue(ra)
+
     def test_onednn_conv_add_model_loads_and_runs(self):
         """bpcc's onednn config (PyTorch 2.x's) fuses a residual block's conv, batch norm, add and
         relu into ConvAddReLU2d, which this torch may lack: the bridge builds 2.x's forward, and the

@@ -8,6 +8,8 @@ import torch.fx
 from . import _format as fmt
 from . import _safetensors as st
 from ._names import _LATER, BridgeError, from_ir, resolve
+from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+from torch.ao.quantization.observer import ObserverBase
 
 _CONTAINERS = ("torch.fx.GraphModule", "torch.nn.Module")
 
@@ -17,6 +19,7 @@ def _build(entry, data, children):
     where = "module '%s' (%s)" % (entry.name, entry.type)
     attrs = {k: from_ir(v, {}) for k, v in entry.attrs.items()}
     declared = {tname for _, tname, _ in entry.tensors}
+    kwargs = {}
     if entry.type in _CONTAINERS:
         m = torch.nn.Module()
     else:
@@ -43,7 +46,6 @@ def _build(entry, data, children):
                 m = cls.__new__(cls)
                 torch.nn.Sequential.__init__(m, *parts)
         else:
-            kwargs = {}
             missing = None
             sig = inspect.signature(cls.__init__)
             params = list(sig.parameters.values())[1:]
@@ -85,6 +87,8 @@ def _build(entry, data, children):
                 raise BridgeError("%s: cannot rebuild it: the constructor needs '%s', which "
                                   "the model file does not record" % (where, missing))
     for k, v in attrs.items():
+        if k in kwargs and (k in m._buffers or k in m._parameters):
+            continue  # the constructor made its tensor from it (an observer's eps)
         setattr(m, k, v)
     for role, tname, tt in entry.tensors:
         key = "%s.%s" % (entry.name, tname) if entry.name else tname
@@ -103,8 +107,11 @@ def _build(entry, data, children):
             object.__setattr__(m, tname, t)
     if isinstance(m, torch.nn.RNNBase):  # its forward reads the weight list made at construction
         m._flat_weights = [getattr(m, wn, None) for wn in m._flat_weights_names]
-    # the file is authoritative: what it does not declare, the module does not have
-    for table in (m._parameters, m._buffers):
+    # the file is authoritative: what it does not declare, the module does not have; but an
+    # observer given no tensors at all is an uncalibrated one (bpcc prepare's), which keeps the
+    # statistics its constructor starts with, so that the model calibrates in PyTorch
+    fresh_observer = not entry.tensors and isinstance(m, (ObserverBase, FakeQuantizeBase))
+    for table in () if fresh_observer else (m._parameters, m._buffers):
         for k in list(table):
             if k not in declared and table[k] is not None:
                 table[k] = None
