@@ -147,6 +147,21 @@ class Dims(nn.Module):
         return self.c3(y.reshape(y.size(0), 1, 2, 2, 2)).flatten(1)
 
 
+class Padded(nn.Module):
+    """convolutions with reflect, circular and replicate padding: PyTorch 1.13's reference conv
+    modules call F.conv with their padding and drop padding_mode (zeros at the borders), where the
+    float model, the lowered quantized module (nnq.Conv2d pads first) and bpcc pad as the mode says"""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1, padding_mode="reflect")
+        self.b = nn.Conv2d(8, 8, 3, padding=2, dilation=2, padding_mode="circular")
+        self.c = nn.Conv1d(8, 4, 3, padding=1, padding_mode="replicate")
+
+    def forward(self, x):
+        y = self.b(F.relu(self.a(x)))
+        return self.c(y.flatten(2))
+
+
 class Block(nn.Module):
     """a pre-norm transformer block written out: fused qkv projection split by unbind, scaled
     dot-product attention with an additive mask from a comparison, GELU MLP, residual adds"""
@@ -468,6 +483,36 @@ class Convert(conftools.TmpCase):
         for backend in ("fbgemm", "qnnpack"):
             self.check(model, (4, 4, 16), "dims", "minmax", minmax_mapping(), backend)
         self.check(model, (4, 4, 16), "dims", "fbgemm", "fbgemm", "fbgemm")
+
+    def test_padding_modes_are_kept_in_reference_convolutions(self):
+        """bpcc's model and qparams are PyTorch's; run by bpcc, its reference convolutions pad as
+        their padding_mode says (docs/PYTORCH_DIFFERENCES.md), so bpcc's run agrees with PyTorch
+        running the same model with each reference conv padding first, as the lowered nnq.Conv2d
+        does, and not with PyTorch 1.13's reference modules, which pad with zeros"""
+        torch.manual_seed(0)
+        model = Padded().eval()
+        batches = [torch.randn(2, 3, 8, 8) * (i + 1) for i in range(2)]
+        out, want, got = self.quantize_both(model, batches, "padded", "minmax", minmax_mapping(), "fbgemm")
+        wq, gq = quantize_points(want), quantize_points(got)
+        self.assertEqual(sorted(gq), sorted(wq))
+        for k in wq:
+            self.assertLess(((gq[k][1] - wq[k][1]).abs() / wq[k][1]).max().item(), 1e-5, k)
+        self.assertEqual(sorted(reference_modules(got)), ["a.0", "b", "c"])
+        st.write(self.path("in.safetensors"), [("x", batches[0])])
+        subprocess.run([BPCC, "run", out, "--data", self.path("in.safetensors"), "-o", self.path("o.safetensors")], check=True)
+        mine = st.read(self.path("o.safetensors"))["output"]
+        step = float(value(got, [n for n in got.graph.nodes if n.target == torch.quantize_per_tensor][-1].args[1]))
+        with torch.no_grad():
+            as_zeros = got(batches[0])
+            conv = {4: F.conv2d, 3: F.conv1d}
+            for name in ("a.0", "b", "c"):
+                m = got.get_submodule(name)
+                m.forward = lambda x, m=m: conv[m.weight.dim()](
+                    F.pad(x, m._reversed_padding_repeated_twice, mode=m.padding_mode), m.get_weight(), m.bias,
+                    m.stride, 0, m.dilation, m.groups)
+            padded = got(batches[0])
+        self.assertLessEqual(((mine - padded).abs() / step).max().item(), 1 + 1e-3)
+        self.assertGreater(((mine - as_zeros).abs() / step).max().item(), 5)
 
     def test_transformer_modules(self):
         torch.manual_seed(0)
