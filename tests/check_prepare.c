@@ -255,6 +255,32 @@ START_TEST(a_fixed_qparams_op_with_another_observer_is_refused)
 }
 END_TEST
 
+/* float16 placeholders are the other activation a fixed-qparams op may have (float16_static_qconfig's,
+** float16_dynamic_qconfig's); one with a custom op name is not PyTorch's, and is refused */
+START_TEST(a_fixed_qparams_op_may_stay_float16)
+{
+    static const char *const model = "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                                     "  %tanh = call_function torch.tanh (%x,)\n  %output = output output (%tanh,)\n";
+    static const char *const ok[] = {"{observer: PlaceholderObserver, dtype: float16}",
+                                     "{observer: PlaceholderObserver, dtype: float16, compute_dtype: float16}"};
+    char mapping[512];
+    for (int i = 0; i < 2; i++) {
+        snprintf(mapping, sizeof mapping, "global: {activation: %s, weight: {observer: PlaceholderObserver, dtype: float16}}\n", ok[i]);
+        struct prepared p;
+        PREPARE(&p, model, "fbgemm", mapping);
+        prepared_free(&p);
+    }
+    snprintf(mapping, sizeof mapping, "global: {activation: {observer: PlaceholderObserver, dtype: float16, custom_op_name: "
+                                      "\"mine\"}, weight: {observer: PlaceholderObserver, dtype: float16}}\n");
+    struct prepared p;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(prepare_text(model, "fbgemm", mapping, false, &p, &d), BPCC_ERR_CONFIG);
+    TU_ASSERT_DIAG(&d, 5, 3, "fixed-qparams op");
+    prepared_free(&p);
+}
+END_TEST
+
 START_TEST(a_conv_transpose_with_per_channel_weights_is_refused)
 {
     /* assert_valid_qconfig: ConvTranspose weights are [in, out / groups, ...] */
@@ -1587,6 +1613,7 @@ int main(void)
     tcase_add_test(tc, fixed_qparams_ops_get_their_fixed_observer);
     tcase_add_test(tc, a_fixed_qparams_op_with_another_observer_is_refused);
     tcase_add_test(tc, a_conv_transpose_with_per_channel_weights_is_refused);
+    tcase_add_test(tc, a_fixed_qparams_op_may_stay_float16);
     tcase_add_test(tc, functional_weights_get_the_weight_observer);
     tcase_add_test(tc, dynamic_quantization_observes_only_the_first_input);
     tcase_add_test(tc, a_null_qconfig_keeps_a_node_float);

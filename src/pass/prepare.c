@@ -909,7 +909,7 @@ static bool spec_is_fixed(const struct observer_spec *o, double scale, int64_t z
 static bool spec_is_fp16_placeholder(const struct observer_spec *o)
 {
     return o->cls == OC_PLACEHOLDER && o->dtype == BPCC_DTYPE_F16 &&
-           (o->compute_dtype == BPCC_DTYPE_NONE || o->compute_dtype == BPCC_DTYPE_F16) && !o->custom_op_name;
+           (o->compute_dtype == BPCC_DTYPE_NONE || o->compute_dtype == BPCC_DTYPE_F16) && !*o->custom_op_name;
 }
 
 /* where node k's qconfig comes from, as a note after an error about it */

@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torchvision  # noqa: F401
 from torch.ao.quantization import QConfig, QConfigMapping, get_default_qconfig_mapping
+from torch.ao.quantization.qconfig import float16_dynamic_qconfig, float16_static_qconfig
 from torch.ao.quantization import observer as ob
 from torch.ao.quantization.quantize_fx import prepare_fx
 from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
@@ -220,7 +221,10 @@ class Prepare(conftools.TmpCase):
         mm = minmax_mapping()
         self.check(model, (torch.randn(2, 3, 8, 8),), "residual",
                    [("minmax", mm), ("fbgemm", "fbgemm"), ("qnnpack", "qnnpack"), ("null_names", null_names_mapping(mm)),
-                    ("violating", violating_qnnpack_mapping())])
+                    ("violating", violating_qnnpack_mapping()),
+                    # float16 placeholders are the other observer a fixed-qparams op may have
+                    ("float16", QConfigMapping().set_global(float16_static_qconfig)),
+                    ("float16_dynamic", QConfigMapping().set_global(float16_dynamic_qconfig))])
 
     def test_quantized_graph_inputs_and_output(self):
         torch.manual_seed(0)
