@@ -15,8 +15,9 @@ void bpcc_batch_release(struct xbatch *b)
     memset(b, 0, sizeof *b);
 }
 
-/* Open a batch and check it: one float32, integer or bool tensor per graph input, named after it, of the shape the
-** model was traced with (when it records one; the batch dimension may differ). */
+/* Open a batch and check it: one float32, integer or bool tensor per graph input, named after it, of the kind (float,
+** or integers and bools) and the shape the model was traced with (when it records them; the batch dimension may
+** differ). */
 enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
                                 struct bpcc_diag *d)
 {
@@ -48,6 +49,17 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
             break;
         }
         const struct bpcc_value *m = bpcc_node_meta(p);
+        /* the kind the model was traced with: float values for a float input (an image's bytes
+        ** would calibrate on 0..255 where the model takes normalized values, and PyTorch's
+        ** convolutions refuse them), integers or bools for token ids and masks */
+        if (m->kind == BPCC_VAL_TTYPE && bpcc_dtype_is_integral(m->u.ttype.dtype) != bpcc_dtype_is_integral(dt) &&
+            (m->u.ttype.dtype == BPCC_DTYPE_F32 || bpcc_dtype_is_integral(m->u.ttype.dtype))) {
+            s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "tensor '%s' is %s; the model input '%s' was traced as %s: "
+                                "give it %s", name, bpcc_dtype_name(dt), p->name, bpcc_dtype_name(m->u.ttype.dtype),
+                                bpcc_dtype_is_integral(dt) ? "float32 values, as the model takes them (normalized, not raw bytes)"
+                                                           : "integers or bools");
+            break;
+        }
         if (m->kind == BPCC_VAL_TTYPE) {
             bool ok = m->n == nd;
             for (uint32_t j = 1; ok && j < nd; j++) ok = m->u.ttype.dims[j] == dims[j];

@@ -207,6 +207,10 @@ batch("b_wrong_dtype", {"x": {"dtype": "F64", "shape": [2, 3, 8, 4], "data_offse
 batch("b_wrong_shape", {"x": {"dtype": "F32", "shape": [2, 4, 8, 6], "data_offsets": [0, len(ok)]}}, ok)
 batch("b_missing_input", {"y": {"dtype": "F32", "shape": [2, 3, 8, 8], "data_offsets": [0, len(ok)]}}, ok)
 batch("b_wrong_rank", {"x": {"dtype": "F32", "shape": [6, 8, 8], "data_offsets": [0, len(ok)]}}, ok)
+# an image's bytes for a float input: PyTorch's convolutions refuse them, and calibrating on
+# 0..255 where the model takes normalized values would give wrong qparams
+batch("b_integers_for_a_float_input", {"x": {"dtype": "U8", "shape": [2, 3, 8, 8], "data_offsets": [0, 2 * 3 * 8 * 8]}},
+      bytes(range(256)) * 1 + bytes(2 * 3 * 8 * 8 - 256))
 put("b_truncated.safetensors", safetensors({"x": {"dtype": "F32", "shape": [2, 3, 8, 8], "data_offsets": [0, len(ok)]}}, ok)[:-100])
 put("b_not_safetensors.safetensors", b"this is not a safetensors file at all, just text\n")
 nan = bytearray(ok)
