@@ -4,12 +4,12 @@ import os
 
 import torch
 import torch.fx
+from torch.ao.quantization.fake_quantize import FakeQuantizeBase
+from torch.ao.quantization.observer import ObserverBase
 
 from . import _format as fmt
 from . import _safetensors as st
 from ._names import _LATER, BridgeError, from_ir, resolve
-from torch.ao.quantization.fake_quantize import FakeQuantizeBase
-from torch.ao.quantization.observer import ObserverBase
 
 _CONTAINERS = ("torch.fx.GraphModule", "torch.nn.Module")
 
