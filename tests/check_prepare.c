@@ -436,6 +436,15 @@ START_TEST(quantized_graph_inputs_and_outputs_follow_the_custom_config)
     ck_assert_str_eq(obs_class(p.g, "x", "conv"), "-");
     ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
     ck_assert_uint_eq(n_observers(p.g), 1);
+    /* recorded for convert, which would have to dequantize x and keep the output quantized as
+    ** convert_fx does: it refuses the model instead of making one that takes x as floats */
+    const struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+    const struct bpcc_value *in = bpcc_module_attr(root, "_input_quantized_idxs"), *out = bpcc_module_attr(root, "_output_quantized_idxs");
+    ck_assert(in && in->kind == BPCC_VAL_LIST && in->n == 1 && in->u.seq.items[0].u.i == 0);
+    ck_assert(out && out->kind == BPCC_VAL_LIST && out->n == 1);
+    ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_ERR_CONFIG);
+    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "quantized graph inputs"));
+    ck_assert_ptr_nonnull(bpcc_graph_find_module(p.g, "activation_post_process_0")); /* left as it was */
     prepared_free(&p);
 }
 END_TEST

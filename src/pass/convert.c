@@ -600,7 +600,7 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
 }
 
 /* prepare's record of the weighted-module nodes it observed (PyTorch's observed_node_names; see
-** record_observed in prepare.c), read into cv->observed and taken off the root module, as the
+** record_observed in prepare.c; a record of quantized inputs or outputs is refused), read into cv->observed and taken off the root module, as the
 ** converted model has no such attribute in PyTorch. A model without it (prepared before the record,
 ** or written by hand) leaves cv->observed NULL: a module is then observed when an observer sits on
 ** an input or on its output. */
@@ -608,6 +608,21 @@ static enum bpcc_status read_observed(struct conv *cv)
 {
     struct bpcc_graph *g = cv->g;
     struct bpcc_module *root = bpcc_graph_find_module(g, "");
+    /* quantized graph inputs or outputs (prepare's --input-quantized/--output-quantized, or a
+    ** PyTorch-prepared model's PrepareCustomConfig): convert_fx dequantizes those inputs and leaves
+    ** those outputs quantized; bpcc does neither yet, and a model that takes float inputs where
+    ** prepare left them unobserved would be another model */
+    static const char *const io[] = {BPCC_INPUT_QUANTIZED_IDXS, BPCC_OUTPUT_QUANTIZED_IDXS};
+    for (int i = 0; root && i < 2; i++) {
+        const struct bpcc_value *q = bpcc_module_attr(root, io[i]);
+        if (!q || (q->kind == BPCC_VAL_LIST && !q->n)) continue;
+        enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_CONFIG, g->source_file, root->src_line, root->src_col,
+                                             "the model was prepared with quantized graph %s ('%s'); convert_fx "
+                                             "dequantizes such inputs and leaves such outputs quantized, which bpcc "
+                                             "convert does not do yet", i ? "outputs" : "inputs", io[i]);
+        bpcc_diag_note(cv->d, 0, 0, "prepare the model without --input-quantized and --output-quantized to convert it");
+        return s;
+    }
     const struct bpcc_value *v = root ? bpcc_module_attr(root, BPCC_OBSERVED_NODE_NAMES) : NULL;
     if (!v) return BPCC_OK;
     if (v->kind != BPCC_VAL_LIST)

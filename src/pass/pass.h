@@ -62,5 +62,9 @@ BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
 /* The root module's attribute in which prepare leaves PyTorch's observed_node_names for convert
 ** (prepare.c record_observed) */
 #define BPCC_OBSERVED_NODE_NAMES "_observed_node_names"
+/* ... and the graph inputs and outputs prepare took as quantized (PrepareCustomConfig's indexes),
+** present only when some are */
+#define BPCC_INPUT_QUANTIZED_IDXS "_input_quantized_idxs"
+#define BPCC_OUTPUT_QUANTIZED_IDXS "_output_quantized_idxs"
 
 #endif

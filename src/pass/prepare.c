@@ -1024,6 +1024,19 @@ static enum bpcc_status record_observed(struct prep *p)
         struct bpcc_module *root = bpcc_graph_find_module(g, "");
         if (!root) s = bpcc_graph_add_module(g, "", "torch.fx.GraphModule", &root, p->d);
         if (!s) s = bpcc_module_set_attr(root, BPCC_OBSERVED_NODE_NAMES, &list, p->d);
+        /* the quantized inputs and output, which convert_fx dequantizes and leaves quantized */
+        if (!s && p->o && p->o->n_input_quantized) {
+            uint32_t n = p->o->n_input_quantized;
+            struct bpcc_value v = {.kind = BPCC_VAL_LIST, .n = n, .u.seq.items = bpcc_malloc(n * sizeof(struct bpcc_value))};
+            if (!v.u.seq.items) s = bpcc_diag_nomem(p->d);
+            for (uint32_t i = 0; !s && i < n; i++) v.u.seq.items[i] = bpcc_value_int(p->o->input_quantized[i]);
+            if (!s) s = bpcc_module_set_attr(root, BPCC_INPUT_QUANTIZED_IDXS, &v, p->d);
+            bpcc_xfree(v.u.seq.items);
+        }
+        if (!s && p->o && p->o->output_quantized) {
+            struct bpcc_value zero = bpcc_value_int(0), v = {.kind = BPCC_VAL_LIST, .n = 1, .u.seq.items = &zero};
+            s = bpcc_module_set_attr(root, BPCC_OUTPUT_QUANTIZED_IDXS, &v, p->d);
+        }
     }
     bpcc_xfree(list.u.seq.items);
     bpcc_xfree(match_seen);

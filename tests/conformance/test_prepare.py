@@ -234,6 +234,29 @@ class Prepare(conftools.TmpCase):
                        backends=("fbgemm",), quantized_io=io)
         self.check(torchvision_model("resnet18", 0), (torch.randn(1, 3, 64, 64),), "resnet18_io", [("fbgemm", "fbgemm")],
                    backends=("fbgemm", "qnnpack"), quantized_io=([0], True))
+        # convert_fx dequantizes quantized inputs and leaves quantized outputs quantized; bpcc
+        # convert does neither yet, so it refuses such a model, bpcc's or PyTorch's, rather than
+        # make one that takes its input unquantized
+        x = torch.randn(2, 3, 8, 8)
+        pcc = PrepareCustomConfig().set_input_quantized_indexes([0]).set_output_quantized_indexes([0])
+        gm = prepare_fx(copy.deepcopy(model), minmax_mapping(), (x,), prepare_custom_config=pcc)
+        gm(x)
+        theirs, bpccs = self.tmp.name + "/io_torch.bpcc", self.tmp.name + "/io_bpcc.bpcc"
+        bpcc_torch.export(gm, (x,), theirs)
+        spec, _ = self.mapping_file("minmax", minmax_mapping())
+        src = self.tmp.name + "/io_src.bpcc"
+        bpcc_torch.export(model, (x,), src)
+        r, _, prepared = self.prepare(src, spec, "fbgemm", ["--input-quantized", "0", "--output-quantized"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        from bpcc_torch import _safetensors as st
+        st.write(self.tmp.name + "/io_x.safetensors", [("x", x)])
+        subprocess.run([BPCC, "calibrate", prepared, "--data", self.tmp.name + "/io_x.safetensors", "-o", bpccs], check=True)
+        for path in (theirs, bpccs):
+            out = self.tmp.name + "/io_q.bpcc"
+            r = subprocess.run([BPCC, "convert", path, "-b", "fbgemm", "-q", spec, "-o", out], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("prepared with quantized graph inputs", r.stderr)
+            self.assertFalse(os.path.exists(out))
 
     def test_qnnpack_constraint_violation_stays_float_and_strict_refuses(self):
         torch.manual_seed(0)

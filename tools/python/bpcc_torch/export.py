@@ -250,6 +250,15 @@ def to_model(gm, weights_name):
             if observed is not None:
                 attrs["_observed_node_names"] = [n.name for n in gm.graph.nodes
                                                  if n.op == "call_module" and n.name in observed]
+            # and the graph inputs and outputs it took as quantized (its PrepareCustomConfig's
+            # indexes), which convert_fx dequantizes and leaves quantized
+            pcc = getattr(gm, "_prepare_custom_config", None)
+            for key, idxs in (("_input_quantized_idxs", getattr(pcc, "input_quantized_indexes", None)),
+                              ("_output_quantized_idxs", getattr(pcc, "output_quantized_indexes", None))):
+                if idxs:
+                    attrs[key] = [int(i) for i in idxs]
+                elif getattr(gm, key, None):  # a model bpcc prepared, loaded
+                    attrs[key] = [int(i) for i in getattr(gm, key)]
             if not own and not attrs:
                 continue
             entry = fmt.ModuleEntry("", "torch.fx.GraphModule", attrs)

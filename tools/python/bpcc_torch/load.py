@@ -183,6 +183,9 @@ def from_model(m, data):
     observed = getattr(root, "_observed_node_names", None)
     if observed is not None:
         gm._observed_node_names = set(observed)
+    for key in ("_input_quantized_idxs", "_output_quantized_idxs"):
+        if getattr(root, key, None):
+            setattr(gm, key, list(getattr(root, key)))
     # scopes travel with the GraphModule so that exporting it again keeps them
     gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
     return gm
