@@ -599,12 +599,13 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     return s;
 }
 
-/* prepare's record of the weighted-module nodes it observed (PyTorch's observed_node_names; see
-** record_observed in prepare.c; a record of quantized inputs or outputs is refused), read into cv->observed and taken off the root module, as the
-** converted model has no such attribute in PyTorch. A model without it (prepared before the record,
-** or written by hand) leaves cv->observed NULL: a module is then observed when an observer sits on
-** an input or on its output. */
-static enum bpcc_status read_observed(struct conv *cv)
+/* What prepare left on the root module for convert (record_observed in prepare.c). Its record of
+** the weighted-module nodes it observed (PyTorch's observed_node_names) is read into cv->observed
+** and taken off the root module, as the converted model has no such attribute in PyTorch; a model
+** without it (prepared before the record, or written by hand) leaves cv->observed NULL, and a
+** module is then observed when an observer sits on an input or on its output. A record of quantized
+** graph inputs or outputs is refused. */
+static enum bpcc_status read_prepare_records(struct conv *cv)
 {
     struct bpcc_graph *g = cv->g;
     struct bpcc_module *root = bpcc_graph_find_module(g, "");
@@ -664,7 +665,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             cv.qc[nq->node->id] = nq->qconfig;
             cv.in_map[nq->node->id] = 1;
         }
-        s = read_observed(&cv);
+        s = read_prepare_records(&cv);
     }
     if (!s) {
         /* weighted modules first (observed: in prepare's record, or without one an observer on an
