@@ -599,7 +599,18 @@ static enum bpcc_status convert_module(struct conv *cv, struct bpcc_node *n, boo
     return s;
 }
 
-/* What prepare left on the root module for convert (record_observed in prepare.c). Its record of
+/* an observer on one of n's inputs or on its output: what "observed" means for a prepared model
+** without prepare's record */
+static bool observer_around(const struct conv *cv, const struct bpcc_node *n)
+{
+    for (uint32_t i = 0; i < n->args.n; i++)
+        if (n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(cv, n->args.u.seq.items[i].u.node)) return true;
+    for (uint32_t i = 0; i < n->n_users; i++)
+        if (is_obs_node(cv, n->users[i].node)) return true;
+    return false;
+}
+
+/* What prepare left on the root module for convert (record_for_convert in prepare.c). Its record of
 ** the weighted-module nodes it observed (PyTorch's observed_node_names) is read into cv->observed
 ** and taken off the root module, as the converted model has no such attribute in PyTorch; a model
 ** without it (prepared before the record, or written by hand) leaves cv->observed NULL, and a
@@ -679,11 +690,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
                 bpcc_node_module(n)->mark++;
                 continue;
             }
-            bool observed = cv.observed && cv.observed[n->id];
-            for (uint32_t i = 0; !cv.observed && i < n->args.n && !observed; i++)
-                observed = n->args.u.seq.items[i].kind == BPCC_VAL_NODE && is_obs_node(&cv, n->args.u.seq.items[i].u.node);
-            for (uint32_t i = 0; !cv.observed && i < n->n_users && !observed; i++) observed = is_obs_node(&cv, n->users[i].node);
-            s = convert_module(&cv, n, observed);
+            s = convert_module(&cv, n, cv.observed ? cv.observed[n->id] : observer_around(&cv, n));
         }
         /* Without rollback, an observer module goes once its last caller is converted, and what
         ** convert makes next takes its memory (at 100k nodes 50k observers: 6.8 MB of modules,

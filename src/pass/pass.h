@@ -60,7 +60,7 @@ BPCC_INTERNAL bool bpcc_fuser_arity(const char *name, uint32_t *min_out, uint32_
 BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
 
 /* The root module's attribute in which prepare leaves PyTorch's observed_node_names for convert
-** (prepare.c record_observed) */
+** (prepare.c record_observed, record_for_convert) */
 #define BPCC_OBSERVED_NODE_NAMES "_observed_node_names"
 /* ... and the graph inputs and outputs prepare took as quantized (PrepareCustomConfig's indexes),
 ** present only when some are */

@@ -979,68 +979,71 @@ static enum bpcc_status validate_qconfigs(struct prep *p)
 /* PyTorch's observed_node_names, as convert_fx reads it (convert_weighted_module: a weighted
 ** module becomes its reference module only when its node is in the set): every node of a match
 ** that some node of it went on to observe (insert_observers_for_model adds the whole matched
-** pattern when one of its nodes is neither skipped nor refused by the backend). Only its
-** call_module nodes are kept, the ones convert reads, in graph order, as the root module's
+** pattern when one of its nodes is neither skipped nor refused by the backend; pm->observed). Only
+** its call_module nodes are kept, the ones convert reads, in graph order, as the root module's
 ** attribute `_observed_node_names`; it travels with the model to convert (bpcc convert reads and
 ** drops it) and to PyTorch (bpcc_torch.load). Before this record, convert took a module as observed
 ** when an observer sat on an input or on the output, which a module whose pattern the backend
 ** refused can have too (its input observed for the producer, its output's dtype propagated to int
 ** by a `size` that reads it). */
-static enum bpcc_status record_observed(struct prep *p)
+static enum bpcc_status record_observed(struct prep *p, struct bpcc_module *root)
 {
     struct bpcc_prepare_report *r = p->r;
-    struct bpcc_graph *g = p->g;
-    uint8_t *match_seen = bpcc_malloc(r->n_matches ? r->n_matches : 1);
-    uint8_t *node_seen = bpcc_malloc((size_t)p->n_ids + 1);
+    uint8_t *seen = bpcc_malloc((size_t)p->n_ids + 1);
+    if (!seen) return bpcc_diag_nomem(p->d);
+    memset(seen, 0, (size_t)p->n_ids + 1);
     struct bpcc_value list = {.kind = BPCC_VAL_LIST};
-    enum bpcc_status s = BPCC_OK;
-    if (!match_seen || !node_seen) s = bpcc_diag_nomem(p->d);
-    if (!s) {
-        memset(match_seen, 0, r->n_matches ? r->n_matches : 1);
-        memset(node_seen, 0, (size_t)p->n_ids + 1);
-        for (uint32_t k = 0; k < r->n_nodes; k++) {
-            const struct prep_node *x = &r->nodes[k];
-            if (x->match >= 0 && (x->status == PS_QUANTIZED || x->status == PS_NOT_OBSERVED || x->status == PS_NO_TENSORS))
-                match_seen[x->match] = 1;
-        }
-        for (uint32_t i = 0; i < r->n_matches; i++) {
-            if (!match_seen[i]) continue;
-            const struct prep_match *pm = &r->matches[i];
-            for (uint32_t j = 0; j < pm->n_nodes; j++) {
-                const struct bpcc_node *n = pm->nodes[j];
-                if (n->kind == BPCC_NODE_CALL_MODULE && is_original(p, n) && observer_class(n) < 0 && !node_seen[n->id]) {
-                    node_seen[n->id] = 1;
-                    list.n++;
-                }
+    for (uint32_t i = 0; i < r->n_matches; i++) {
+        const struct prep_match *pm = &r->matches[i];
+        for (uint32_t j = 0; pm->observed && j < pm->n_nodes; j++) {
+            const struct bpcc_node *n = pm->nodes[j];
+            if (n->kind == BPCC_NODE_CALL_MODULE && observer_class(n) < 0 && !seen[n->id]) {
+                seen[n->id] = 1;
+                list.n++;
             }
         }
-        list.u.seq.items = bpcc_malloc((list.n ? list.n : 1) * sizeof *list.u.seq.items);
-        if (!list.u.seq.items) s = bpcc_diag_nomem(p->d);
     }
+    enum bpcc_status s = BPCC_OK;
+    list.u.seq.items = bpcc_malloc((list.n ? list.n : 1) * sizeof *list.u.seq.items);
+    if (!list.u.seq.items) s = bpcc_diag_nomem(p->d);
     if (!s) {
         uint32_t k = 0;
-        for (const struct bpcc_node *n = g->first; n; n = n->next)
-            if (is_original(p, n) && node_seen[n->id]) list.u.seq.items[k++] = (struct bpcc_value){.kind = BPCC_VAL_STR, .u.s = n->name};
-        struct bpcc_module *root = bpcc_graph_find_module(g, "");
-        if (!root) s = bpcc_graph_add_module(g, "", "torch.fx.GraphModule", &root, p->d);
-        if (!s) s = bpcc_module_set_attr(root, BPCC_OBSERVED_NODE_NAMES, &list, p->d);
-        /* the quantized inputs and output, which convert_fx dequantizes and leaves quantized */
-        if (!s && p->o && p->o->n_input_quantized) {
-            uint32_t n = p->o->n_input_quantized;
-            struct bpcc_value v = {.kind = BPCC_VAL_LIST, .n = n, .u.seq.items = bpcc_malloc(n * sizeof(struct bpcc_value))};
-            if (!v.u.seq.items) s = bpcc_diag_nomem(p->d);
-            for (uint32_t i = 0; !s && i < n; i++) v.u.seq.items[i] = bpcc_value_int(p->o->input_quantized[i]);
-            if (!s) s = bpcc_module_set_attr(root, BPCC_INPUT_QUANTIZED_IDXS, &v, p->d);
-            bpcc_xfree(v.u.seq.items);
-        }
-        if (!s && p->o && p->o->output_quantized) {
-            struct bpcc_value zero = bpcc_value_int(0), v = {.kind = BPCC_VAL_LIST, .n = 1, .u.seq.items = &zero};
-            s = bpcc_module_set_attr(root, BPCC_OUTPUT_QUANTIZED_IDXS, &v, p->d);
-        }
+        for (const struct bpcc_node *n = p->g->first; n; n = n->next)
+            if (is_original(p, n) && seen[n->id]) list.u.seq.items[k++] = (struct bpcc_value){.kind = BPCC_VAL_STR, .u.s = n->name};
+        s = bpcc_module_set_attr(root, BPCC_OBSERVED_NODE_NAMES, &list, p->d);
     }
     bpcc_xfree(list.u.seq.items);
-    bpcc_xfree(match_seen);
-    bpcc_xfree(node_seen);
+    bpcc_xfree(seen);
+    return s;
+}
+
+/* The graph inputs and the output taken as quantized (PrepareCustomConfig's indexes), which
+** convert_fx dequantizes and leaves quantized: recorded only when there are some */
+static enum bpcc_status record_quantized_io(struct prep *p, struct bpcc_module *root)
+{
+    enum bpcc_status s = BPCC_OK;
+    if (p->o && p->o->n_input_quantized) {
+        uint32_t n = p->o->n_input_quantized;
+        struct bpcc_value v = {.kind = BPCC_VAL_LIST, .n = n, .u.seq.items = bpcc_malloc(n * sizeof(struct bpcc_value))};
+        if (!v.u.seq.items) return bpcc_diag_nomem(p->d);
+        for (uint32_t i = 0; i < n; i++) v.u.seq.items[i] = bpcc_value_int(p->o->input_quantized[i]);
+        s = bpcc_module_set_attr(root, BPCC_INPUT_QUANTIZED_IDXS, &v, p->d);
+        bpcc_xfree(v.u.seq.items);
+    }
+    if (!s && p->o && p->o->output_quantized) {
+        struct bpcc_value zero = bpcc_value_int(0), v = {.kind = BPCC_VAL_LIST, .n = 1, .u.seq.items = &zero};
+        s = bpcc_module_set_attr(root, BPCC_OUTPUT_QUANTIZED_IDXS, &v, p->d);
+    }
+    return s;
+}
+
+/* What convert reads of prepare, on the root module (added when the model has none) */
+static enum bpcc_status record_for_convert(struct prep *p)
+{
+    struct bpcc_module *root = bpcc_graph_find_module(p->g, "");
+    enum bpcc_status s = root ? BPCC_OK : bpcc_graph_add_module(p->g, "", "torch.fx.GraphModule", &root, p->d);
+    if (!s) s = record_observed(p, root);
+    if (!s) s = record_quantized_io(p, root);
     return s;
 }
 
@@ -1135,6 +1138,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
         }
         x->status = p->notensor[n->id] ? PS_NO_TENSORS : !input_output_observed(pm->entry) ? PS_NOT_OBSERVED
                                                                                            : PS_QUANTIZED;
+        pm->observed = true;
         if (n == pm->root) {
             s = insert_input_observers(p, n, x, qc);
             if (s) return s;
@@ -1145,7 +1149,7 @@ static enum bpcc_status run(struct prep *p, const struct bpcc_prepare_options *o
         }
     }
     if (strict_fail) return strict_fail;
-    s = record_observed(p);
+    s = record_for_convert(p);
     if (s) return s;
     /* observer modules left without a node (shared away, removed) are dropped */
     for (uint32_t i = 0; i < g->n_modules; i++) g->modules[i]->mark = 0;

@@ -30,6 +30,7 @@ struct prep_match {
     struct bpcc_node **nodes;        /* the pattern's graph nodes, preorder (wildcards included) */
     enum obs_type obs;               /* after num_tensor_args_to_observation_type */
     bool supported;                  /* a dtype config accepts the qconfig of the anchor's check */
+    bool observed;                   /* some node of it went on to be observed: PyTorch's observed_node_names */
     const char *why;                 /* when not supported: the reason per dtype config */
 };
 

@@ -252,13 +252,13 @@ def to_model(gm, weights_name):
                                                  if n.op == "call_module" and n.name in observed]
             # and the graph inputs and outputs it took as quantized (its PrepareCustomConfig's
             # indexes), which convert_fx dequantizes and leaves quantized
+            # (a model bpcc prepared, loaded, holds them as attributes of its own)
             pcc = getattr(gm, "_prepare_custom_config", None)
-            for key, idxs in (("_input_quantized_idxs", getattr(pcc, "input_quantized_indexes", None)),
-                              ("_output_quantized_idxs", getattr(pcc, "output_quantized_indexes", None))):
+            for key, field in (("_input_quantized_idxs", "input_quantized_indexes"),
+                               ("_output_quantized_idxs", "output_quantized_indexes")):
+                idxs = getattr(pcc, field, None) or getattr(gm, key, None)
                 if idxs:
                     attrs[key] = [int(i) for i in idxs]
-                elif getattr(gm, key, None):  # a model bpcc prepared, loaded
-                    attrs[key] = [int(i) for i in getattr(gm, key)]
             if not own and not attrs:
                 continue
             entry = fmt.ModuleEntry("", "torch.fx.GraphModule", attrs)

@@ -179,13 +179,12 @@ def from_model(m, data):
     for k, v in root._buffers.items():
         if v is not None and not hasattr(gm, k):
             gm.register_buffer(k, v)
-    # a prepared model's record of the modules convert swaps, as prepare_fx leaves it (a set)
-    observed = getattr(root, "_observed_node_names", None)
-    if observed is not None:
-        gm._observed_node_names = set(observed)
-    for key in ("_input_quantized_idxs", "_output_quantized_idxs"):
-        if getattr(root, key, None):
-            setattr(gm, key, list(getattr(root, key)))
+    # the root's own attributes, which GraphModule does not copy either (a prepared model's
+    # records for convert; the modules it observed as the set prepare_fx keeps)
+    for e in m.modules:
+        for k in e.attrs if e.name == "" else ():
+            v = getattr(root, k)
+            setattr(gm, k, set(v) if k == "_observed_node_names" else v)
     # scopes travel with the GraphModule so that exporting it again keeps them
     gm._bpcc_scope = {n.name: n.scope for n in m.nodes if n.scope is not None}
     return gm
