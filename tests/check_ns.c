@@ -50,8 +50,9 @@ static void reference_weight(struct bpcc_graph *g, const char *m, const double *
 }
 
 /* quantized: x quantized with step 0.5, fc1 and fc2 reference Linears (weights with step 0.5,
-** fc1's per channel or per tensor), each output quantized with step 0.4 */
-static struct bpcc_graph *quant_model(const double *w, bool per_channel)
+** fc1's per channel or per tensor), each output quantized with step 0.4; with out_q the model's
+** output is fc2's quantized value (prepared with its output quantized), with step 0.5 */
+static struct bpcc_graph *quant_model(const double *w, bool per_channel, bool out_q)
 {
     char text[2048];
     snprintf(text, sizeof text,
@@ -68,10 +69,10 @@ static struct bpcc_graph *quant_model(const double *w, bool per_channel)
              "  %%q1 = call_function torch.quantize_per_tensor (%%fc1, %%s1, %%z1, torch.quint8)\n"
              "  %%d1 = call_method dequantize (%%q1,)\n"
              "  %%fc2 = call_module fc2 (%%d1,)\n"
-             "  %%q2 = call_function torch.quantize_per_tensor (%%fc2, %%s1, %%z1, torch.quint8)\n"
-             "  %%d2 = call_method dequantize (%%q2,)\n"
-             "  %%output = output output (%%d2,)\n",
-             per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine");
+             "  %%q2 = call_function torch.quantize_per_tensor (%%fc2, %%s%d, %%z%d, torch.quint8)\n"
+             "%s",
+             per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine", !out_q, !out_q,
+             out_q ? "  %output = output output (%q2,)\n" : "  %d2 = call_method dequantize (%q2,)\n  %output = output output (%d2,)\n");
     struct bpcc_graph *g = parse(text);
     tu_set_values(g, "", "s0", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
     tu_set_values(g, "", "z0", BPCC_TENSOR_PARAM, BPCC_DTYPE_I64, 0, NULL, (double[]){0});
@@ -92,7 +93,7 @@ static double db(double signal, double noise) { return 10.0 * log10(signal / noi
 START_TEST(weight_sqnr_is_the_hand_computed_one)
 {
     /* step 0.5: W -> (0, 0.5, -1.0, 3.0), errors (0.2, 0.1, -0.1, 0) */
-    struct bpcc_graph *f = float_model(W), *q = quant_model(W, true);
+    struct bpcc_graph *f = float_model(W), *q = quant_model(W, true, false);
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     struct bpcc_compare_report *r;
@@ -206,7 +207,7 @@ START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
     ** fc2 propagated: (0, 0.4, 0.8, 3.2) is exact in 0.4 steps: 0.21 again
     ** fc2 shadow: fed float fc1 = x, quantized by its input step 0.4 -> (0, 0.8, 1.2, 3.2),
     **     errors (0.2, -0.2, -0.1, -0.2): 0.13 */
-    struct bpcc_graph *f = float_model(I2), *q = quant_model(I2, false);
+    struct bpcc_graph *f = float_model(I2), *q = quant_model(I2, false, false);
     char *batch = batch_file();
     const char *batches[2] = {batch, batch};
     struct bpcc_diag d;
@@ -253,6 +254,19 @@ START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
     ck_assert_double_eq_tol(r->rows[2].sqnr_db, db(10.61, 0.21), 1e-5);
     ck_assert(r->rows[2].shadow_sqnr_db == 0);
     bpcc_compare_report_free(r);
+    /* the output left quantized with step 0.5: fc2 measured on its quantized values (0, 0.5, 1.0,
+    ** 3.0), errors (0.2, 0.1, 0.1, 0): 0.06, as its consumers would dequantize them (not 0.21, its
+    ** value before); the whole output's SQNR likewise */
+    struct bpcc_graph *qo = quant_model(I2, false, true);
+    ck_assert_int_eq(bpcc_compare_outputs(f, qo, batches, 1, 1, false, &r, &d), BPCC_OK);
+    ck_assert_uint_eq(r->n_rows, 3);
+    ck_assert_str_eq(r->rows[2].name, "fc2");
+    ck_assert_double_eq_tol(r->rows[2].sqnr_db, db(10.61, 0.06), 1e-5);
+    bpcc_compare_report_free(r);
+    double whole;
+    ck_assert_int_eq(bpcc_sqnr(f, qo, batches, 1, 1, &whole, &d), BPCC_OK);
+    ck_assert_double_eq_tol(whole, db(10.61, 0.06), 1e-5);
+    bpcc_graph_free(qo);
     /* identical models: infinite SQNR, shown as inf */
     ck_assert_int_eq(bpcc_compare_outputs(f, f, batches, 1, 1, false, &r, &d), BPCC_OK);
     ck_assert(isinf(r->rows[1].sqnr_db) && r->rows[1].sqnr_db > 0);
@@ -319,7 +333,7 @@ START_TEST(the_numeric_suite_survives_every_allocation_failure)
     ck_assert_int_gt(tu_oom_loop("compare recurrent weights", compare_weights_only, &l), 4);
     bpcc_graph_free(l.f);
     bpcc_graph_free(l.q);
-    struct oom_ctx c = {float_model(W), quant_model(W, true), batch_file()};
+    struct oom_ctx c = {float_model(W), quant_model(W, true, false), batch_file()};
     ck_assert_int_gt(tu_oom_loop("compare", compare_all, &c), 20);
     unlink(c.batch);
     free((char *)c.batch);

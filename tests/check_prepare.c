@@ -26,16 +26,22 @@ struct prepared {
     struct bpcc_prepare_report *r;
 };
 
-static enum bpcc_status prepare_text(const char *model, const char *backend, const char *qyaml, bool strict,
-                                     struct prepared *p, struct bpcc_diag *d)
+static enum bpcc_status prepare_text_with(const char *model, const char *backend, const char *qyaml,
+                                          const struct bpcc_prepare_options *o, struct prepared *p, struct bpcc_diag *d)
 {
     memset(p, 0, sizeof *p);
     enum bpcc_status s = bpcc_graph_parse(model, strlen(model), "m.bpcc", &p->g, d);
     if (!s) s = bpcc_config_load(backend, NULL, &p->c, d);
     if (!s) s = bpcc_qconfig_load_text(qyaml, strlen(qyaml), "q.yaml", NULL, &p->m, d);
-    struct bpcc_prepare_options o = {.strict = strict};
-    if (!s) s = bpcc_prepare(p->g, p->c, p->m, &o, &p->r, d);
+    if (!s) s = bpcc_prepare(p->g, p->c, p->m, o, &p->r, d);
     return s;
+}
+
+static enum bpcc_status prepare_text(const char *model, const char *backend, const char *qyaml, bool strict,
+                                     struct prepared *p, struct bpcc_diag *d)
+{
+    struct bpcc_prepare_options o = {.strict = strict};
+    return prepare_text_with(model, backend, qyaml, &o, p, d);
 }
 
 static void prepared_free(struct prepared *p)
@@ -97,6 +103,28 @@ static const char *status_of(const struct prepared *p, const char *name)
     for (uint32_t i = 0; i < p->r->n_nodes; i++)
         if (!strcmp(p->r->nodes[i].node->name, name)) return bpcc_prep_status_name(p->r->nodes[i].status);
     return "missing";
+}
+
+static enum bpcc_status ramp_calibrated(struct prepared *p, struct bpcc_diag *d, bool calibrate);
+
+/* parse leaves a model's tensors unbound: give them values */
+static enum bpcc_status bind_tensors(struct prepared *p, struct bpcc_diag *d)
+{
+    for (uint32_t i = 0; i < bpcc_graph_n_modules(p->g); i++) {
+        struct bpcc_module *m = bpcc_graph_module(p->g, i);
+        for (uint32_t k = 0; k < bpcc_module_n_tensors(m); k++) {
+            const char *name;
+            enum bpcc_tensor_role role;
+            struct bpcc_tensor *t = bpcc_module_tensor_at(m, k, &name, &role);
+            if (bpcc_tensor_data(t)) continue;
+            struct bpcc_tensor *nt;
+            enum bpcc_status s = bpcc_tensor_new(p->g, bpcc_tensor_dtype(t), bpcc_tensor_ndim(t), bpcc_tensor_dims(t), &nt, d);
+            if (s) return s;
+            for (uint64_t j = 0; j < bpcc_tensor_numel(nt); j++) ((float *)bpcc_tensor_data(nt))[j] = (float)((int)(j * 7 % 11) - 5) / 8.0f;
+            if ((s = bpcc_module_set_tensor(m, name, role, nt, d))) return s;
+        }
+    }
+    return BPCC_OK;
 }
 
 static const char *model_conv_relu =
@@ -425,26 +453,47 @@ START_TEST(quantized_graph_inputs_and_outputs_follow_the_custom_config)
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     uint32_t in0 = 0;
-    memset(&p, 0, sizeof p);
-    ck_assert_int_eq(bpcc_graph_parse(model_conv_relu, strlen(model_conv_relu), "m.bpcc", &p.g, &d), BPCC_OK);
-    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &p.c, &d), BPCC_OK);
-    const char *q = "global: " QC_A "\n";
-    ck_assert_int_eq(bpcc_qconfig_load_text(q, strlen(q), "q.yaml", NULL, &p.m, &d), BPCC_OK);
     struct bpcc_prepare_options o = {.input_quantized = &in0, .n_input_quantized = 1, .output_quantized = true};
-    ck_assert_int_eq(bpcc_prepare(p.g, p.c, p.m, &o, &p.r, &d), BPCC_OK);
+    ck_assert_int_eq(prepare_text_with(model_conv_relu, "fbgemm", "global: " QC_A "\n", &o, &p, &d), BPCC_OK);
     /* x arrives quint8: no observer before conv; relu's output observer already makes it quint8 */
     ck_assert_str_eq(obs_class(p.g, "x", "conv"), "-");
     ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
     ck_assert_uint_eq(n_observers(p.g), 1);
-    /* recorded for convert, which would have to dequantize x and keep the output quantized as
-    ** convert_fx does: it refuses the model instead of making one that takes x as floats */
-    const struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+    /* recorded for convert, which dequantizes x and keeps the output quantized, as convert_fx does */
+    ck_assert_int_eq(ramp_calibrated(&p, &d, true), BPCC_OK);
+    struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
     const struct bpcc_value *in = bpcc_module_attr(root, "_input_quantized_idxs"), *out = bpcc_module_attr(root, "_output_quantized_idxs");
     ck_assert(in && in->kind == BPCC_VAL_LIST && in->n == 1 && in->u.seq.items[0].u.i == 0);
     ck_assert(out && out->kind == BPCC_VAL_LIST && out->n == 1);
-    ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_ERR_CONFIG);
-    ck_assert_ptr_nonnull(strstr(tu_msg(&d), "quantized graph inputs"));
-    ck_assert_ptr_nonnull(bpcc_graph_find_module(p.g, "activation_post_process_0")); /* left as it was */
+    /* a record that names an input the model has not fails convert, and leaves the graph as it was */
+    struct bpcc_value five = bpcc_value_int(5), bad = {.kind = BPCC_VAL_LIST, .n = 1, .u.seq.items = &five};
+    ck_assert_int_eq(bpcc_module_set_attr(root, "_input_quantized_idxs", &bad, &d), BPCC_OK);
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "names graph input 5, and the model has 1"), "%s", tu_msg(&d));
+    ck_assert_ptr_nonnull(bpcc_graph_find_module(p.g, "activation_post_process_0"));
+    ck_assert_ptr_nonnull(bpcc_module_attr(root, "_input_quantized_idxs"));
+    struct bpcc_value zero = bpcc_value_int(0), good = {.kind = BPCC_VAL_LIST, .n = 1, .u.seq.items = &zero};
+    ck_assert_int_eq(bpcc_module_set_attr(root, "_input_quantized_idxs", &good, &d), BPCC_OK);
+    uint32_t nq = 0;
+    bpcc_diag_init(&d);
+    ck_assert_msg(bpcc_convert(p.g, p.c, p.m, &nq, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+    /* x -> dequantize -> conv ... relu -> quantize_per_tensor -> output, the records gone */
+    const struct bpcc_node *x = bpcc_graph_find_node(p.g, "x"), *dq = bpcc_node_user(x, 0);
+    ck_assert_uint_eq(bpcc_node_n_users(x), 1);
+    ck_assert_str_eq(bpcc_node_name(dq), "dequantize");
+    ck_assert_str_eq(bpcc_node_target(dq), "dequantize");
+    ck_assert_ptr_eq(bpcc_node_next(x), dq);
+    ck_assert_uint_eq(bpcc_node_n_users(dq), 1);
+    ck_assert_str_eq(bpcc_node_name(bpcc_node_user(dq, 0)), "conv");
+    const struct bpcc_value *ret = &bpcc_node_args(bpcc_graph_output(p.g))->u.seq.items[0];
+    ck_assert(ret->kind == BPCC_VAL_NODE);
+    ck_assert_str_eq(bpcc_node_target(ret->u.node), "torch.quantize_per_tensor");
+    ck_assert_ptr_null(bpcc_graph_find_node(p.g, "dequantize_1")); /* the output's dequantize, erased */
+    ck_assert_uint_eq(nq, 1);                                      /* its quantize point stays */
+    root = bpcc_graph_find_module(p.g, "");
+    ck_assert_ptr_null(bpcc_module_attr(root, "_input_quantized_idxs"));
+    ck_assert_ptr_null(bpcc_module_attr(root, "_output_quantized_idxs"));
     prepared_free(&p);
 }
 END_TEST
@@ -543,28 +592,11 @@ START_TEST(a_bad_stub_spec_is_reported_at_its_module)
 }
 END_TEST
 
-/* prepare + run the observers on one ramp batch (calibrated_text) + convert (quantize_text) */
-static enum bpcc_status calibrated_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
-                                        bool calibrate)
+/* a prepared model's tensors bound, and with `calibrate` its observers run on one ramp batch */
+static enum bpcc_status ramp_calibrated(struct prepared *p, struct bpcc_diag *d, bool calibrate)
 {
-    enum bpcc_status s = prepare_text(model, "fbgemm", qyaml, false, p, d);
+    enum bpcc_status s = bind_tensors(p, d);
     if (s) return s;
-    /* tensors: parse leaves them unbound; give them values */
-    for (uint32_t i = 0; i < bpcc_graph_n_modules(p->g); i++) {
-        struct bpcc_module *m = bpcc_graph_module(p->g, i);
-        for (uint32_t k = 0; k < bpcc_module_n_tensors(m); k++) {
-            const char *name;
-            enum bpcc_tensor_role role;
-            struct bpcc_tensor *t = bpcc_module_tensor_at(m, k, &name, &role);
-            if (bpcc_tensor_data(t)) continue;
-            struct bpcc_tensor *nt;
-            s = bpcc_tensor_new(p->g, bpcc_tensor_dtype(t), bpcc_tensor_ndim(t), bpcc_tensor_dims(t), &nt, d);
-            if (s) return s;
-            for (uint64_t j = 0; j < bpcc_tensor_numel(nt); j++) ((float *)bpcc_tensor_data(nt))[j] = (float)((int)(j * 7 % 11) - 5) / 8.0f;
-            s = bpcc_module_set_tensor(m, name, role, nt, d);
-            if (s) return s;
-        }
-    }
     if (calibrate) {
         struct bpcc_exec *e;
         s = bpcc_exec_new(p->g, 1, &e, d);
@@ -582,6 +614,14 @@ static enum bpcc_status calibrated_text(const char *model, const char *qyaml, st
         bpcc_xtensor_free(x);
     }
     return s;
+}
+
+/* prepare + run the observers on one ramp batch (calibrated_text) + convert (quantize_text) */
+static enum bpcc_status calibrated_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
+                                        bool calibrate)
+{
+    enum bpcc_status s = prepare_text(model, "fbgemm", qyaml, false, p, d);
+    return s ? s : ramp_calibrated(p, d, calibrate);
 }
 
 static enum bpcc_status quantize_text(const char *model, const char *qyaml, struct prepared *p, struct bpcc_diag *d,
@@ -1142,6 +1182,14 @@ static enum bpcc_status quantize_oom(void *ctx, struct bpcc_diag *d)
     prepared_free(&p);
     if (s) return s;
     s = quantize_text(model_alike_convs, QC_ALIKE, &p, d, true); /* the modules converted alike */
+    prepared_free(&p);
+    if (s) return s;
+    /* a quantized input and output: a dequantize node made, the output's dequantize erased */
+    uint32_t in0 = 0;
+    struct bpcc_prepare_options o = {.input_quantized = &in0, .n_input_quantized = 1, .output_quantized = true};
+    s = prepare_text_with(model_conv_relu, "fbgemm", "global: " QC_A "\n", &o, &p, d);
+    if (!s) s = ramp_calibrated(&p, d, true);
+    if (!s) s = bpcc_convert(p.g, p.c, p.m, NULL, NULL, d);
     prepared_free(&p);
     return s;
 }

@@ -158,7 +158,11 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
     struct bpcc_tensor *t;
     enum bpcc_status s = bpcc_tensor_new(scratch, BPCC_DTYPE_F32, v->u.t->ndim, v->u.t->dims, &t, d);
     if (s) return s;
-    memcpy(t->data, v->u.t->data, v->u.t->numel * sizeof(float));
+    /* a quantized output (a model prepared with its output quantized) as its values, dequantized */
+    struct xtensor *dq = v->u.t->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(v->u.t) : NULL;
+    if (v->u.t->qdtype != BPCC_DTYPE_NONE && !dq) return bpcc_diag_nomem(d);
+    memcpy(t->data, (dq ? dq : v->u.t)->data, v->u.t->numel * sizeof(float));
+    bpcc_xtensor_free(dq);
     (*keys)[*n] = bpcc_strdup(prefix);
     if (!(*keys)[*n]) return bpcc_diag_nomem(d);
     (*ts)[(*n)++] = t;
@@ -206,23 +210,30 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     return s;
 }
 
-/* the output tensors of a value, flattened in order */
-static void sq_accumulate(const struct xval *f, const struct xval *q, double *sig, double *noise, bool *shape_ok)
+/* the output tensors of a value, flattened in order; false when out of memory */
+static bool sq_accumulate(const struct xval *f, const struct xval *q, double *sig, double *noise, bool *shape_ok)
 {
     if ((f->k == XV_SEQ || f->k == XV_DICT) && q->k == f->k && f->u.seq.n == q->u.seq.n) {
-        for (uint32_t i = 0; i < f->u.seq.n; i++) sq_accumulate(&f->u.seq.items[i], &q->u.seq.items[i], sig, noise, shape_ok);
-        return;
+        for (uint32_t i = 0; i < f->u.seq.n; i++)
+            if (!sq_accumulate(&f->u.seq.items[i], &q->u.seq.items[i], sig, noise, shape_ok)) return false;
+        return true;
     }
-    if (f->k != XV_TENSOR || q->k != XV_TENSOR) return;
+    if (f->k != XV_TENSOR || q->k != XV_TENSOR) return true;
     if (f->u.t->numel != q->u.t->numel) {
         *shape_ok = false;
-        return;
+        return true;
     }
+    /* a quantized output (prepared with its output quantized) compared as its values */
+    struct xtensor *dq = q->u.t->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(q->u.t) : NULL;
+    if (q->u.t->qdtype != BPCC_DTYPE_NONE && !dq) return false;
+    const float *qd = (dq ? dq : q->u.t)->data;
     for (uint64_t i = 0; i < f->u.t->numel; i++) {
-        double a = f->u.t->data[i], e = a - q->u.t->data[i];
+        double a = f->u.t->data[i], e = a - qd[i];
         *sig += a * a;
         *noise += e * e;
     }
+    bpcc_xtensor_free(dq);
+    return true;
 }
 
 enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc_graph *g, const char *const *batches,
@@ -246,7 +257,7 @@ enum bpcc_status bpcc_sqnr(const struct bpcc_graph *reference, const struct bpcc
         struct xval of = {0}, oq = {0};
         s = bpcc_exec_run(ef, bf.inputs, bf.n, &of, d);
         if (!s) s = bpcc_exec_run(eq, bq.inputs, bq.n, &oq, d);
-        if (!s) sq_accumulate(&of, &oq, &sig, &noise, &shape_ok);
+        if (!s && !sq_accumulate(&of, &oq, &sig, &noise, &shape_ok)) s = bpcc_diag_nomem(d);
         bpcc_xval_release(&of);
         bpcc_xval_release(&oq);
         bpcc_batch_release(&bf);

@@ -39,6 +39,17 @@ enum bpcc_status cli_write_text(const char *path, const char *text, unsigned fla
 ** renamed over their targets (BPCC_WRITE_SYNC). true (and *flags set) when o is it. */
 bool cli_sync_option(const char *o, unsigned *flags);
 
+/* PrepareCustomConfig's quantized graph inputs and output, as prepare, explain and quantize take
+** them: --input-quantized I,J... (placeholder positions) and --output-quantized */
+struct cli_quantized_io {
+    uint32_t inputs[64];
+    uint32_t n_inputs;
+    bool output;
+};
+/* argv[*i] one of those options (its value taken, *i advanced past it): 0; not one: -1; a bad value:
+** the usage error's exit code */
+int cli_quantized_io_option(const char *verb, int argc, char **argv, int *i, struct cli_quantized_io *q);
+
 /* What the process of a verb that loads a model needs before it works (process.c): a pure
 ** function of the command line, the environment and whether the CPU has the AVX-512 subsets of
 ** OpenBLAS's SkylakeX kernels. false (and nothing to do) for other verbs. */

@@ -20,12 +20,16 @@ static const char convert_help[] =
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG [--data FILE|DIR...] -o OUT [--plan PLAN.json]\n"
-    "                     [--explain] [--threads N] [--no-sqnr] [--time] [--sync]\n"
+    "                     [--input-quantized I,J...] [--output-quantized] [--explain] [--threads N]\n"
+    "                     [--no-sqnr] [--time] [--sync]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
     "Dynamic and weight-only quantization need no batches: without --data, quantize converts them\n"
     "directly and refuses observers that would need calibration.\n"
+    "--input-quantized/--output-quantized: as bpcc prepare's (PrepareCustomConfig's quantized\n"
+    "indexes): those inputs arrive quantized (quint8) and are dequantized first, the output leaves\n"
+    "quantized; the SQNR check feeds the batches as they are and dequantizes the output.\n"
     "Prints a summary: nodes, fused groups, observers, quantize points, reference modules, and the\n"
     "output's SQNR against the float model on the batches; a warning when nothing was quantized\n"
     "(the backend's patterns refuse the qconfig's dtypes everywhere). --explain also prints bpcc explain's\n"
@@ -41,6 +45,7 @@ struct cargs {
     unsigned write_flags; /* --sync */
     bool explain, no_sqnr, time;
     struct cli_files data;
+    struct cli_quantized_io qio;
 };
 
 static int parse(const char *verb, int argc, char **argv, const char *help, struct cargs *a, bool want_data)
@@ -62,6 +67,12 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             in_data = true;
             continue;
         }
+        int rc = want_data ? cli_quantized_io_option(verb, argc, argv, &i, &a->qio) : -1;
+        if (rc > 0) return rc;
+        if (!rc) {
+            in_data = false;
+            continue;
+        }
         if (want_data && (!strcmp(o, "--explain") || !strcmp(o, "--no-sqnr") || !strcmp(o, "--time"))) {
             if (o[2] == 'e') a->explain = true;
             else if (o[2] == 'n') a->no_sqnr = true;
@@ -79,14 +90,14 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
             else if (!strcmp(o, "-q")) a->qconfig = v;
             else if (!strcmp(o, "--plan")) a->plan = v;
             else {
-                int rc = cli_threads(verb, v, &a->threads);
+                rc = cli_threads(verb, v, &a->threads);
                 if (rc) return rc;
             }
             continue;
         }
         if (o[0] == '-' && o[1]) return cli_usage_error(verb, "unknown option '%s'", o);
         if (in_data) {
-            int rc = cli_add_data(&a->data, o);
+            rc = cli_add_data(&a->data, o);
             if (rc) return rc;
         } else if (a->model) {
             return cli_usage_error(verb, "more than one MODEL given ('%s')", o);
@@ -163,7 +174,9 @@ static int run(struct cargs *a, bool one_shot)
         if (!s) n_fused = n0 - bpcc_graph_n_nodes(g);
         lap(&k, STEP_FUSE);
         /* the report only where it is shown: it costs ~100 bytes per observer */
-        if (!s) s = bpcc_prepare(g, c, m, NULL, a->plan || a->explain ? &r : NULL, &d);
+        struct bpcc_prepare_options po = {.input_quantized = a->qio.inputs, .n_input_quantized = a->qio.n_inputs,
+                                          .output_quantized = a->qio.output};
+        if (!s) s = bpcc_prepare(g, c, m, &po, a->plan || a->explain ? &r : NULL, &d);
         if (!s && a->plan) s = bpcc_prepare_plan_json(r, 2, &plan, &d);
         if (!s && a->explain) {
             char *text;

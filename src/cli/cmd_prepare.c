@@ -29,48 +29,28 @@ static const char explain_help[] =
 
 struct prep_args {
     const char *path, *out, *plan, *backend, *qconfig;
-    bool strict, json, output_quantized;
+    bool strict, json;
     unsigned write_flags; /* --sync */
-    uint32_t input_quantized[64];
-    uint32_t n_input_quantized;
+    struct cli_quantized_io qio;
 };
-
-/* "0,2,3" -> indexes; false on a bad list */
-static bool parse_indexes(const char *s, struct prep_args *a)
-{
-    a->n_input_quantized = 0;
-    while (*s) {
-        char *end;
-        if (*s < '0' || *s > '9') return false;
-        unsigned long v = strtoul(s, &end, 10);
-        if (end == s || v > 1000000 || a->n_input_quantized == 64) return false;
-        a->input_quantized[a->n_input_quantized++] = (uint32_t)v;
-        s = end;
-        if (*s == ',') s++;
-        else if (*s) return false;
-    }
-    return a->n_input_quantized > 0;
-}
 
 static int parse(const char *verb, int argc, char **argv, struct prep_args *a, const char *help)
 {
     memset(a, 0, sizeof *a);
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || !strcmp(o, "--plan") ||
-            !strcmp(o, "--input-quantized")) {
+        int rc = cli_quantized_io_option(verb, argc, argv, &i, &a->qio);
+        if (rc > 0) return rc;
+        if (!rc) continue;
+        if (!strcmp(o, "-o") || !strcmp(o, "-b") || !strcmp(o, "-q") || !strcmp(o, "--plan")) {
             if (i + 1 >= argc) return cli_usage_error(verb, "%s needs a value", o);
             const char *v = argv[++i];
-            if (!strcmp(o, "--input-quantized")) {
-                if (!parse_indexes(v, a))
-                    return cli_usage_error(verb, "--input-quantized wants input positions like 0 or 0,2, not '%s'", v);
-            } else if (!strcmp(o, "-o")) a->out = v;
+            if (!strcmp(o, "-o")) a->out = v;
             else if (!strcmp(o, "-b")) a->backend = v;
             else if (!strcmp(o, "-q")) a->qconfig = v;
             else a->plan = v;
         } else if (!strcmp(o, "--strict")) a->strict = true;
         else if (strcmp(verb, "explain") && cli_sync_option(o, &a->write_flags)) continue;
-        else if (!strcmp(o, "--output-quantized")) a->output_quantized = true;
         else if (!strcmp(o, "--json")) a->json = true;
         else if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
             fputs(help, stdout);
@@ -105,9 +85,8 @@ static int run(const struct prep_args *a, bool explain)
         s = bpcc_fuse(g, c, &fo, NULL, &d);
     }
     if (!s) {
-        struct bpcc_prepare_options po = {.strict = a->strict, .input_quantized = a->input_quantized,
-                                          .n_input_quantized = a->n_input_quantized,
-                                          .output_quantized = a->output_quantized};
+        struct bpcc_prepare_options po = {.strict = a->strict, .input_quantized = a->qio.inputs,
+                                          .n_input_quantized = a->qio.n_inputs, .output_quantized = a->qio.output};
         s = bpcc_prepare(g, c, m, &po, &r, &d);
     }
     if (!s && explain) s = bpcc_prepare_explain(r, a->json, &text, &d);

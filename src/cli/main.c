@@ -13,6 +13,7 @@
 
 #include <stdarg.h>
 #include <stdlib.h>
+#include <limits.h>
 #include <string.h>
 
 static const char usage_text[] =
@@ -122,6 +123,27 @@ enum bpcc_status cli_write_text(const char *path, const char *text, unsigned fla
 int cli_threads(const char *verb, const char *value, int *out)
 {
     return cli_parse_threads(value, out) ? 0 : cli_usage_error(verb, "--threads wants 1..256, not '%s'", value);
+}
+
+int cli_quantized_io_option(const char *verb, int argc, char **argv, int *i, struct cli_quantized_io *q)
+{
+    if (!strcmp(argv[*i], "--output-quantized")) {
+        q->output = true;
+        return 0;
+    }
+    if (strcmp(argv[*i], "--input-quantized")) return -1;
+    if (*i + 1 >= argc) return cli_usage_error(verb, "--input-quantized needs a value");
+    const char *v = argv[++*i];
+    q->n_inputs = 0;
+    for (const char *s = v;; ) { /* "0,2,3" */
+        char *end = NULL;
+        unsigned long x = *s >= '0' && *s <= '9' ? strtoul(s, &end, 10) : ULONG_MAX;
+        if (x > 1000000 || q->n_inputs == sizeof q->inputs / sizeof q->inputs[0] || (*end && *end != ','))
+            return cli_usage_error(verb, "--input-quantized wants input positions like 0 or 0,2, not '%s'", v);
+        q->inputs[q->n_inputs++] = (uint32_t)x;
+        if (!*end) return 0;
+        s = end + 1;
+    }
 }
 
 void cli_print_diag(const struct bpcc_diag *d)

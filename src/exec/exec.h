@@ -104,6 +104,8 @@ BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dim
 ** exact below 2^24; a bool tensor is marked */
 BPCC_INTERNAL void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype dt, const void *p);
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
+/* x's values as floats: a quantized tensor dequantized, a float one copied; NULL out of memory */
+BPCC_INTERNAL struct xtensor *bpcc_xtensor_dequantized(const struct xtensor *x);
 BPCC_INTERNAL void bpcc_xval_release(struct xval *v);
 BPCC_INTERNAL enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst);
 /* small helpers every kernel file uses */

@@ -166,16 +166,16 @@ static enum bpcc_status k_quantize_per_channel(const struct xargs *a, struct xva
     return bpcc_xput(a, y, out);
 }
 
-/* (q - zero_point) * scale in float32 */
-static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
+/* (q - zero_point) * scale in float32; a float tensor's copy (PyTorch's Tensor.dequantize is the
+** identity there). NULL when out of memory. */
+struct xtensor *bpcc_xtensor_dequantized(const struct xtensor *x)
 {
-    const struct xtensor *x;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
     struct xtensor *y = bpcc_xtensor_new(x->ndim, x->dims);
-    if (!y) return bpcc_diag_nomem(a->d);
-    if (x->qdtype == BPCC_DTYPE_NONE) { /* dequantizing a float tensor is the identity */
+    if (!y) return NULL;
+    if (x->qdtype == BPCC_DTYPE_NONE) {
         memcpy(y->data, x->data, x->numel * sizeof(float));
-        return bpcc_xput(a, y, out);
+        y->boolean = x->boolean;
+        return y;
     }
     int64_t inner = 1, C = x->qaxis < 0 ? 1 : x->dims[x->qaxis];
     for (uint32_t i = x->qaxis < 0 ? x->ndim : (uint32_t)x->qaxis + 1; i < x->ndim; i++) inner *= x->dims[i];
@@ -183,7 +183,15 @@ static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
         int64_t c = x->qaxis < 0 ? 0 : (int64_t)(i / (uint64_t)inner) % C;
         y->data[i] = (x->data[i] - (float)x->qzp[c]) * x->qscale[c];
     }
-    return bpcc_xput(a, y, out);
+    return y;
+}
+
+static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    struct xtensor *y = bpcc_xtensor_dequantized(x);
+    return y ? bpcc_xput(a, y, out) : bpcc_diag_nomem(a->d);
 }
 
 const struct xop bpcc_quantize_ops[] = {

@@ -228,7 +228,8 @@ static bool is_dequantize(const struct bpcc_node *n)
 }
 
 /* the dequantize of the node's quantize -> dequantize pair, if its value is quantized for its
-** consumers; *qp (kind NONE otherwise) the quantize's qparams */
+** consumers, or the quantize node where its value leaves the model quantized (an output kept
+** quantized); *qp (kind NONE otherwise) the quantize's qparams */
 static const struct bpcc_node *output_dequantize(const struct bpcc_graph *g, const struct bpcc_node *n,
                                                  struct bpcc_qparams *qp)
 {
@@ -239,6 +240,8 @@ static const struct bpcc_node *output_dequantize(const struct bpcc_graph *g, con
         if (q->args.n < 1 || q->args.u.seq.items[0].kind != BPCC_VAL_NODE || q->args.u.seq.items[0].u.node != n) continue;
         for (uint32_t k = 0; k < q->n_users; k++)
             if (is_dequantize(q->users[k].node)) return q->users[k].node;
+        for (uint32_t k = 0; k < q->n_users; k++)
+            if (q->users[k].node->kind == BPCC_NODE_OUTPUT) return q;
     }
     memset(qp, 0, sizeof *qp);
     return NULL;
@@ -290,16 +293,20 @@ static enum bpcc_status quant_hook(void *ud, const struct bpcc_node *n, struct x
     uint32_t r = c->shadow_run ? c->qshadow[n->id] : c->qmeasure[n->id];
     if (!r) return BPCC_OK;
     struct logged *l = &c->rows[r - 1];
-    if (!l->fvalue || v->k != XV_TENSOR || v->u.t->qdtype != BPCC_DTYPE_NONE) return BPCC_OK;
+    if (!l->fvalue || v->k != XV_TENSOR) return BPCC_OK;
     const struct xtensor *y = v->u.t;
     if (!same_shape(y, l->fvalue)) {
         l->mismatch = true;
         return BPCC_OK;
     }
-    if (!c->shadow_run) {
-        acc_add(&l->prop, l->fvalue->data, y->data, y->numel);
+    if (!c->shadow_run) { /* a quantize node's value where it leaves the model quantized: its values */
+        struct xtensor *dq = y->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(y) : NULL;
+        if (y->qdtype != BPCC_DTYPE_NONE && !dq) return bpcc_diag_nomem(d);
+        acc_add(&l->prop, l->fvalue->data, (dq ? dq : y)->data, y->numel);
+        bpcc_xtensor_free(dq);
         return BPCC_OK;
     }
+    if (y->qdtype != BPCC_DTYPE_NONE) return BPCC_OK;
     /* shadow: the op's output on float inputs, through its own quantize/dequantize ... */
     float *fq = NULL;
     if (l->out_q.kind != BPCC_QPARAMS_NONE) {

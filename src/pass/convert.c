@@ -18,6 +18,9 @@ struct conv {
     const struct qconfig **qc; /* node id -> qconfig (ids of the nodes before conversion) */
     uint8_t *in_map;           /* node id -> had an entry in the qconfig map */
     uint8_t *observed;         /* node id -> in prepare's record of observed modules; NULL without one */
+    /* prepare's record of the graph inputs taken as quantized (placeholder positions) and the
+    ** output's positions left quantized (PrepareCustomConfig's indexes), malloc'd; none: NULL, 0 */
+    uint32_t *in_q, n_in_q, *out_q, n_out_q;
     uint32_t n_ids;
     struct bpcc_diag *d;
     uint32_t n_quantized, n_dropped, n_modules;
@@ -610,33 +613,46 @@ static bool observer_around(const struct conv *cv, const struct bpcc_node *n)
     return false;
 }
 
-/* What prepare left on the root module for convert (record_for_convert in prepare.c). Its record of
-** the weighted-module nodes it observed (PyTorch's observed_node_names) is read into cv->observed
-** and taken off the root module, as the converted model has no such attribute in PyTorch; a model
-** without it (prepared before the record, or written by hand) leaves cv->observed NULL, and a
-** module is then observed when an observer sits on an input or on its output. A record of quantized
-** graph inputs or outputs is refused. */
+/* A record of graph input or output positions on the root module (a list of non-negative ints)
+** copied into *out (malloc'd) and taken off the root module; none: *out NULL, *n 0 */
+static enum bpcc_status read_positions(struct conv *cv, struct bpcc_module *root, const char *key, uint32_t **out,
+                                       uint32_t *n)
+{
+    const struct bpcc_value *v = bpcc_module_attr(root, key);
+    if (!v) return BPCC_OK;
+    const struct bpcc_graph *g = cv->g;
+    if (v->kind != BPCC_VAL_LIST && v->kind != BPCC_VAL_TUPLE)
+        return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                               "the root module's attribute '%s' must be a list of positions, not a %s", key,
+                               bpcc_value_kind_name(v->kind));
+    if (!(*out = bpcc_malloc((v->n ? v->n : 1) * sizeof **out))) return bpcc_diag_nomem(cv->d);
+    for (uint32_t i = 0; i < v->n; i++) {
+        const struct bpcc_value *item = &v->u.seq.items[i];
+        if (item->kind != BPCC_VAL_INT || item->u.i < 0 || item->u.i >= UINT32_MAX)
+            return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                                   "the root module's attribute '%s' must be a list of positions: item %u is %s", key, i,
+                                   item->kind == BPCC_VAL_INT ? "out of range" : bpcc_value_kind_name(item->kind));
+        (*out)[i] = (uint32_t)item->u.i;
+    }
+    *n = v->n;
+    return bpcc_module_remove_attr(root, key) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+}
+
+/* What prepare left on the root module for convert (record_for_convert in prepare.c), read and
+** taken off it, as PyTorch's converted model keeps neither: its record of the weighted-module nodes
+** it observed (PyTorch's observed_node_names) into cv->observed, and the quantized graph inputs and
+** outputs into cv->in_q and cv->out_q. A model without the first (prepared before the record, or
+** written by hand) leaves cv->observed NULL, and a module is then observed when an observer sits
+** on an input or on its output. */
 static enum bpcc_status read_prepare_records(struct conv *cv)
 {
     struct bpcc_graph *g = cv->g;
     struct bpcc_module *root = bpcc_graph_find_module(g, "");
-    /* quantized graph inputs or outputs (prepare's --input-quantized/--output-quantized, or a
-    ** PyTorch-prepared model's PrepareCustomConfig): convert_fx dequantizes those inputs and leaves
-    ** those outputs quantized; bpcc does neither yet, and a model that takes float inputs where
-    ** prepare left them unobserved would be another model */
-    static const char *const io[] = {BPCC_INPUT_QUANTIZED_IDXS, BPCC_OUTPUT_QUANTIZED_IDXS};
-    for (int i = 0; root && i < 2; i++) {
-        const struct bpcc_value *q = bpcc_module_attr(root, io[i]);
-        if (!q || (q->kind == BPCC_VAL_LIST && !q->n)) continue;
-        enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_CONFIG, g->source_file, root->src_line, root->src_col,
-                                             "the model was prepared with quantized graph %s ('%s'); convert_fx "
-                                             "dequantizes such inputs and leaves such outputs quantized, which bpcc "
-                                             "convert does not do yet", i ? "outputs" : "inputs", io[i]);
-        bpcc_diag_note(cv->d, 0, 0, "prepare the model without --input-quantized and --output-quantized to convert it");
-        return s;
-    }
-    const struct bpcc_value *v = root ? bpcc_module_attr(root, BPCC_OBSERVED_NODE_NAMES) : NULL;
-    if (!v) return BPCC_OK;
+    if (!root) return BPCC_OK;
+    enum bpcc_status s = read_positions(cv, root, BPCC_INPUT_QUANTIZED_IDXS, &cv->in_q, &cv->n_in_q);
+    if (!s) s = read_positions(cv, root, BPCC_OUTPUT_QUANTIZED_IDXS, &cv->out_q, &cv->n_out_q);
+    const struct bpcc_value *v = bpcc_module_attr(root, BPCC_OBSERVED_NODE_NAMES);
+    if (s || !v) return s;
     if (v->kind != BPCC_VAL_LIST)
         return bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
                                "the root module's attribute '%s' must be a list of node names, not a %s",
@@ -654,6 +670,106 @@ static enum bpcc_status read_prepare_records(struct conv *cv)
         if (n && n->id < cv->n_ids) cv->observed[n->id] = 1;
     }
     return bpcc_module_remove_attr(root, BPCC_OBSERVED_NODE_NAMES) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+}
+
+static bool listed(const uint32_t *v, uint32_t n, uint32_t x)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (v[i] == x) return true;
+    return false;
+}
+
+/* A quantized-input position past the model's inputs is an error (PyTorch ignores it) */
+static enum bpcc_status check_quantized_inputs(struct conv *cv)
+{
+    struct bpcc_graph *g = cv->g;
+    uint32_t n_inputs = 0;
+    for (const struct bpcc_node *n = cv->n_in_q ? g->first : NULL; n; n = n->next) n_inputs += n->kind == BPCC_NODE_PLACEHOLDER;
+    for (uint32_t i = 0; i < cv->n_in_q; i++)
+        if (cv->in_q[i] >= n_inputs) {
+            const struct bpcc_module *root = bpcc_graph_find_module(g, "");
+            enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                                                 "'%s' names graph input %u, and the model has %u", BPCC_INPUT_QUANTIZED_IDXS,
+                                                 cv->in_q[i], n_inputs);
+            bpcc_diag_note(cv->d, 0, 0, "positions count the placeholders from 0");
+            return s;
+        }
+    return BPCC_OK;
+}
+
+/* convert_fx's insert_dequantize_node for a graph input prepare took as quantized: a dequantize
+** node after the placeholder takes all its uses (a reference module's input, a float op, an
+** observer of another dtype), as the reference model's ops take float (a float batch is
+** dequantized to itself, as PyTorch's Tensor.dequantize does). Called in the observers' walk, so
+** that the dequantize nodes are numbered in graph order, as PyTorch's one walk numbers them. */
+static enum bpcc_status dequantize_input(struct conv *cv, struct bpcc_node *n)
+{
+    uint32_t nu = n->n_users;
+    struct bpcc_node **users = bpcc_malloc((nu ? nu : 1) * sizeof *users), *dq;
+    if (!users) return bpcc_diag_nomem(cv->d);
+    for (uint32_t i = 0; i < nu; i++) users[i] = n->users[i].node;
+    struct bpcc_value a1;
+    enum bpcc_status s = bpcc_value_seq_new(cv->g, BPCC_VAL_TUPLE, 1, &a1) ? bpcc_diag_nomem(cv->d) : BPCC_OK;
+    if (!s) {
+        a1.u.seq.items[0] = bpcc_value_node(n);
+        s = bpcc_graph_node_new(cv->g, BPCC_NODE_CALL_METHOD, "dequantize", "dequantize", &a1, NULL, true, &dq, cv->d);
+    }
+    if (!s) {
+        bpcc_node_move_after(dq, n);
+        dq->meta = n->meta; /* the float tensor the input was traced as (the graph's read-only copy) */
+    }
+    for (uint32_t i = 0; i < nu && !s; i++) s = bpcc_node_replace_input(users[i], n, dq, cv->d);
+    bpcc_xfree(users);
+    return s;
+}
+
+/* maybe_recursive_remove_dequantize: the output node o takes the quantized value where v (an
+** output, or a tuple, list or dict of them) is a dequantize node; anything else stays, with a
+** warning as PyTorch's */
+static enum bpcc_status keep_quantized(struct conv *cv, struct bpcc_node *o, const struct bpcc_value *v)
+{
+    if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_DICT) {
+        for (uint32_t i = 0; i < v->n; i++) {
+            enum bpcc_status s = keep_quantized(cv, o, &v->u.seq.items[i]);
+            if (s) return s;
+        }
+        return BPCC_OK;
+    }
+    struct bpcc_node *dq = v->kind == BPCC_VAL_NODE ? v->u.node : NULL;
+    if (dq && dq->kind == BPCC_NODE_CALL_METHOD && !strcmp(dq->target, "dequantize") && dq->args.n &&
+        dq->args.u.seq.items[0].kind == BPCC_VAL_NODE) {
+        dq->mark = 0; /* erased when o was its only user, its quantize point stays: not one less */
+        return bpcc_node_replace_input(o, dq, dq->args.u.seq.items[0].u.node, cv->d);
+    }
+    bpcc_diag_warning(cv->d, cv->g->source_file, o->src_line, o->src_col,
+                      "an output taken as quantized ('%s') is %s%s, not a dequantize node: it stays as it is",
+                      BPCC_OUTPUT_QUANTIZED_IDXS, dq ? "node " : "a ", dq ? dq->name : bpcc_value_kind_name(v->kind));
+    return BPCC_OK;
+}
+
+/* The output's positions prepare took as quantized (convert_fx, at the output node): of a tuple or
+** list output, each position's value; of a single value or a dict, the whole when position 0 is
+** listed. A tuple's position past its end is an error (an IndexError in PyTorch). */
+static enum bpcc_status keep_quantized_outputs(struct conv *cv)
+{
+    struct bpcc_node *o = bpcc_graph_output(cv->g);
+    if (!cv->n_out_q || !o || !o->args.n) return BPCC_OK;
+    const struct bpcc_value *out = &o->args.u.seq.items[0];
+    if (out->kind != BPCC_VAL_LIST && out->kind != BPCC_VAL_TUPLE)
+        return listed(cv->out_q, cv->n_out_q, 0) ? keep_quantized(cv, o, out) : BPCC_OK;
+    for (uint32_t i = 0; i < cv->n_out_q; i++) {
+        if (cv->out_q[i] >= out->n) {
+            enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, cv->g->source_file, o->src_line, o->src_col,
+                                                 "'%s' names output %u, and the model's output %s has %u",
+                                                 BPCC_OUTPUT_QUANTIZED_IDXS, cv->out_q[i], bpcc_value_kind_name(out->kind),
+                                                 out->n);
+            bpcc_diag_note(cv->d, 0, 0, "positions count the output %s's items from 0", bpcc_value_kind_name(out->kind));
+            return s;
+        }
+        enum bpcc_status s = keep_quantized(cv, o, &out->u.seq.items[cv->out_q[i]]);
+        if (s) return s;
+    }
+    return BPCC_OK;
 }
 
 static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc_config *c,
@@ -704,9 +820,13 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             }
             g->n_modules = k;
         }
+        if (!s) s = check_quantized_inputs(&cv);
+        uint32_t input = 0; /* placeholders seen */
         for (struct bpcc_node *n = g->first; n && !s;) {
             struct bpcc_node *next = n->next;
-            if (is_obs_node(&cv, n)) {
+            if (n->kind == BPCC_NODE_PLACEHOLDER && listed(cv.in_q, cv.n_in_q, input++)) {
+                if (!(s = dequantize_input(&cv, n))) next = n->next->next; /* past the dequantize */
+            } else if (is_obs_node(&cv, n)) {
                 struct bpcc_module *m = bpcc_node_module(n);
                 s = convert_observer(&cv, n);
                 cv.n_observers_left--;
@@ -714,6 +834,7 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             }
             n = next;
         }
+        if (!s) s = keep_quantized_outputs(&cv);
         if (!s) s = eliminate_dead_code(&cv);
         /* the observer modules go (unlinked one by one, the table compacted once) */
         for (uint32_t i = 0; !s && i < g->n_modules; i++)
@@ -727,6 +848,8 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
     bpcc_xfree(cv.qc);
     bpcc_xfree(cv.in_map);
     bpcc_xfree(cv.observed);
+    bpcc_xfree(cv.in_q);
+    bpcc_xfree(cv.out_q);
     bpcc_qconfig_assignment_free(cv.qa);
     return s;
 }

@@ -183,6 +183,13 @@ run "prepare quantized io" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fb
     run "show quantized io" 0 "$BPCC" show "$WORK/io.bpcc" && has "input not observed" "$OUT" "f32[1, 3, 8, 8]  conv1"
 run "prepare bad index list" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized 0,x &&
     has "bad index list" "$ERR" "wants input positions"
+run "prepare trailing comma" 2 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized 0, &&
+    has "trailing comma" "$ERR" "wants input positions like 0 or 0,2, not '0,'"
+run "quantize bad index list" 2 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized -1 &&
+    has "quantize bad index list" "$ERR" "bpcc quantize: --input-quantized wants input positions"
+run "prepare input past the model's" 1 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/io2.bpcc" --input-quantized 0,1 &&
+    has "input past the model's" "$ERR" "error: quantized input 1 named, and the model has 1 input" &&
+    { [ ! -e "$WORK/io2.bpcc" ] && ok || bad "prepare wrote a model for an input the model has not"; }
 
 # calibrate and run
 mkbatch() { # mkbatch FILE NAME D0 D1 ... : a float32 safetensors batch of a ramp
@@ -208,6 +215,14 @@ run "prepare for calibrate" 0 "$BPCC" prepare "$FIX/torch/tiny_resnet.bpcc" -b f
     run "calibrated model loads" 0 "$BPCC" show "$WORK/cal.bpcc" &&
     has "observer statistics" "$OUT" "histogram f32[2048]" &&
     has "observer qparams" "$OUT" "scale f32[1], zero_point i64[1]"
+# quantized graph input and output: x dequantized first, the output its quantize node's value
+run "quantize quantized io" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" \
+    --input-quantized 0 --output-quantized -o "$WORK/io_q.bpcc" &&
+    run "show quantized io" 0 "$BPCC" show "$WORK/io_q.bpcc" &&
+    { printf '%s\n' "$OUT" | grep -Eq "^x +placeholder +x +f32\[1, 3, 8, 8\] +dequantize +-$" &&
+      printf '%s\n' "$OUT" | grep -Eq "^dequantize +call_method +dequantize +f32\[1, 3, 8, 8\] +conv1 +-$" &&
+      printf '%s\n' "$OUT" | grep -Eq "^quantize_per_tensor_5 +call_function +torch.quantize_per_tensor +- +output +quint8" &&
+      ok || bad "quantized io: input not dequantized or output not left quantized: $OUT"; }
 run "calibrate wrong shape" 1 "$BPCC" calibrate "$WORK/cal_in.bpcc" --data "$WORK/batches/b0.safetensors" "$WORK/wrong.safetensors" -o "$WORK/cal2.bpcc" &&
     has "calibrate wrong shape" "$ERR" "wrong.safetensors: error: tensor 'x' has shape [1, 4, 8, 8]; the model input 'x' was traced as [1, 3, 8, 8]" &&
     { [ ! -e "$WORK/cal2.bpcc" ] && ok || bad "calibrate left output after bad data"; }

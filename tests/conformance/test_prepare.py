@@ -234,29 +234,71 @@ class Prepare(conftools.TmpCase):
                        backends=("fbgemm",), quantized_io=io)
         self.check(torchvision_model("resnet18", 0), (torch.randn(1, 3, 64, 64),), "resnet18_io", [("fbgemm", "fbgemm")],
                    backends=("fbgemm", "qnnpack"), quantized_io=([0], True))
-        # convert_fx dequantizes quantized inputs and leaves quantized outputs quantized; bpcc
-        # convert does neither yet, so it refuses such a model, bpcc's or PyTorch's, rather than
-        # make one that takes its input unquantized
+        # convert_fx dequantizes the quantized inputs and leaves the quantized output quantized:
+        # bpcc convert makes the same graph from the model PyTorch prepared and calibrated, and from
+        # its own prepare and calibration (MinMax: the same qparams), and PyTorch runs the three to
+        # the same bits on a quantized input
+        from torch.ao.quantization.quantize_fx import convert_to_reference_fx
+        from bpcc_torch import _safetensors as st
         x = torch.randn(2, 3, 8, 8)
-        pcc = PrepareCustomConfig().set_input_quantized_indexes([0]).set_output_quantized_indexes([0])
-        gm = prepare_fx(copy.deepcopy(model), minmax_mapping(), (x,), prepare_custom_config=pcc)
-        gm(x)
-        theirs, bpccs = self.tmp.name + "/io_torch.bpcc", self.tmp.name + "/io_bpcc.bpcc"
-        bpcc_torch.export(gm, (x,), theirs)
         spec, _ = self.mapping_file("minmax", minmax_mapping())
         src = self.tmp.name + "/io_src.bpcc"
         bpcc_torch.export(model, (x,), src)
-        r, _, prepared = self.prepare(src, spec, "fbgemm", ["--input-quantized", "0", "--output-quantized"])
-        self.assertEqual(r.returncode, 0, r.stderr)
-        from bpcc_torch import _safetensors as st
         st.write(self.tmp.name + "/io_x.safetensors", [("x", x)])
-        subprocess.run([BPCC, "calibrate", prepared, "--data", self.tmp.name + "/io_x.safetensors", "-o", bpccs], check=True)
-        for path in (theirs, bpccs):
-            out = self.tmp.name + "/io_q.bpcc"
-            r = subprocess.run([BPCC, "convert", path, "-b", "fbgemm", "-q", spec, "-o", out], capture_output=True, text=True)
-            self.assertEqual(r.returncode, 1, r.stderr)
-            self.assertIn("prepared with quantized graph inputs", r.stderr)
-            self.assertFalse(os.path.exists(out))
+        nodes = lambda gm: [(n.op, n.name, str(n.target), str(n.args)) for n in gm.graph.nodes]
+        xq = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+        for ins, outs in (([0], [0]), ([0], []), ([], [0])):
+            what = "inputs %s, outputs %s" % (ins, outs)
+            pcc = PrepareCustomConfig().set_input_quantized_indexes(ins).set_output_quantized_indexes(outs)
+            gm = prepare_fx(copy.deepcopy(model), minmax_mapping(), (x,), prepare_custom_config=pcc)
+            gm(x)
+            theirs, bpccs = self.tmp.name + "/io_torch.bpcc", self.tmp.name + "/io_bpcc.bpcc"
+            bpcc_torch.export(gm, (x,), theirs)
+            want = convert_to_reference_fx(gm)
+            r, _, prepared = self.prepare(src, spec, "fbgemm", (["--input-quantized", "0"] if ins else []) +
+                                          (["--output-quantized"] if outs else []))
+            self.assertEqual(r.returncode, 0, r.stderr)
+            subprocess.run([BPCC, "calibrate", prepared, "--data", self.tmp.name + "/io_x.safetensors", "-o", bpccs],
+                           check=True)
+            given = xq if ins else x
+            expect = want(given)
+            self.assertEqual([t.dtype for t in expect], [torch.quint8 if outs else torch.float32, torch.float32], what)
+            for path in (theirs, bpccs):
+                out = self.tmp.name + "/io_q.bpcc"
+                r = subprocess.run([BPCC, "convert", path, "-b", "fbgemm", "-q", spec, "-o", out], capture_output=True,
+                                   text=True)
+                self.assertEqual(r.returncode, 0, "%s, %s: %s" % (what, path, r.stderr))
+                got = bpcc_torch.load(out)
+                self.assertEqual(nodes(got), nodes(want), "%s, %s: converted graphs differ" % (what, path))
+                self.assertFalse(hasattr(got, "_input_quantized_idxs") or hasattr(got, "_output_quantized_idxs"))
+                # PyTorch's qparams give the same bits; bpcc's calibration, the same qparams but for
+                # the last bit of a scale (its float ops are not PyTorch's), so a value a step off
+                exact = path == theirs
+                for a, b in zip(got(given), expect):
+                    self.assertEqual(a.dtype, b.dtype, what)
+                    if a.is_quantized:
+                        self.assertEqual(a.q_zero_point(), b.q_zero_point(), what)
+                        self.assertLessEqual(abs(a.q_scale() / b.q_scale() - 1), 0 if exact else 1e-6, what)
+                        a, b = a.int_repr().int(), b.int_repr().int()
+                        self.assertLessEqual((a - b).abs().max().item(), 0 if exact else 1, "%s, %s" % (what, path))
+                    else:
+                        self.assertTrue(exact and torch.equal(a, b) or torch.allclose(a, b, atol=1e-2),
+                                        "%s, %s: outputs differ" % (what, path))
+                # bpcc run writes a quantized output as its values, dequantized, and bpcc compare
+                # measures it
+                r = subprocess.run([BPCC, "run", out, "--data", self.tmp.name + "/io_x.safetensors", "-o",
+                                    self.tmp.name + "/io_o.safetensors"], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                o = st.read(self.tmp.name + "/io_o.safetensors")["output.0"]
+                ref = got(x)[0]
+                step = ref.q_scale() if ref.is_quantized else 1e-3
+                self.assertLessEqual(((o - ref.dequantize()).abs() / step).max().item(), 1 + 1e-3, what)
+        # positions past the model's inputs: PyTorch ignores them, bpcc refuses them by name
+        os.remove(prepared)
+        r, _, prepared = self.prepare(src, spec, "fbgemm", ["--input-quantized", "1"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("quantized input 1 named, and the model has 1 input", r.stderr)
+        self.assertFalse(os.path.exists(prepared))
 
     def test_qnnpack_constraint_violation_stays_float_and_strict_refuses(self):
         torch.manual_seed(0)
