@@ -522,6 +522,14 @@ START_TEST(a_quantized_output_gets_an_observer_on_what_it_returns)
     ck_assert_int_eq(bpcc_prepare(p.g, p.c, p.m, &o, &p.r, &d), BPCC_OK);
     ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver"); /* torch.relu has no pattern */
     prepared_free(&p);
+    /* a value recorded as integers stays unobserved (PyTorch observes it, and fails) */
+    model = "bpcc-model 1\n\ngraph\n  %x = placeholder x () : f32[2, 3]\n"
+            "  %relu = call_function torch.relu (%x,) : f32[2, 3]\n  %argmax = call_method argmax (%relu, 1) : i64[2]\n"
+            "  %output = output output ((%relu, %argmax),)\n";
+    ck_assert_int_eq(prepare_text_with(model, "fbgemm", q, &o, &p, &d), BPCC_OK);
+    ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
+    ck_assert_str_eq(obs_class(p.g, "argmax", "output"), "-");
+    prepared_free(&p);
 }
 END_TEST
 

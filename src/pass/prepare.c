@@ -856,7 +856,10 @@ static enum bpcc_status replace_stubs(struct prep *p)
 }
 
 /* maybe_insert_observers_before_graph_output: with a quantized output, every value the output
-** returns that is not quint8 yet gets its qconfig's activation observer */
+** returns that is not quint8 yet gets its qconfig's activation observer; but a value recorded as
+** integers or bools (an argmax, a mask), which PyTorch observes too and then fails on (its
+** histogram observer on int64; "Quantize only works on Float Tensor" in its converted model),
+** stays as it is, as elsewhere (recorded_not_float) */
 static enum bpcc_status output_value(struct prep *p, struct bpcc_node *out, struct bpcc_value *v)
 {
     if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_DICT) {
@@ -868,7 +871,7 @@ static enum bpcc_status output_value(struct prep *p, struct bpcc_node *out, stru
     }
     if (v->kind != BPCC_VAL_NODE) return BPCC_OK;
     struct bpcc_node *arg = v->u.node;
-    if (arg_output_dtype(p, arg) == BPCC_DTYPE_QUINT8) return BPCC_OK;
+    if (arg_output_dtype(p, arg) == BPCC_DTYPE_QUINT8 || recorded_not_float(arg)) return BPCC_OK;
     const struct qconfig *qc = is_original(p, arg) ? p->qc[arg->id] : NULL;
     if (!qc)
         return bpcc_diag_error(p->d, BPCC_ERR_CONFIG, p->g->source_file, out->src_line, out->src_col,
