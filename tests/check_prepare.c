@@ -529,6 +529,25 @@ START_TEST(a_quantized_output_gets_an_observer_on_what_it_returns)
     ck_assert_int_eq(prepare_text_with(model, "fbgemm", q, &o, &p, &d), BPCC_OK);
     ck_assert_str_eq(obs_class(p.g, "relu", "output"), "MinMaxObserver");
     ck_assert_str_eq(obs_class(p.g, "argmax", "output"), "-");
+    /* convert keeps a listed position quantized where it is a dequantize node; another listed
+    ** value stays, with a warning; a position past the tuple is an error, the graph as it was */
+    ck_assert_int_eq(ramp_calibrated(&p, &d, true), BPCC_OK);
+    struct bpcc_module *root = bpcc_graph_find_module(p.g, "");
+    struct bpcc_value pos[2] = {bpcc_value_int(0), bpcc_value_int(2)}, list = {.kind = BPCC_VAL_LIST, .n = 2, .u.seq.items = pos};
+    ck_assert_int_eq(bpcc_module_set_attr(root, "_output_quantized_idxs", &list, &d), BPCC_OK);
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_ERR_GRAPH);
+    ck_assert_msg(strstr(tu_msg(&d), "names output 2, and the model's output tuple has 2"), "%s", tu_msg(&d));
+    ck_assert_ptr_nonnull(bpcc_graph_find_module(p.g, "activation_post_process_0"));
+    pos[1] = bpcc_value_int(1);
+    ck_assert_int_eq(bpcc_module_set_attr(root, "_output_quantized_idxs", &list, &d), BPCC_OK);
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_convert(p.g, p.c, p.m, NULL, NULL, &d), BPCC_OK);
+    ck_assert_uint_eq(d.n_warnings, 1);
+    ck_assert_msg(strstr(tu_msg(&d), "is node argmax, not a dequantize node: it stays as it is"), "%s", tu_msg(&d));
+    const struct bpcc_value *ret = &bpcc_node_args(bpcc_graph_output(p.g))->u.seq.items[0];
+    ck_assert_str_eq(bpcc_node_target(ret->u.seq.items[0].u.node), "torch.quantize_per_tensor");
+    ck_assert_str_eq(bpcc_node_name(ret->u.seq.items[1].u.node), "argmax");
     prepared_free(&p);
 }
 END_TEST

@@ -1,6 +1,6 @@
 /* libFuzzer target: the whole quantize path on any graph that parses, with a fixed config (the
-** built-in fbgemm backend and mapping, or onednn, or a dynamic mapping, by bits of the last byte):
-** small declared tensors get data, then fuse -> prepare ->
+** built-in fbgemm backend and mapping, or onednn, or a dynamic mapping, with or without a quantized
+** first input and output, by bits of the last byte): small declared tensors get data, then fuse -> prepare ->
 ** one calibration run on inputs of the traced shapes -> store the qparams -> convert; the result
 ** must verify and print, run through the interpreter, and go through the numeric suite against
 ** the fused float graph, and the same flow with rollback off must make the same model. Bad graphs
@@ -14,7 +14,8 @@
 /* the same flow as the bpcc tool runs it, with rollback off (the memory of erased nodes then
 ** becomes later passes' nodes): it must end in `want`, the model made with rollback on */
 static bool same_without_rollback(const unsigned char *data, size_t size, const struct bpcc_config *c,
-                                  const struct bpcc_qconfig_mapping *q, const char *want)
+                                  const struct bpcc_qconfig_mapping *q, const struct bpcc_prepare_options *po,
+                                  const char *want)
 {
     struct bpcc_diag d;
     bpcc_diag_init(&d);
@@ -24,7 +25,7 @@ static bool same_without_rollback(const unsigned char *data, size_t size, const 
     fuzz_bind_tensors(g);
     struct bpcc_exec *e = NULL;
     char *text = NULL;
-    bool same = !bpcc_fuse(g, c, NULL, NULL, &d) && !bpcc_prepare(g, c, q, NULL, NULL, &d) &&
+    bool same = !bpcc_fuse(g, c, NULL, NULL, &d) && !bpcc_prepare(g, c, q, po, NULL, &d) &&
                 !fuzz_run_twice(g, &e, &d) && !bpcc_calibrate_store(g, e, &d) &&
                 !bpcc_convert(g, c, q, NULL, NULL, &d) && !bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) &&
                 !strcmp(text, want);
@@ -92,6 +93,11 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
     ** is set; the dynamic mapping when bit 3 is */
     const struct bpcc_config *c = configs[size && (data[size - 1] & 4u) ? 1 : 0];
     const struct bpcc_qconfig_mapping *q = mappings[size && (data[size - 1] & 8u) ? 1 : 0];
+    /* bit 4: the first graph input and the output quantized (PrepareCustomConfig's indexes), which
+    ** convert dequantizes and keeps quantized */
+    static const uint32_t in0 = 0;
+    const struct bpcc_prepare_options qio = {.input_quantized = &in0, .n_input_quantized = 1, .output_quantized = true};
+    const struct bpcc_prepare_options *po = size && (data[size - 1] & 16u) ? &qio : NULL;
     struct bpcc_graph *g, *f = NULL;
     if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return 0;
     fuzz_bind_tensors(g);
@@ -101,7 +107,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         bpcc_graph_parse(text, strlen(text), "fused.bpcc", &f, &d))
         goto out;
     fuzz_bind_tensors(f);
-    if (bpcc_prepare(g, c, q, NULL, NULL, &d)) {
+    if (bpcc_prepare(g, c, q, po, NULL, &d)) {
         if (strstr(d.n_entries ? d.entries[0].msg : "", "is prepared")) convert_as_is(data, size, c, q);
         goto out;
     }
@@ -124,7 +130,7 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
         struct bpcc_graph *back;
         if (bpcc_graph_parse(text, strlen(text), "q.bpcc", &back, &dv) != BPCC_OK) abort(); /* prints what parses */
         bpcc_graph_free(back);
-        if (!same_without_rollback(data, size, c, q, text)) abort();
+        if (!same_without_rollback(data, size, c, q, po, text)) abort();
     }
     fuzz_run_twice(g, NULL, &d);
     struct bpcc_compare_report *r;
