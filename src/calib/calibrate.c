@@ -159,9 +159,10 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
     enum bpcc_status s = bpcc_tensor_new(scratch, BPCC_DTYPE_F32, v->u.t->ndim, v->u.t->dims, &t, d);
     if (s) return s;
     /* a quantized output (a model prepared with its output quantized) as its values, dequantized */
-    struct xtensor *dq = v->u.t->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(v->u.t) : NULL;
-    if (v->u.t->qdtype != BPCC_DTYPE_NONE && !dq) return bpcc_diag_nomem(d);
-    memcpy(t->data, (dq ? dq : v->u.t)->data, v->u.t->numel * sizeof(float));
+    struct xtensor *dq;
+    const float *values = bpcc_xtensor_values(v->u.t, &dq);
+    if (!values) return bpcc_diag_nomem(d);
+    memcpy(t->data, values, v->u.t->numel * sizeof(float));
     bpcc_xtensor_free(dq);
     (*keys)[*n] = bpcc_strdup(prefix);
     if (!(*keys)[*n]) return bpcc_diag_nomem(d);
@@ -224,9 +225,9 @@ static bool sq_accumulate(const struct xval *f, const struct xval *q, double *si
         return true;
     }
     /* a quantized output (prepared with its output quantized) compared as its values */
-    struct xtensor *dq = q->u.t->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(q->u.t) : NULL;
-    if (q->u.t->qdtype != BPCC_DTYPE_NONE && !dq) return false;
-    const float *qd = (dq ? dq : q->u.t)->data;
+    struct xtensor *dq;
+    const float *qd = bpcc_xtensor_values(q->u.t, &dq);
+    if (!qd) return false;
     for (uint64_t i = 0; i < f->u.t->numel; i++) {
         double a = f->u.t->data[i], e = a - qd[i];
         *sig += a * a;

@@ -106,6 +106,9 @@ BPCC_INTERNAL void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
 /* x's values as floats: a quantized tensor dequantized, a float one copied; NULL out of memory */
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_dequantized(const struct xtensor *x);
+/* x's values to read as floats: a float tensor's own data, a quantized one's dequantized copy, held
+** in *owned until freed (bpcc_xtensor_free; NULL for a float tensor). NULL when out of memory. */
+BPCC_INTERNAL const float *bpcc_xtensor_values(const struct xtensor *x, struct xtensor **owned);
 BPCC_INTERNAL void bpcc_xval_release(struct xval *v);
 BPCC_INTERNAL enum bpcc_status bpcc_xval_copy(const struct xval *src, struct xval *dst);
 /* small helpers every kernel file uses */

@@ -186,6 +186,12 @@ struct xtensor *bpcc_xtensor_dequantized(const struct xtensor *x)
     return y;
 }
 
+const float *bpcc_xtensor_values(const struct xtensor *x, struct xtensor **owned)
+{
+    *owned = x->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(x) : NULL;
+    return x->qdtype == BPCC_DTYPE_NONE ? x->data : *owned ? (*owned)->data : NULL;
+}
+
 static enum bpcc_status k_dequantize(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;

@@ -300,9 +300,10 @@ static enum bpcc_status quant_hook(void *ud, const struct bpcc_node *n, struct x
         return BPCC_OK;
     }
     if (!c->shadow_run) { /* a quantize node's value where it leaves the model quantized: its values */
-        struct xtensor *dq = y->qdtype != BPCC_DTYPE_NONE ? bpcc_xtensor_dequantized(y) : NULL;
-        if (y->qdtype != BPCC_DTYPE_NONE && !dq) return bpcc_diag_nomem(d);
-        acc_add(&l->prop, l->fvalue->data, (dq ? dq : y)->data, y->numel);
+        struct xtensor *dq;
+        const float *values = bpcc_xtensor_values(y, &dq);
+        if (!values) return bpcc_diag_nomem(d);
+        acc_add(&l->prop, l->fvalue->data, values, y->numel);
         bpcc_xtensor_free(dq);
         return BPCC_OK;
     }
