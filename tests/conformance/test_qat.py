@@ -280,6 +280,33 @@ class Qat(conftools.TmpCase):
                 p(torch.randn(4, 4, 16))
         self.convert_prepared(p, x, "x86", mapping, "calibrated in PyTorch / size after linear + relu")
 
+    def test_quantized_graph_input_and_output(self):
+        """a QAT model prepared with quantized input and output (PrepareCustomConfig), exported by
+        the bridge with its indexes: bpcc convert makes convert_to_reference_fx's graph (the input
+        dequantized first, the output left quantized), and PyTorch runs both to the same bits on a
+        quantized input"""
+        from torch.ao.quantization.fx.custom_config import PrepareCustomConfig
+        torch.manual_seed(0)
+        x = torch.randn(4, 3, 8, 8)
+        pcc = PrepareCustomConfig().set_input_quantized_indexes([0]).set_output_quantized_indexes([0])
+        p = prepare_qat_fx(ConvNet().train(), get_default_qat_qconfig_mapping("x86"), (x,), prepare_custom_config=pcc,
+                           backend_config=bcfg.get_backend_config("x86"))
+        p = train(p, x, 4)
+        src, out = self.path("io.bpcc"), self.path("io_q.bpcc")
+        bpcc_torch.export(p, (x,), src)
+        r = subprocess.run([BPCC, "convert", src, "-b", "x86", "-q", "x86_qat", "-o", out], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        want = convert_to_reference_fx(copy.deepcopy(p), backend_config=bcfg.get_backend_config("x86"))
+        got = bpcc_torch.load(out)
+        self.assertEqual(conftools.graph_of(got), conftools.graph_of(want))
+        self.assertEqual([u.target for u in next(iter(got.graph.nodes)).users], ["dequantize"])
+        xq = torch.quantize_per_tensor(x, 0.05, 128, torch.quint8)
+        with torch.no_grad():
+            a, b = got(xq), want(xq)
+        self.assertTrue(a.is_quantized and b.is_quantized)
+        self.assertEqual((a.q_scale(), a.q_zero_point()), (b.q_scale(), b.q_zero_point()))
+        self.assertTrue(torch.equal(a.int_repr(), b.int_repr()))
+
     def test_interpreter_refuses_fake_quantize(self):
         torch.manual_seed(0)
         x = torch.randn(2, 3, 8, 8)
