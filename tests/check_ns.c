@@ -51,8 +51,9 @@ static void reference_weight(struct bpcc_graph *g, const char *m, const double *
 
 /* quantized: x quantized with step 0.5, fc1 and fc2 reference Linears (weights with step 0.5,
 ** fc1's per channel or per tensor), each output quantized with step 0.4; with out_q the model's
-** output is fc2's quantized value (prepared with its output quantized), with step 0.5 */
-static struct bpcc_graph *quant_model(const double *w, bool per_channel, bool out_q)
+** output is fc2's quantized value (prepared with its output quantized), with step 0.5; with in_q it
+** takes x quantized (prepared with its input quantized: x dequantized first, no q0) */
+static struct bpcc_graph *quant_model(const double *w, bool per_channel, bool out_q, bool in_q)
 {
     char text[2048];
     snprintf(text, sizeof text,
@@ -63,15 +64,18 @@ static struct bpcc_graph *quant_model(const double *w, bool per_channel, bool ou
              "weight_qscheme: torch.per_tensor_affine, weight_dtype: torch.qint8}\n\ngraph\n"
              "  %%x = placeholder x () : f32[2, 2]\n"
              "  %%s0 = get_attr s0 ()\n  %%z0 = get_attr z0 ()\n  %%s1 = get_attr s1 ()\n  %%z1 = get_attr z1 ()\n"
-             "  %%q0 = call_function torch.quantize_per_tensor (%%x, %%s0, %%z0, torch.quint8)\n"
-             "  %%d0 = call_method dequantize (%%q0,)\n"
+             "%s"
              "  %%fc1 = call_module fc1 (%%d0,)\n"
              "  %%q1 = call_function torch.quantize_per_tensor (%%fc1, %%s1, %%z1, torch.quint8)\n"
              "  %%d1 = call_method dequantize (%%q1,)\n"
              "  %%fc2 = call_module fc2 (%%d1,)\n"
              "  %%q2 = call_function torch.quantize_per_tensor (%%fc2, %%s%d, %%z%d, torch.quint8)\n"
              "%s",
-             per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine", !out_q, !out_q,
+             per_channel ? "torch.per_channel_affine" : "torch.per_tensor_affine",
+             in_q ? "  %d0 = call_method dequantize (%x,)\n"
+                  : "  %q0 = call_function torch.quantize_per_tensor (%x, %s0, %z0, torch.quint8)\n"
+                    "  %d0 = call_method dequantize (%q0,)\n",
+             !out_q, !out_q,
              out_q ? "  %output = output output (%q2,)\n" : "  %d2 = call_method dequantize (%q2,)\n  %output = output output (%d2,)\n");
     struct bpcc_graph *g = parse(text);
     tu_set_values(g, "", "s0", BPCC_TENSOR_PARAM, BPCC_DTYPE_F32, 0, NULL, (double[]){0.5});
@@ -90,10 +94,34 @@ static char *batch_file(void) { return tu_write_batch("x", 2, (int64_t[]){2, 2},
 
 static double db(double signal, double noise) { return 10.0 * log10(signal / noise); }
 
+/* a batch holding x = X quantized with step 0.5, zero point 0 (docs/FORMAT.md): (0, 1, 2, 6) */
+static char *quantized_batch_file(void)
+{
+    struct bpcc_graph *g;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&g, &d), BPCC_OK);
+    struct bpcc_tensor *t[3];
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_U8, 2, (int64_t[]){2, 2}, &t[0], &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_F32, 0, NULL, &t[1], &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_tensor_new(g, BPCC_DTYPE_I64, 0, NULL, &t[2], &d), BPCC_OK);
+    memcpy(bpcc_tensor_data(t[0]), (uint8_t[]){0, 1, 2, 6}, 4);
+    *(float *)bpcc_tensor_data(t[1]) = 0.5f;
+    *(int64_t *)bpcc_tensor_data(t[2]) = 0;
+    char *path = tu_write_temp("", 0, ".safetensors");
+    FILE *fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    const char *names[3] = {"x", "x.scale", "x.zero_point"};
+    ck_assert_int_eq(bpcc_safetensors_write(fp, path, names, (const struct bpcc_tensor *const *)t, 3, &d), BPCC_OK);
+    fclose(fp);
+    bpcc_graph_free(g);
+    return path;
+}
+
 START_TEST(weight_sqnr_is_the_hand_computed_one)
 {
     /* step 0.5: W -> (0, 0.5, -1.0, 3.0), errors (0.2, 0.1, -0.1, 0) */
-    struct bpcc_graph *f = float_model(W), *q = quant_model(W, true, false);
+    struct bpcc_graph *f = float_model(W), *q = quant_model(W, true, false, false);
     struct bpcc_diag d;
     bpcc_diag_init(&d);
     struct bpcc_compare_report *r;
@@ -207,7 +235,7 @@ START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
     ** fc2 propagated: (0, 0.4, 0.8, 3.2) is exact in 0.4 steps: 0.21 again
     ** fc2 shadow: fed float fc1 = x, quantized by its input step 0.4 -> (0, 0.8, 1.2, 3.2),
     **     errors (0.2, -0.2, -0.1, -0.2): 0.13 */
-    struct bpcc_graph *f = float_model(I2), *q = quant_model(I2, false, false);
+    struct bpcc_graph *f = float_model(I2), *q = quant_model(I2, false, false, false);
     char *batch = batch_file();
     const char *batches[2] = {batch, batch};
     struct bpcc_diag d;
@@ -257,7 +285,7 @@ START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
     /* the output left quantized with step 0.5: fc2 measured on its quantized values (0, 0.5, 1.0,
     ** 3.0), errors (0.2, 0.1, 0.1, 0): 0.06, as its consumers would dequantize them (not 0.21, its
     ** value before); the whole output's SQNR likewise */
-    struct bpcc_graph *qo = quant_model(I2, false, true);
+    struct bpcc_graph *qo = quant_model(I2, false, true, false);
     ck_assert_int_eq(bpcc_compare_outputs(f, qo, batches, 1, 1, false, &r, &d), BPCC_OK);
     ck_assert_uint_eq(r->n_rows, 3);
     ck_assert_str_eq(r->rows[2].name, "fc2");
@@ -267,6 +295,26 @@ START_TEST(output_and_shadow_errors_are_the_hand_computed_ones)
     ck_assert_int_eq(bpcc_sqnr(f, qo, batches, 1, 1, &whole, &d), BPCC_OK);
     ck_assert_double_eq_tol(whole, db(10.61, 0.06), 1e-5);
     bpcc_graph_free(qo);
+    /* a quantized batch: the model that dequantizes x itself takes it as it is, the float model
+    ** takes its values (0, 0.5, 1.0, 3.0), so x is the same in both; fc1 then quantizes them with
+    ** step 0.4 to (0, 0.4, 0.8, 3.2): errors (0, 0.1, 0.2, -0.2), 0.09 against 10.25 */
+    char *qbatch = quantized_batch_file();
+    struct bpcc_graph *qi = quant_model(I2, false, false, true);
+    const char *qb[1] = {qbatch};
+    ck_assert_msg(bpcc_compare_outputs(f, qi, qb, 1, 1, false, &r, &d) == BPCC_OK, "%s", tu_msg(&d));
+    ck_assert_uint_eq(r->n_rows, 3);
+    ck_assert_str_eq(r->rows[0].name, "x");
+    ck_assert(isinf(r->rows[0].sqnr_db));
+    ck_assert_double_eq_tol(r->rows[1].sqnr_db, db(10.25, 0.09), 1e-5);
+    bpcc_compare_report_free(r);
+    /* a model that quantizes x itself takes the quantized batch's values: x's row is the
+    ** requantization of (0, 0.5, 1.0, 3.0) with step 0.5, exact */
+    ck_assert_int_eq(bpcc_compare_outputs(f, q, qb, 1, 1, false, &r, &d), BPCC_OK);
+    ck_assert(isinf(r->rows[0].sqnr_db));
+    bpcc_compare_report_free(r);
+    bpcc_graph_free(qi);
+    unlink(qbatch);
+    free(qbatch);
     /* identical models: infinite SQNR, shown as inf */
     ck_assert_int_eq(bpcc_compare_outputs(f, f, batches, 1, 1, false, &r, &d), BPCC_OK);
     ck_assert(isinf(r->rows[1].sqnr_db) && r->rows[1].sqnr_db > 0);
@@ -333,7 +381,7 @@ START_TEST(the_numeric_suite_survives_every_allocation_failure)
     ck_assert_int_gt(tu_oom_loop("compare recurrent weights", compare_weights_only, &l), 4);
     bpcc_graph_free(l.f);
     bpcc_graph_free(l.q);
-    struct oom_ctx c = {float_model(W), quant_model(W, true, false), batch_file()};
+    struct oom_ctx c = {float_model(W), quant_model(W, true, false, false), batch_file()};
     ck_assert_int_gt(tu_oom_loop("compare", compare_all, &c), 20);
     unlink(c.batch);
     free((char *)c.batch);

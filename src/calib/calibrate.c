@@ -126,10 +126,66 @@ enum bpcc_status bpcc_calibrate_store(struct bpcc_graph *g, const struct bpcc_ex
     return s;
 }
 
+struct entries {
+    char **keys;
+    struct bpcc_tensor **ts;
+    uint32_t n, cap;
+};
+
+/* one tensor of the output file under key `key` (copied) */
+static enum bpcc_status push(struct entries *e, const char *key, struct bpcc_tensor *t, struct bpcc_diag *d)
+{
+    if (e->n == e->cap) {
+        uint32_t c = e->cap ? e->cap * 2 : 8;
+        char **k2 = bpcc_realloc(e->keys, c * sizeof *k2);
+        if (!k2) return bpcc_diag_nomem(d);
+        e->keys = k2;
+        struct bpcc_tensor **t2 = bpcc_realloc(e->ts, c * sizeof *t2);
+        if (!t2) return bpcc_diag_nomem(d);
+        e->ts = t2;
+        e->cap = c;
+    }
+    if (!(e->keys[e->n] = bpcc_strdup(key))) return bpcc_diag_nomem(d);
+    e->ts[e->n++] = t;
+    return BPCC_OK;
+}
+
+/* A quantized output as batches hold quantized inputs (docs/FORMAT.md): its integer values under
+** `key`, and `<key>.scale`, `<key>.zero_point` and, per channel, `<key>.axis` beside them */
+static enum bpcc_status push_quantized(struct bpcc_graph *scratch, struct entries *e, const char *key,
+                                       const struct xtensor *x, struct bpcc_diag *d)
+{
+    enum bpcc_dtype carrier = x->qdtype == BPCC_DTYPE_QUINT8 ? BPCC_DTYPE_U8
+                              : x->qdtype == BPCC_DTYPE_QINT8 ? BPCC_DTYPE_I8 : BPCC_DTYPE_I32;
+    int64_t n = x->qaxis < 0 ? 1 : x->dims[x->qaxis];
+    struct bpcc_tensor *t, *ts, *tz, *ta = NULL;
+    enum bpcc_status s = bpcc_tensor_new(scratch, carrier, x->ndim, x->dims, &t, d);
+    if (!s) s = bpcc_tensor_new(scratch, BPCC_DTYPE_F32, x->qaxis < 0 ? 0 : 1, &n, &ts, d);
+    if (!s) s = bpcc_tensor_new(scratch, BPCC_DTYPE_I64, x->qaxis < 0 ? 0 : 1, &n, &tz, d);
+    if (!s && x->qaxis >= 0) s = bpcc_tensor_new(scratch, BPCC_DTYPE_I64, 0, NULL, &ta, d);
+    if (s) return s;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        if (carrier == BPCC_DTYPE_U8) ((uint8_t *)t->data)[i] = (uint8_t)x->data[i];
+        else if (carrier == BPCC_DTYPE_I8) ((int8_t *)t->data)[i] = (int8_t)x->data[i];
+        else ((int32_t *)t->data)[i] = (int32_t)x->data[i];
+    }
+    memcpy(ts->data, x->qscale, (size_t)n * sizeof(float));
+    memcpy(tz->data, x->qzp, (size_t)n * sizeof(int64_t));
+    if (ta) *(int64_t *)ta->data = x->qaxis;
+    static const char *const sfx[] = {"", ".scale", ".zero_point", ".axis"};
+    struct bpcc_tensor *parts[] = {t, ts, tz, ta};
+    for (int i = 0; i < 4 && !s && parts[i]; i++) {
+        char k[1100];
+        snprintf(k, sizeof k, "%s%s", key, sfx[i]);
+        s = push(e, k, parts[i], d);
+    }
+    return s;
+}
+
 /* the output value's tensors under "output" / "output.<i>" / "output.<key>" (nested:
 ** "output.<i>.<j>"), as the bridge names them */
-static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v, const char *prefix, char ***keys,
-                                struct bpcc_tensor ***ts, uint32_t *n, uint32_t *cap, struct bpcc_diag *d)
+static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v, const char *prefix, struct entries *e,
+                                struct bpcc_diag *d)
 {
     if (v->k == XV_SEQ || v->k == XV_DICT) {
         bool dict = v->k == XV_DICT;
@@ -139,35 +195,18 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
                            : snprintf(p, sizeof p, "%s.%u", prefix, i);
             if (len < 0 || (size_t)len >= sizeof p)
                 return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "an output name is longer than %zu bytes", sizeof p - 1);
-            enum bpcc_status s = collect(scratch, &v->u.seq.items[i], p, keys, ts, n, cap, d);
+            enum bpcc_status s = collect(scratch, &v->u.seq.items[i], p, e, d);
             if (s) return s;
         }
         return BPCC_OK;
     }
     if (v->k != XV_TENSOR) return BPCC_OK;
-    if (*n == *cap) {
-        uint32_t c = *cap ? *cap * 2 : 8;
-        char **k2 = bpcc_realloc(*keys, c * sizeof *k2);
-        if (!k2) return bpcc_diag_nomem(d);
-        *keys = k2;
-        struct bpcc_tensor **t2 = bpcc_realloc(*ts, c * sizeof *t2);
-        if (!t2) return bpcc_diag_nomem(d);
-        *ts = t2;
-        *cap = c;
-    }
+    if (v->u.t->qdtype != BPCC_DTYPE_NONE) return push_quantized(scratch, e, prefix, v->u.t, d);
     struct bpcc_tensor *t;
     enum bpcc_status s = bpcc_tensor_new(scratch, BPCC_DTYPE_F32, v->u.t->ndim, v->u.t->dims, &t, d);
     if (s) return s;
-    /* a quantized output (a model prepared with its output quantized) as its values, dequantized */
-    struct xtensor *dq;
-    const float *values = bpcc_xtensor_values(v->u.t, &dq);
-    if (!values) return bpcc_diag_nomem(d);
-    memcpy(t->data, values, v->u.t->numel * sizeof(float));
-    bpcc_xtensor_free(dq);
-    (*keys)[*n] = bpcc_strdup(prefix);
-    if (!(*keys)[*n]) return bpcc_diag_nomem(d);
-    (*ts)[(*n)++] = t;
-    return BPCC_OK;
+    memcpy(t->data, v->u.t->data, v->u.t->numel * sizeof(float));
+    return push(e, prefix, t, d);
 }
 
 enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
@@ -185,11 +224,9 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     if (s) return s;
     struct bpcc_graph *scratch;
     s = bpcc_graph_new(&scratch, d);
-    char **keys = NULL;
-    struct bpcc_tensor **ts = NULL;
-    uint32_t n = 0, cap = 0;
-    if (!s) s = collect(scratch, &out, "output", &keys, &ts, &n, &cap, d);
-    if (!s && !n) {
+    struct entries out_e = {0};
+    if (!s) s = collect(scratch, &out, "output", &out_e, d);
+    if (!s && !out_e.n) {
         const struct bpcc_node *o = bpcc_graph_output(g);
         s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
                             "the model's output holds no tensor: nothing to write");
@@ -199,14 +236,15 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
         struct bpcc_atomic_file af;
         s = bpcc_atomic_open(&af, out_path, 0, d);
         if (!s) {
-            s = bpcc_safetensors_write(af.fp, out_path, (const char *const *)keys, (const struct bpcc_tensor *const *)ts, n, d);
+            s = bpcc_safetensors_write(af.fp, out_path, (const char *const *)out_e.keys,
+                                       (const struct bpcc_tensor *const *)out_e.ts, out_e.n, d);
             if (s) bpcc_atomic_abort(&af);
             else s = bpcc_atomic_commit(&af, d);
         }
     }
-    for (uint32_t i = 0; i < n; i++) bpcc_xfree(keys[i]);
-    bpcc_xfree(keys);
-    bpcc_xfree(ts);
+    for (uint32_t i = 0; i < out_e.n; i++) bpcc_xfree(out_e.keys[i]);
+    bpcc_xfree(out_e.keys);
+    bpcc_xfree(out_e.ts);
     if (scratch) bpcc_graph_free(scratch);
     return s;
 }

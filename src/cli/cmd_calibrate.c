@@ -23,7 +23,9 @@ static const char run_help[] =
     "usage: bpcc run MODEL --data FILE -o OUT.safetensors [--threads N]   (--input is --data)\n"
     "\n"
     "Run a model on one batch with the reference interpreter and write its outputs (\"output\", or\n"
-    "\"output.0\", \"output.1\" ... for tuples, \"output.<key>\" for dicts) to a safetensors file.\n";
+    "\"output.0\", \"output.1\" ... for tuples, \"output.<key>\" for dicts) to a safetensors file.\n"
+    "A quantized input or output is its integer values with NAME.scale and NAME.zero_point beside\n"
+    "them (docs/FORMAT.md).\n";
 
 
 struct progress {

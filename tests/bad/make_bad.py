@@ -216,6 +216,31 @@ put("b_not_safetensors.safetensors", b"this is not a safetensors file at all, ju
 nan = bytearray(ok)
 nan[40:44] = struct.pack("<f", float("nan"))
 batch("b_nan_values", {"x": {"dtype": "F32", "shape": [2, 3, 8, 8], "data_offsets": [0, len(ok)]}}, bytes(nan))
+# quantized batches (docs/FORMAT.md): integer values with their qparams beside them
+q8 = bytes(range(256)) + bytes(2 * 3 * 8 * 8 - 256)
+f1, i1 = struct.pack("<f", 0.05), struct.pack("<q", 128)
+
+
+def quantized(name, values_dtype, values, scale=f1, zero_point=i1, extra=None, drop=()):
+    h = {"x": {"dtype": values_dtype, "shape": [2, 3, 8, 8], "data_offsets": [0, len(values)]}}
+    data = values
+    for key, dt, b in ((".scale", "F32", scale), (".zero_point", "I64", zero_point)) + tuple(extra or ()):
+        if key in drop:
+            continue
+        n = len(b) // (8 if dt == "I64" else 4)
+        h["x" + key] = {"dtype": dt, "shape": [n] if n > 1 else [],
+                        "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    batch(name, h, data)
+
+
+quantized("b_quantized_without_zero_point", "U8", q8, drop=(".zero_point",))
+quantized("b_quantized_float_values", "F32", ok)
+quantized("b_quantized_negative_scale", "U8", q8, scale=struct.pack("<f", -0.05))
+quantized("b_quantized_zero_point_out_of_range", "U8", q8, zero_point=struct.pack("<q", 300))
+quantized("b_quantized_axis_out_of_range", "U8", q8, extra=((".axis", "I64", struct.pack("<q", 4)),))
+quantized("b_quantized_channel_count", "U8", q8, scale=struct.pack("<2f", 0.1, 0.2), zero_point=struct.pack("<2q", 0, 0),
+          extra=((".axis", "I64", struct.pack("<q", 1)),))
 batch("r_wrong_shape", {"x": {"dtype": "F32", "shape": [2, 3, 4, 16], "data_offsets": [0, len(ok)]}}, ok)
 batch("r_missing_input", {"input": {"dtype": "F32", "shape": [2, 3, 8, 8], "data_offsets": [0, len(ok)]}}, ok)
 put("r_empty.safetensors", b"")

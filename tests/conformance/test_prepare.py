@@ -284,15 +284,32 @@ class Prepare(conftools.TmpCase):
                     else:
                         self.assertTrue(exact and torch.equal(a, b) or torch.allclose(a, b, atol=1e-2),
                                         "%s, %s: outputs differ" % (what, path))
-                # bpcc run writes a quantized output as its values, dequantized, and bpcc compare
-                # measures it
-                r = subprocess.run([BPCC, "run", out, "--data", self.tmp.name + "/io_x.safetensors", "-o",
+                # bpcc run takes the quantized input as a batch holds it (its integer values, its
+                # qparams beside them), and writes a quantized output the same way
+                st.write(self.tmp.name + "/io_xq.safetensors", [("x", given)])
+                r = subprocess.run([BPCC, "run", out, "--data", self.tmp.name + "/io_xq.safetensors", "-o",
                                     self.tmp.name + "/io_o.safetensors"], capture_output=True, text=True)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                o = st.read(self.tmp.name + "/io_o.safetensors")["output.0"]
-                ref = got(x)[0]
-                step = ref.q_scale() if ref.is_quantized else 1e-3
-                self.assertLessEqual(((o - ref.dequantize()).abs() / step).max().item(), 1 + 1e-3, what)
+                o = st.read(self.tmp.name + "/io_o.safetensors", quantized=True)["output.0"]
+                ref = got(given)[0]
+                self.assertEqual(o.is_quantized, ref.is_quantized, what)
+                if ref.is_quantized:
+                    self.assertEqual((o.q_scale(), o.q_zero_point()), (ref.q_scale(), ref.q_zero_point()), what)
+                    o, ref = o.int_repr().int(), ref.int_repr().int()
+                    self.assertLessEqual((o - ref).abs().max().item(), 1, what)
+                else:
+                    self.assertLessEqual((o - ref).abs().max().item(), 1e-2, what)
+                # compare gives the float model a quantized batch dequantized (as any model that
+                # does not dequantize the input itself): both models then see the same input
+                # values, where a float batch is quantized by the model's own quantize point
+                if ins:
+                    r = subprocess.run([BPCC, "compare", "outputs", src, out, "--data",
+                                        self.tmp.name + "/io_xq.safetensors", "-b", "fbgemm", "--json"],
+                                       capture_output=True, text=True)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    rows = {e["name"]: e for e in json.loads(r.stdout)["rows"]}
+                    self.assertEqual(rows["x"]["sqnr_db"], "inf", what)
+                    self.assertNotEqual(rows["add"]["sqnr_db"], "inf", what)
         # positions past the model's inputs: PyTorch ignores them, bpcc refuses them by name
         os.remove(prepared)
         r, _, prepared = self.prepare(src, spec, "fbgemm", ["--input-quantized", "1"])

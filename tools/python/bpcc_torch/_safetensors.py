@@ -56,10 +56,34 @@ def atomic_write(path, chunks):
         raise
 
 
+# a quantized tensor's dtype -> the dtype of its integer values
+QUANTIZED = {torch.quint8: torch.uint8, torch.qint8: torch.int8, torch.qint32: torch.int32}
+INTEGERS = {v: k for k, v in QUANTIZED.items()}
+
+
+def quantized_entries(key, t):
+    """A quantized tensor as bpcc's batches and `bpcc run` store one (docs/FORMAT.md): its integer
+    values under its key, beside them `<key>.scale`, `<key>.zero_point` and, per channel,
+    `<key>.axis`."""
+    out = [(key, t.int_repr())]
+    if t.qscheme() in (torch.per_tensor_affine, torch.per_tensor_symmetric):
+        out += [(key + ".scale", torch.tensor(t.q_scale(), dtype=torch.float32)),
+                (key + ".zero_point", torch.tensor(t.q_zero_point(), dtype=torch.int64))]
+    else:
+        out += [(key + ".scale", t.q_per_channel_scales().float()),
+                (key + ".zero_point", t.q_per_channel_zero_points().long()),
+                (key + ".axis", torch.tensor(t.q_per_channel_axis(), dtype=torch.int64))]
+    return out
+
+
 def encode(tensors):
-    """tensors: list of (key, torch.Tensor). Returns the file's byte chunks."""
+    """tensors: list of (key, torch.Tensor), quantized ones stored by quantized_entries. Returns the
+    file's byte chunks."""
     items = []
     for key, t in tensors:
+        if t.is_quantized:
+            items += quantized_entries(key, t)
+            continue
         if t.dtype not in DTYPES:
             raise ValueError("tensor '%s' has dtype %s, which bpcc cannot store" % (key, t.dtype))
         items.append((key, t))
@@ -82,8 +106,9 @@ def write(path, tensors):
     atomic_write(path, encode(tensors))
 
 
-def read(path):
-    """Returns {key: torch.Tensor} (copies, writable)."""
+def read(path, quantized=False):
+    """Returns {key: torch.Tensor} (copies, writable); with `quantized`, a tensor stored with its
+    qparams beside it (quantized_entries) as one quantized tensor."""
     with open(path, "rb") as f:
         data = f.read()
     if len(data) < 8:
@@ -109,4 +134,11 @@ def read(path):
         elif dtype == torch.bool:
             t = t.to(torch.bool)
         out[key] = t.reshape(e["shape"])
+    for key in [k for k in out if quantized and k + ".scale" in out and out[k].dtype in INTEGERS]:
+        scale, zero_point = out.pop(key + ".scale"), out.pop(key + ".zero_point")
+        axis = out.pop(key + ".axis", None)
+        if axis is None:
+            out[key] = torch._make_per_tensor_quantized_tensor(out[key], float(scale), int(zero_point))
+        else:
+            out[key] = torch._make_per_channel_quantized_tensor(out[key], scale.double(), zero_point, int(axis))
     return out
