@@ -1,7 +1,9 @@
 /*
 ** batch.c — input batches: a safetensors file with one tensor per graph input, named after it,
 ** checked against the shapes the model was traced with, and loaded as interpreter values (float32;
-** integers and bools as floats, exact below 2^24, bools marked).
+** integers and bools as floats, exact below 2^24, bools marked; a quantized tensor, its integer
+** values with its qparams beside them, quantized for a model that dequantizes the input itself and
+** dequantized for any other).
 */
 #include "exec.h"
 
@@ -83,8 +85,8 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
         return bpcc_diag_error(d, BPCC_ERR_FORMAT, path, 0, 0, "'%s.scale' and '%s.zero_point' must be %llu float32 and "
                                "%llu int64 value%s (%s)", name, name, (unsigned long long)n, (unsigned long long)n,
                                n == 1 ? "" : "s", q->axis < 0 ? "per tensor, without '.axis'" : "one per channel along '.axis'");
-    q->scale = bpcc_malloc(n * sizeof *q->scale);
-    q->zero_point = bpcc_malloc(n * sizeof *q->zero_point);
+    q->scale = bpcc_malloc((n ? n : 1) * sizeof *q->scale); /* a channel dimension may be empty */
+    q->zero_point = bpcc_malloc((n ? n : 1) * sizeof *q->zero_point);
     if (!q->scale || !q->zero_point) {
         bpcc_xfree(q->scale);
         bpcc_xfree(q->zero_point);
@@ -159,9 +161,9 @@ static enum bpcc_status load_input(struct xbatch *b, uint32_t *k, uint32_t *cap,
     return BPCC_OK;
 }
 
-/* Open a batch and check it: one float32, integer or bool tensor per graph input, named after it, of the kind (float,
-** or integers and bools) and the shape the model was traced with (when it records them; the batch dimension may
-** differ). */
+/* Open a batch and check it: one float32, integer or bool tensor per graph input, or a quantized one, named after
+** it, of the kind (float or quantized, or integers and bools) and the shape the model was traced with (when it
+** records them; the batch dimension may differ). */
 enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
                                 struct bpcc_diag *d)
 {

@@ -207,8 +207,9 @@ struct xbatch {
     struct xval *inputs;
     uint32_t n;
 };
-/* Open a batch file and check it against g's inputs (one float32 tensor per placeholder, named
-** after it, of the traced shape but for the batch dimension); load = read the tensors too. */
+/* Open a batch file and check it against g's inputs (one float32 tensor per placeholder, or a
+** quantized one (batch.c), named after it, of the traced shape but for the batch dimension);
+** load = read the tensors too. */
 BPCC_INTERNAL enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, bool load, struct xbatch *b,
                                                struct bpcc_diag *d);
 BPCC_INTERNAL void bpcc_batch_release(struct xbatch *b);

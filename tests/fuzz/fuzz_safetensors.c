@@ -1,14 +1,31 @@
-/* libFuzzer target: the safetensors reader (through a file, as it maps files). */
+/* libFuzzer target: the safetensors reader (through a file, as it maps files); then the same file
+** as a batch for a model with a float input and one it dequantizes itself (a quantized input: its
+** qparams beside it), run and its outputs written, a quantized one among them. */
 #include "bpcc.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+static const char model[] = "bpcc-model 1\n\ngraph\n"
+                            "  %x = placeholder x () : f32[1, 4]\n"
+                            "  %y = placeholder y () : f32[1, 4]\n"
+                            "  %dequantize = call_method dequantize (%x,)\n"
+                            "  %relu = call_function torch.relu (%y,)\n"
+                            "  %q = call_function torch.quantize_per_tensor (%relu, 0.1, 3, torch.quint8)\n"
+                            "  %output = output output ((%dequantize, %q),)\n";
+
 int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
 {
-    static char path[64];
-    if (!path[0]) snprintf(path, sizeof path, "/tmp/bpcc-fuzz-%d.safetensors", (int)getpid());
+    static char path[64], out[64];
+    static struct bpcc_graph *g;
+    if (!path[0]) {
+        snprintf(path, sizeof path, "/tmp/bpcc-fuzz-%d.safetensors", (int)getpid());
+        snprintf(out, sizeof out, "/tmp/bpcc-fuzz-%d-out.safetensors", (int)getpid());
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        if (bpcc_graph_parse(model, sizeof model - 1, "fuzz.bpcc", &g, &d)) abort();
+    }
     FILE *fp = fopen(path, "wb");
     if (!fp) return 0;
     fwrite(data, 1, size, fp);
@@ -27,6 +44,8 @@ int LLVMFuzzerTestOneInput(const unsigned char *data, size_t size)
             (void)sink;
         }
         bpcc_safetensors_close(st);
+        bpcc_diag_init(&d);
+        bpcc_run(g, path, out, 1, &d);
     }
     return 0;
 }

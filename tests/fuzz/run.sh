@@ -19,7 +19,8 @@ cp "$SRC"/tests/fixtures/*.bpcc "$SRC"/tests/fixtures/torch/*.bpcc "$SRC"/tests/
 cp "$SRC"/tests/fixtures/*.bpcc "$SRC"/tests/fixtures/torch/*.bpcc "$SRC"/tests/fuzz/seeds/prepare/*.bpcc "$CORPUS/quantize/"
 cp "$SRC"/tests/configs/good/*.yaml "$SRC"/tests/configs/bad/*.yaml "$SRC"/patterns/executorch.yaml "$CORPUS/config/"
 cp "$SRC"/tests/qconfigs/good/*.yaml "$SRC"/tests/qconfigs/bad/*.yaml "$SRC"/patterns/qconfig/*.yaml "$CORPUS/qconfig/"
-cp "$SRC"/tests/fixtures/*.safetensors "$SRC"/tests/fixtures/torch/*.safetensors "$CORPUS/safetensors/"
+cp "$SRC"/tests/fixtures/*.safetensors "$SRC"/tests/fixtures/torch/*.safetensors "$SRC"/tests/fuzz/seeds/safetensors/*.safetensors \
+    "$CORPUS/safetensors/"
 # the malformed-input corpus seeds every parser
 cp "$SRC"/tests/bad/cases/[mwx]_*.bpcc "$CORPUS/model_text/"
 cp "$SRC"/tests/bad/cases/c_*.yaml "$CORPUS/config/"
