@@ -28,6 +28,15 @@ struct batch_qparams {
     int64_t *zero_point;
 };
 
+static void qparams_release(struct batch_qparams *q)
+{
+    bpcc_xfree(q->scale);
+    bpcc_xfree(q->zero_point);
+    q->scale = NULL;
+    q->zero_point = NULL;
+    q->qdtype = BPCC_DTYPE_NONE;
+}
+
 /* the tensor `name` (key + suffix) of the batch, UINT32_MAX when absent or when the key is too long */
 static uint32_t find_beside(const struct bpcc_safetensors *st, const char *name, const char *suffix)
 {
@@ -88,10 +97,7 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
     q->scale = bpcc_malloc((n ? n : 1) * sizeof *q->scale); /* a channel dimension may be empty */
     q->zero_point = bpcc_malloc((n ? n : 1) * sizeof *q->zero_point);
     if (!q->scale || !q->zero_point) {
-        bpcc_xfree(q->scale);
-        bpcc_xfree(q->zero_point);
-        q->scale = NULL;
-        q->zero_point = NULL;
+        qparams_release(q);
         return bpcc_diag_nomem(d);
     }
     memcpy(q->scale, sdata, n * sizeof *q->scale);
@@ -102,11 +108,7 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
             s = bpcc_diag_error(d, BPCC_ERR_FORMAT, path, 0, 0, "tensor '%s': scale %g and zero point %lld%s: scales must "
                                 "be positive and finite, zero points within %s's range", name, (double)q->scale[c],
                                 (long long)q->zero_point[c], n > 1 ? " of a channel" : "", bpcc_dtype_name(q->qdtype));
-            bpcc_xfree(q->scale);
-            bpcc_xfree(q->zero_point);
-            q->scale = NULL;
-            q->zero_point = NULL;
-            q->qdtype = BPCC_DTYPE_NONE;
+            qparams_release(q);
             return s;
         }
     return BPCC_OK;
@@ -210,8 +212,7 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
                                 bpcc_dtype_name(m->u.ttype.dtype),
                                 is_float ? "integers or bools"
                                          : "float32 values, as the model takes them (normalized, not raw bytes)");
-            bpcc_xfree(q.scale);
-            bpcc_xfree(q.zero_point);
+            qparams_release(&q);
             break;
         }
         if (m->kind == BPCC_VAL_TTYPE) {
@@ -228,8 +229,7 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
             }
         }
         if (!s && load) s = load_input(b, &k, &cap, p, dt, nd, dims, data, &q, d);
-        bpcc_xfree(q.scale);
-        bpcc_xfree(q.zero_point);
+        qparams_release(&q);
         if (!s) k += !load;
     }
     b->n = k;
