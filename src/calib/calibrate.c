@@ -155,8 +155,7 @@ static enum bpcc_status push(struct entries *e, const char *key, struct bpcc_ten
 static enum bpcc_status push_quantized(struct bpcc_graph *scratch, struct entries *e, const char *key,
                                        const struct xtensor *x, struct bpcc_diag *d)
 {
-    enum bpcc_dtype carrier = x->qdtype == BPCC_DTYPE_QUINT8 ? BPCC_DTYPE_U8
-                              : x->qdtype == BPCC_DTYPE_QINT8 ? BPCC_DTYPE_I8 : BPCC_DTYPE_I32;
+    enum bpcc_dtype carrier = bpcc_dtype_carrier(x->qdtype);
     int64_t n = x->qaxis < 0 ? 1 : x->dims[x->qaxis];
     struct bpcc_tensor *t, *ts, *tz, *ta = NULL;
     enum bpcc_status s = bpcc_tensor_new(scratch, carrier, x->ndim, x->dims, &t, d);

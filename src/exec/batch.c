@@ -61,12 +61,12 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
         return bpcc_diag_error(d, BPCC_ERR_FORMAT, path, 0, 0, "tensor '%s' has '%s.%s' beside it but no '%s.%s': a "
                                "quantized tensor has both", name, name, is == UINT32_MAX ? "zero_point" : "scale", name,
                                is == UINT32_MAX ? "scale" : "zero_point");
-    static const struct { enum bpcc_dtype carrier, q; int64_t lo, hi; } kinds[] = {
-        {BPCC_DTYPE_U8, BPCC_DTYPE_QUINT8, 0, 255}, {BPCC_DTYPE_I8, BPCC_DTYPE_QINT8, -128, 127},
-        {BPCC_DTYPE_I32, BPCC_DTYPE_QINT32, INT32_MIN, INT32_MAX}};
-    uint32_t kind = 0;
-    while (kind < 3 && kinds[kind].carrier != dt) kind++;
-    if (kind == 3)
+    static const enum bpcc_dtype qtypes[] = {BPCC_DTYPE_QUINT8, BPCC_DTYPE_QINT8, BPCC_DTYPE_QINT32};
+    enum bpcc_dtype qdtype = BPCC_DTYPE_NONE;
+    for (uint32_t i = 0; i < 3; i++)
+        if (bpcc_dtype_carrier(qtypes[i]) == dt) qdtype = qtypes[i];
+    int64_t lo, hi;
+    if (!bpcc_xqrange(qdtype, &lo, &hi))
         return bpcc_diag_error(d, BPCC_ERR_FORMAT, path, 0, 0, "tensor '%s' is %s with qparams beside it: a quantized "
                                "tensor holds its integer values as uint8 (quint8), int8 (qint8) or int32 (qint32)", name,
                                bpcc_dtype_name(dt));
@@ -102,9 +102,9 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
     }
     memcpy(q->scale, sdata, n * sizeof *q->scale);
     memcpy(q->zero_point, zdata, n * sizeof *q->zero_point);
-    q->qdtype = kinds[kind].q;
+    q->qdtype = qdtype;
     for (uint64_t c = 0; c < n; c++)
-        if (!(q->scale[c] > 0 && q->scale[c] <= FLT_MAX) || q->zero_point[c] < kinds[kind].lo || q->zero_point[c] > kinds[kind].hi) {
+        if (!(q->scale[c] > 0 && q->scale[c] <= FLT_MAX) || q->zero_point[c] < lo || q->zero_point[c] > hi) {
             s = bpcc_diag_error(d, BPCC_ERR_FORMAT, path, 0, 0, "tensor '%s': scale %g and zero point %lld%s: scales must "
                                 "be positive and finite, zero points within %s's range", name, (double)q->scale[c],
                                 (long long)q->zero_point[c], n > 1 ? " of a channel" : "", bpcc_dtype_name(q->qdtype));
@@ -118,12 +118,8 @@ static enum bpcc_status batch_qparams(const struct bpcc_safetensors *st, const c
 ** the input quantized) */
 static bool takes_quantized(const struct bpcc_node *p)
 {
-    for (uint32_t i = 0; i < p->n_users; i++) {
-        const struct bpcc_node *u = p->users[i].node;
-        if (!(u->kind == BPCC_NODE_CALL_METHOD && !strcmp(u->target, "dequantize")) &&
-            !(u->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(u->target, "torch.dequantize")))
-            return false;
-    }
+    for (uint32_t i = 0; i < p->n_users; i++)
+        if (!bpcc_node_is_dequantize(p->users[i].node)) return false;
     return p->n_users > 0;
 }
 

@@ -104,6 +104,8 @@ BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dim
 ** exact below 2^24; a bool tensor is marked */
 BPCC_INTERNAL void bpcc_xtensor_from_integers(struct xtensor *t, enum bpcc_dtype dt, const void *p);
 BPCC_INTERNAL void bpcc_xtensor_free(struct xtensor *t);
+/* the integer range of a quantized dtype (quint8, qint8, qint32); false for any other */
+BPCC_INTERNAL bool bpcc_xqrange(enum bpcc_dtype t, int64_t *lo, int64_t *hi);
 /* x's values as floats: a quantized tensor dequantized, a float one copied; NULL out of memory */
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_dequantized(const struct xtensor *x);
 /* x's values to read as floats: a float tensor's own data, a quantized one's dequantized copy, held

@@ -7,7 +7,7 @@
 
 #include <math.h>
 
-static bool qrange_of(enum bpcc_dtype t, int64_t *lo, int64_t *hi)
+bool bpcc_xqrange(enum bpcc_dtype t, int64_t *lo, int64_t *hi)
 {
     switch (t) {
     case BPCC_DTYPE_QUINT8: *lo = 0, *hi = 255; return true;
@@ -55,7 +55,7 @@ static enum bpcc_status k_quantize_per_tensor(const struct xargs *a, struct xval
     if (!bpcc_xscalar(bpcc_xarg(a, 1, "scale"), &scale) || !bpcc_xscalar(bpcc_xarg(a, 2, "zero_point"), &zpd))
         return bpcc_xerr(a, "scale and zero_point must be numbers or one-element tensors");
     if (!bpcc_xarg_dtype(a, 3, "dtype", &dt)) return BPCC_ERR_GRAPH;
-    if (!qrange_of(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
+    if (!bpcc_xqrange(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
     if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "the input is quantized already");
     return put_per_tensor(a, x, dt, (float)scale, (int64_t)zpd, lo, hi, out);
 }
@@ -124,7 +124,7 @@ static enum bpcc_status k_quantize_per_tensor_dynamic(const struct xargs *a, str
     float mn, mx;
     if (bpcc_obs_minmax(x->data, x->numel, &mn, &mx) || !isfinite(mn) || !isfinite(mx))
         return bpcc_xerr(a, "quantize_per_tensor_dynamic of a tensor with NaN or infinite values");
-    (void)qrange_of(dt, &lo, &hi);
+    (void)bpcc_xqrange(dt, &lo, &hi);
     float scale;
     int64_t zp;
     bpcc_choose_qparams(mn, mx, lo, hi, rr, &scale, &zp);
@@ -140,7 +140,7 @@ static enum bpcc_status k_quantize_per_channel(const struct xargs *a, struct xva
         !bpcc_xarg_tensor(a, 2, "zero_points", &zp) || !bpcc_xarg_int(a, 3, "axis", 0, &axis) ||
         !bpcc_xarg_dtype(a, 4, "dtype", &dt) || !bpcc_xdim(a, &axis, x->ndim))
         return BPCC_ERR_GRAPH;
-    if (!qrange_of(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
+    if (!bpcc_xqrange(dt, &lo, &hi)) return bpcc_xerr(a, "cannot quantize to %s", bpcc_dtype_name(dt));
     int64_t C = x->dims[axis];
     if ((int64_t)sc->numel != C || (int64_t)zp->numel != C) return bpcc_xerr(a, "scales and zero_points need %lld values", (long long)C);
     struct xtensor *y = bpcc_xlike(x);

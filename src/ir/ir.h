@@ -411,6 +411,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_add_tensor(struct bpcc_module *m, con
 ** bpcc_module_reserve_attrs). */
 BPCC_INTERNAL void bpcc_module_share_attrs(struct bpcc_module *m, struct bpcc_module *from);
 
+/* qparams.c: a dequantize call (`x.dequantize()` or `torch.dequantize(x)`) */
+BPCC_INTERNAL bool bpcc_node_is_dequantize(const struct bpcc_node *n);
+
 /* dtype.c */
 BPCC_INTERNAL const char *bpcc_dtype_st_name(enum bpcc_dtype t);
 BPCC_INTERNAL enum bpcc_dtype bpcc_dtype_from_st_name(const char *s);

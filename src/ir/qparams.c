@@ -122,6 +122,12 @@ static bool quantize_node(const struct bpcc_graph *g, const struct bpcc_node *n,
     return from_tensors(arg_tensor(g, s), arg_tensor(g, z), pc, pc ? ax->u.i : -1, q);
 }
 
+bool bpcc_node_is_dequantize(const struct bpcc_node *n)
+{
+    return (n->kind == BPCC_NODE_CALL_METHOD && !strcmp(n->target, "dequantize")) ||
+           (n->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(n->target, "torch.dequantize"));
+}
+
 bool bpcc_node_qparams(const struct bpcc_graph *g, const struct bpcc_node *n, struct bpcc_qparams *q)
 {
     none(q);

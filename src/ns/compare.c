@@ -221,12 +221,6 @@ struct cmp {
     bool shadow_run;
 };
 
-static bool is_dequantize(const struct bpcc_node *n)
-{
-    return (n->kind == BPCC_NODE_CALL_METHOD && !strcmp(n->target, "dequantize")) ||
-           (n->kind == BPCC_NODE_CALL_FUNCTION && !strcmp(n->target, "torch.dequantize"));
-}
-
 /* the dequantize of the node's quantize -> dequantize pair, if its value is quantized for its
 ** consumers, or the quantize node where its value leaves the model quantized (an output kept
 ** quantized); *qp (kind NONE otherwise) the quantize's qparams */
@@ -239,7 +233,7 @@ static const struct bpcc_node *output_dequantize(const struct bpcc_graph *g, con
             continue;
         if (q->args.n < 1 || q->args.u.seq.items[0].kind != BPCC_VAL_NODE || q->args.u.seq.items[0].u.node != n) continue;
         for (uint32_t k = 0; k < q->n_users; k++)
-            if (is_dequantize(q->users[k].node)) return q->users[k].node;
+            if (bpcc_node_is_dequantize(q->users[k].node)) return q->users[k].node;
         for (uint32_t k = 0; k < q->n_users; k++)
             if (q->users[k].node->kind == BPCC_NODE_OUTPUT) return q;
     }
