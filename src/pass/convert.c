@@ -679,22 +679,18 @@ static bool listed(const uint32_t *v, uint32_t n, uint32_t x)
     return false;
 }
 
-/* A quantized-input position past the model's inputs is an error (PyTorch ignores it) */
+/* A recorded quantized-input position past the model's inputs is an error (PyTorch ignores it) */
 static enum bpcc_status check_quantized_inputs(struct conv *cv)
 {
     struct bpcc_graph *g = cv->g;
-    uint32_t n_inputs = 0;
-    for (const struct bpcc_node *n = cv->n_in_q ? g->first : NULL; n; n = n->next) n_inputs += n->kind == BPCC_NODE_PLACEHOLDER;
-    for (uint32_t i = 0; i < cv->n_in_q; i++)
-        if (cv->in_q[i] >= n_inputs) {
-            const struct bpcc_module *root = bpcc_graph_find_module(g, "");
-            enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
-                                                 "'%s' names graph input %u, and the model has %u", BPCC_INPUT_QUANTIZED_IDXS,
-                                                 cv->in_q[i], n_inputs);
-            bpcc_diag_note(cv->d, 0, 0, "positions count the placeholders from 0");
-            return s;
-        }
-    return BPCC_OK;
+    uint32_t n_inputs, past = bpcc_quantized_input_past(g, cv->in_q, cv->n_in_q, &n_inputs);
+    if (past == UINT32_MAX) return BPCC_OK;
+    const struct bpcc_module *root = bpcc_graph_find_module(g, "");
+    enum bpcc_status s = bpcc_diag_error(cv->d, BPCC_ERR_GRAPH, g->source_file, root->src_line, root->src_col,
+                                         "'%s' names graph input %u, and the model has %u", BPCC_INPUT_QUANTIZED_IDXS,
+                                         cv->in_q[past], n_inputs);
+    bpcc_diag_note(cv->d, 0, 0, "positions count the graph inputs (placeholders) from 0");
+    return s;
 }
 
 /* convert_fx's insert_dequantize_node for a graph input prepare took as quantized: a dequantize

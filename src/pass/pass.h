@@ -66,5 +66,10 @@ BPCC_INTERNAL void bpcc_fuser_names(char *buf, size_t n);
 ** present only when some are */
 #define BPCC_INPUT_QUANTIZED_IDXS "_input_quantized_idxs"
 #define BPCC_OUTPUT_QUANTIZED_IDXS "_output_quantized_idxs"
+/* prepare.c: the first of the n quantized-input positions `pos` that names no graph input of g,
+** UINT32_MAX when each names one; *n_inputs the model's input count. PyTorch ignores such a
+** position; prepare refuses it as given, convert as recorded. */
+BPCC_INTERNAL uint32_t bpcc_quantized_input_past(const struct bpcc_graph *g, const uint32_t *pos, uint32_t n,
+                                                 uint32_t *n_inputs);
 
 #endif

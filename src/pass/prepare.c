@@ -1040,6 +1040,15 @@ static enum bpcc_status record_quantized_io(struct prep *p, struct bpcc_module *
     return s;
 }
 
+uint32_t bpcc_quantized_input_past(const struct bpcc_graph *g, const uint32_t *pos, uint32_t n, uint32_t *n_inputs)
+{
+    *n_inputs = 0;
+    for (const struct bpcc_node *p = n ? g->first : NULL; p; p = p->next) *n_inputs += p->kind == BPCC_NODE_PLACEHOLDER;
+    for (uint32_t i = 0; i < n; i++)
+        if (pos[i] >= *n_inputs) return i;
+    return UINT32_MAX;
+}
+
 /* What convert reads of prepare, on the root module (added when the model has none) */
 static enum bpcc_status record_for_convert(struct prep *p)
 {
@@ -1282,19 +1291,15 @@ enum bpcc_status bpcc_prepare(struct bpcc_graph *g, const struct bpcc_config *c,
                                 "bpcc convert the model and this mapping");
         return BPCC_ERR_CONFIG;
     }
-    /* PyTorch ignores a quantized input position past the model's inputs: here it is a mistake to
-    ** name (counted from 1, say) */
-    uint32_t n_inputs = 0;
-    for (const struct bpcc_node *p = o && o->n_input_quantized ? g->first : NULL; p; p = p->next)
-        n_inputs += p->kind == BPCC_NODE_PLACEHOLDER;
-    for (uint32_t i = 0; o && i < o->n_input_quantized; i++)
-        if (o->input_quantized[i] >= n_inputs) {
-            bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, 0, 0,
-                            "quantized input %u named, and the model has %u input%s", o->input_quantized[i], n_inputs,
-                            n_inputs == 1 ? "" : "s");
-            bpcc_diag_note(d, 0, 0, "positions count the graph inputs (placeholders) from 0");
-            return BPCC_ERR_GRAPH;
-        }
+    /* a quantized input position past the model's inputs is a mistake to name (counted from 1, say) */
+    uint32_t n_inputs, past = o ? bpcc_quantized_input_past(g, o->input_quantized, o->n_input_quantized, &n_inputs)
+                                : UINT32_MAX;
+    if (past != UINT32_MAX) {
+        bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, 0, 0, "quantized input %u named, and the model has %u input%s",
+                        o->input_quantized[past], n_inputs, n_inputs == 1 ? "" : "s");
+        bpcc_diag_note(d, 0, 0, "positions count the graph inputs (placeholders) from 0");
+        return BPCC_ERR_GRAPH;
+    }
     enum bpcc_status s = bpcc_graph_begin_pass(g, d);
     if (s) return s;
     /* the end may still fail the pass (a change its undo log found no memory for) */
