@@ -1243,6 +1243,63 @@ START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
 }
 END_TEST
 
+/* bpcc run names the output's tensors by their places; where two places give one name (a dict key
+** with a dot in it), it refuses at the output node and writes nothing, where it wrote the key twice,
+** a file that no safetensors reader takes */
+START_TEST(run_refuses_output_names_that_collide)
+{
+    static const char *const outputs[] = {
+        "({a: (%r, %x), \"a.0\": %x},)",         /* a tuple's place against a dotted key */
+        "({a: %q, \"a.scale\": %x},)",             /* a quantized tensor's scale against a key */
+        "({a: %r, b: (%x, %q), \"b.2\": %r},)",    /* no collision: b.2 is free; b.1 is quantized */
+    };
+    for (size_t k = 0; k < sizeof outputs / sizeof outputs[0]; k++) {
+        char text[1024];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
+                 "  %%r = call_function torch.nn.functional.relu (%%x,)\n"
+                 "  %%q = call_function torch.quantize_per_tensor (%%x, 0.5, 3, torch.quint8)\n"
+                 "  %%output = output output %s\n", outputs[k]);
+        struct bpcc_graph *g = parse(text);
+        struct bpcc_graph *h;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(bpcc_graph_new(&h, &d), BPCC_OK);
+        struct bpcc_tensor *t;
+        ck_assert_int_eq(bpcc_tensor_new(h, BPCC_DTYPE_F32, 1, (int64_t[]){4}, &t, &d), BPCC_OK);
+        for (int i = 0; i < 4; i++) ((float *)bpcc_tensor_data(t))[i] = (float)i - 1.5f;
+        char *batch = tu_write_temp("", 0, ".safetensors"), *out = tu_write_temp("", 0, ".safetensors");
+        unlink(out);
+        FILE *fp = fopen(batch, "wb");
+        ck_assert_ptr_nonnull(fp);
+        ck_assert_int_eq(bpcc_safetensors_write(fp, batch, (const char *[]){"x"}, (const struct bpcc_tensor *[]){t}, 1, &d),
+                         BPCC_OK);
+        fclose(fp);
+        enum bpcc_status s = bpcc_run(g, batch, out, 1, &d);
+        if (k < 2) {
+            ck_assert_int_eq(s, BPCC_ERR_GRAPH);
+            TU_ASSERT_DIAG(&d, 7, 3, k ? "under one name, 'output.a.scale'" : "under one name, 'output.a.0'");
+            ck_assert_msg(d.entries[0].has_note && strstr(d.entries[0].note, "named by their place"), "the note on names");
+            ck_assert_int_ne(access(out, F_OK), 0); /* nothing written */
+        } else {
+            ck_assert_msg(s == BPCC_OK, "%s", tu_msg(&d));
+            struct bpcc_safetensors *st;
+            ck_assert_int_eq(bpcc_safetensors_open(out, &st, &d), BPCC_OK);
+            ck_assert_uint_eq(bpcc_safetensors_count(st), 6); /* a, b.0, b.2, and b.1 with its scale and zero point */
+            ck_assert_uint_ne(bpcc_safetensors_find(st, "output.b.2"), UINT32_MAX);
+            ck_assert_uint_ne(bpcc_safetensors_find(st, "output.b.1.zero_point"), UINT32_MAX);
+            bpcc_safetensors_close(st);
+        }
+        unlink(batch);
+        unlink(out);
+        free(batch);
+        free(out);
+        bpcc_graph_free(h);
+        bpcc_graph_free(g);
+    }
+}
+END_TEST
+
 START_TEST(shapes_broadcasting_indexing_and_reductions)
 {
     struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
@@ -2507,6 +2564,7 @@ int main(void)
     tcase_add_test(tc, cells_take_one_step_of_their_layers_and_reference_ones_quantize_each_weight);
     tcase_add_test(tc, the_interpreter_survives_every_allocation_failure);
     tcase_add_test(tc, a_batch_feeds_many_inputs_and_names_a_missing_one);
+    tcase_add_test(tc, run_refuses_output_names_that_collide);
     tcase_add_test(tc, every_op_of_every_kernel_table_finds_its_own_kernel);
     suite_add_tcase(s, tc);
     return tu_run(s);

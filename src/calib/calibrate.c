@@ -208,6 +208,33 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
     return push(e, prefix, t, d);
 }
 
+/* The output's names are its places joined by '.', so a dict key with a dot in it can name what
+** another place names ({a: (x, y), "a.0": z}; a quantized `a` beside a key "a.scale"): the file
+** would hold a key twice, which no safetensors reader (bpcc's included) takes. An error at the
+** output node naming the key, before anything is written. */
+static enum bpcc_status unique_names(const struct bpcc_graph *g, const struct entries *e, struct bpcc_diag *d)
+{
+    struct bpcc_strmap seen = {0};
+    enum bpcc_status s = BPCC_OK;
+    for (uint32_t i = 0; i < e->n && !s; i++) {
+        size_t n = strlen(e->keys[i]);
+        bool added;
+        if (!bpcc_strmap_get_or_add(&seen, e->keys[i], n, bpcc_str_hash(e->keys[i], n), &added)) {
+            s = bpcc_diag_nomem(d);
+        } else if (!added) {
+            const struct bpcc_node *o = bpcc_graph_output(g);
+            s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
+                                "two of the output's tensors would be written under one name, '%s'", e->keys[i]);
+            bpcc_diag_note(d, 0, 0,
+                           "outputs are named by their place: 'output', then '.<position>' in a tuple or list and "
+                           "'.<key>' in a dict, and '.scale', '.zero_point', '.axis' beside a quantized tensor; "
+                           "a dict key with a dot in it can name another place: rename it");
+        }
+    }
+    bpcc_strmap_release(&seen);
+    return s;
+}
+
 enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const char *out_path, int threads,
                           struct bpcc_diag *d)
 {
@@ -230,6 +257,7 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
         s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
                             "the model's output holds no tensor: nothing to write");
     }
+    if (!s) s = unique_names(g, &out_e, d);
     bpcc_xval_release(&out);
     if (!s) {
         struct bpcc_atomic_file af;

@@ -439,6 +439,32 @@ class Bridge(unittest.TestCase):
         with torch.no_grad():
             self.assertTrue(torch.equal(out, m(x)))
 
+    def test_outputs_whose_names_collide_are_refused(self):
+        """a dict key with a dot in it names what a tuple's place names ("a.0"): bpcc run refuses at
+        the output node, the bridge's run refuses too, and neither writes a file; where it wrote the
+        key twice, neither bpcc nor the bridge could read it back"""
+        class Collide(nn.Module):
+            def forward(self, x):
+                return {"a": (x.relu(), x), "a.0": x * 2}
+
+        x = torch.randn(1, 4)
+        path = os.path.join(self.dir, "c.bpcc")
+        bpcc_torch.export(Collide(), (x,), path)
+        st.write(os.path.join(self.dir, "x.safetensors"), [("x", x)])
+        out = os.path.join(self.dir, "o.safetensors")
+        r = subprocess.run([BPCC, "run", path, "--data", os.path.join(self.dir, "x.safetensors"), "-o", out],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"c\.bpcc:\d+:\d+: error: two of the output's tensors would be written under one "
+                                   r"name, 'output\.a\.0'")
+        self.assertFalse(os.path.exists(out))
+        env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "..", "..", "tools", "python"))
+        r = subprocess.run([sys.executable, "-m", "bpcc_torch", "run", path, os.path.join(self.dir, "x.safetensors"), out],
+                           capture_output=True, text=True, env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("two tensors under one name 'output.a.0'", r.stderr)
+        self.assertFalse(os.path.exists(out))
+
 
 def make_torchvision_test(name):
     def test(self):

@@ -87,6 +87,11 @@ def encode(tensors):
         if t.dtype not in DTYPES:
             raise ValueError("tensor '%s' has dtype %s, which bpcc cannot store" % (key, t.dtype))
         items.append((key, t))
+    seen = set()
+    for key, _ in items:
+        if key in seen:  # the header would keep one of them, the other's bytes no one's
+            raise ValueError("two tensors under one name '%s'" % key)
+        seen.add(key)
     items.sort(key=lambda kt: (-DTYPES[kt[1].dtype][1], kt[0]))
     header = {"__metadata__": {"format": "bpcc"}}
     blobs = []
