@@ -434,6 +434,18 @@ printf 'an earlier model\n' > "$WORK/blocked.bpcc"
 run "quantize fails saving the weights" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/blocked.bpcc" &&
     { [ "$(cat "$WORK/blocked.bpcc")" = "an earlier model" ] && [ -d "$WORK/blocked.safetensors" ] &&
       [ "$(find "$WORK" -maxdepth 1 -name '*.tmp*' | wc -l)" -eq 0 ] && ok || bad "quantize fails saving: output touched"; }
+# the model's own path a directory: refused before anything is written, where the weights file
+# took its place first and the text's rename failed after (leaving adir.safetensors over what was there)
+mkdir -p "$WORK/adir"
+printf 'earlier weights\n' > "$WORK/adir.safetensors"
+run "quantize into a directory" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/adir" &&
+    has "quantize into a directory" "$ERR" "adir: error: cannot write output: it is a directory" &&
+    { [ "$(cat "$WORK/adir.safetensors")" = "earlier weights" ] && [ -z "$(ls -A "$WORK/adir")" ] &&
+      [ "$(find "$WORK" -maxdepth 1 -name '*.tmp*' | wc -l)" -eq 0 ] && ok || bad "quantize into a directory: output touched"; }
+run "fmt into a directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/adir" &&
+    { [ "$(cat "$WORK/adir.safetensors")" = "earlier weights" ] && ok || bad "fmt into a directory: weights touched"; }
+run "run into a directory" 1 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/adir" &&
+    has "run into a directory" "$ERR" "it is a directory"
 run "quantize fails saving into no directory" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/no/such/dir/q.bpcc" &&
     has "quantize fails saving into no directory" "$ERR" "no/such/dir"
 run "convert fails" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/keep.bpcc" && untouched "convert fails"
