@@ -153,6 +153,43 @@ enum bpcc_status bpcc_graph_save(const struct bpcc_graph *g, const char *path,
     return bpcc_graph_save_ex(g, path, 0, d);
 }
 
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* The two files a save writes must not clobber what they are not: the text and its weights file
+** are one file when the path ends in .safetensors (the text's rename then replaced the weights),
+** and the weights file may be the one the graph was loaded from while the text goes elsewhere
+** (`-o model.fused` beside model.bpcc writes model.safetensors): the input's text would then name
+** weights it no longer has. Writing over the input itself, text and weights, is fine. */
+static enum bpcc_status check_outputs(const struct bpcc_graph *g, const char *path, const char *wpath,
+                                      struct bpcc_diag *d)
+{
+    if (!strcmp(path, wpath) || same_file(path, wpath))
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0,
+                               "cannot write output: the model's text and its weights file would both be '%s' "
+                               "(a model NAME.EXT keeps its weights in NAME.safetensors): give the model another name",
+                               path);
+    if (!g->source_file || !g->weights_name) return BPCC_OK;
+    char *dir = bpcc_path_dirname(g->source_file);
+    char *src_w = dir ? bpcc_path_join(dir, g->weights_name) : NULL;
+    bpcc_xfree(dir);
+    if (!src_w) return bpcc_diag_nomem(d);
+    enum bpcc_status s = BPCC_OK;
+    if (same_file(wpath, src_w) && !same_file(path, g->source_file)) {
+        s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0,
+                            "cannot write output: its weights file '%s' is the weights file of the input model '%s', "
+                            "which would then name weights it does not hold",
+                            wpath, g->source_file);
+        bpcc_diag_note(d, 0, 0, "a model NAME.EXT keeps its weights in NAME.safetensors: give the output another NAME, "
+                                "or write over the input model itself");
+    }
+    bpcc_xfree(src_w);
+    return s;
+}
+
 enum bpcc_status bpcc_graph_save_ex(const struct bpcc_graph *g, const char *path, unsigned flags,
                                     struct bpcc_diag *d)
 {
@@ -169,6 +206,10 @@ enum bpcc_status bpcc_graph_save_ex(const struct bpcc_graph *g, const char *path
 
     uint32_t n = 0;
     for (uint32_t i = 0; i < g->n_modules; i++) n += g->modules[i]->n_tensors;
+    if (n && (s = check_outputs(g, path, wpath, d))) {
+        bpcc_xfree(wpath);
+        return s;
+    }
     char **keys = bpcc_malloc((n ? n : 1) * sizeof *keys);
     const struct bpcc_tensor **ts = bpcc_malloc((n ? n : 1) * sizeof *ts);
     uint32_t k = 0;

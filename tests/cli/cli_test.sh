@@ -446,6 +446,20 @@ run "fmt into a directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/adir" &&
     { [ "$(cat "$WORK/adir.safetensors")" = "earlier weights" ] && ok || bad "fmt into a directory: weights touched"; }
 run "run into a directory" 1 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/adir" &&
     has "run into a directory" "$ERR" "it is a directory"
+# an output whose weights file is the input model's own (-o model.fused beside model.bpcc writes
+# model.safetensors), or whose text would be its own weights file (-o out.safetensors): refused,
+# where the first left the input naming weights it no longer held and the second wrote one file over the other
+cp "$FIX/torch/tiny_resnet.bpcc" "$FIX/torch/tiny_resnet.safetensors" "$WORK/"
+run "fuse over the input's weights" 1 "$BPCC" fuse "$WORK/tiny_resnet.bpcc" -b fbgemm -o "$WORK/tiny_resnet.fused" &&
+    has "fuse over the input's weights" "$ERR" "is the weights file of the input model" &&
+    cmp -s "$FIX/torch/tiny_resnet.safetensors" "$WORK/tiny_resnet.safetensors" && [ ! -e "$WORK/tiny_resnet.fused" ] && ok ||
+    bad "fuse over the input's weights: the input's weights changed or an output was left"
+run "quantize as a weights file" 1 "$BPCC" quantize "$WORK/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/q.safetensors" &&
+    has "quantize as a weights file" "$ERR" "the model's text and its weights file would both be" &&
+    { [ ! -e "$WORK/q.safetensors" ] && ok || bad "quantize as a weights file: an output was left"; }
+run "fuse over the input itself" 0 "$BPCC" fuse "$WORK/tiny_resnet.bpcc" -b fbgemm -o "$WORK/tiny_resnet.bpcc" &&
+    run "the input fused in place loads" 0 "$BPCC" show "$WORK/tiny_resnet.bpcc" &&
+    has "the input fused in place loads" "$OUT" "ConvReLU2d"
 run "quantize fails saving into no directory" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/no/such/dir/q.bpcc" &&
     has "quantize fails saving into no directory" "$ERR" "no/such/dir"
 run "convert fails" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -q fbgemm -o "$WORK/keep.bpcc" && untouched "convert fails"
