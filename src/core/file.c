@@ -114,13 +114,17 @@ enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
     if (flags & ~(unsigned)BPCC_WRITE_SYNC)
         return bpcc_diag_error(d, BPCC_ERR_INVALID, path, 0, 0, "unknown write flags 0x%x", flags);
     af->sync = flags & BPCC_WRITE_SYNC;
-    /* A directory at the target would refuse only the rename at the end: a model's text file
-    ** then failed after its weights file had taken its place (`-o DIR` left DIR.safetensors, over
-    ** whatever was there). Both are opened before either is renamed, so asking here stops the pair
-    ** before anything is written. */
+    /* Only a regular file is replaced. A directory at the target would refuse only the rename at
+    ** the end: a model's text file then failed after its weights file had taken its place (`-o DIR`
+    ** left DIR.safetensors, over whatever was there); both are opened before either is renamed, so
+    ** asking here stops the pair before anything is written. A device, FIFO or socket would be
+    ** replaced by a regular file (`-o /dev/null` run as root replaced /dev/null). */
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot write output: it is a directory (give a file name)");
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot write output: %s (give a file name)",
+                               S_ISDIR(st.st_mode) ? "it is a directory"
+                                                   : "it is not a regular file (a device, a FIFO or a socket), which "
+                                                     "an output would replace");
     af->path = bpcc_strdup(path);
     size_t n = strlen(path) + 32;
     af->tmp_path = bpcc_malloc(n);

@@ -444,6 +444,10 @@ run "quantize into a directory" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc"
       [ "$(find "$WORK" -maxdepth 1 -name '*.tmp*' | wc -l)" -eq 0 ] && ok || bad "quantize into a directory: output touched"; }
 run "fmt into a directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/adir" &&
     { [ "$(cat "$WORK/adir.safetensors")" = "earlier weights" ] && ok || bad "fmt into a directory: weights touched"; }
+# nor a FIFO (or a device: -o /dev/null as root replaced /dev/null with a regular file)
+mkfifo "$WORK/fifo"
+run "fmt into a fifo" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/fifo" && has "fmt into a fifo" "$ERR" "it is not a regular file" &&
+    { [ -p "$WORK/fifo" ] && [ ! -e "$WORK/fifo.safetensors" ] && ok || bad "fmt into a fifo: the fifo was replaced"; }
 run "run into a directory" 1 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/adir" &&
     has "run into a directory" "$ERR" "it is a directory"
 # an output whose weights file is the input model's own (-o model.fused beside model.bpcc writes
