@@ -608,6 +608,11 @@ BPCC_API enum bpcc_status bpcc_write_file(const char *path, const void *data, si
                                           struct bpcc_diag *d);
 BPCC_API enum bpcc_status bpcc_write_file_ex(const char *path, const void *data, size_t len, unsigned flags,
                                              struct bpcc_diag *d);
+/* Remove the temporary files of the outputs being written (the hidden `.NAME.tmpXXXXXX` beside
+** each target), leaving the targets as they were. Async-signal-safe: for a program's handler of
+** SIGINT or SIGTERM, which would otherwise leave them behind (the library installs no handler;
+** the bpcc tool does). Saves in progress in other threads then fail. */
+BPCC_API void bpcc_remove_partial_outputs(void);
 
 /*
 ** A JSON description of the model (nodes, modules, tensors; shape documented in docs/SHOW.md),

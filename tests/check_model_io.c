@@ -276,6 +276,93 @@ START_TEST(a_save_waits_for_the_disk_only_when_asked)
 }
 END_TEST
 
+/* A save refuses, before writing anything, targets that would clobber what they are not: a path
+** that is a directory or another non-regular file, a path ending in .safetensors (text and weights
+** one file), and the input model's own weights file under another text name; over the input itself
+** it writes. */
+START_TEST(a_save_refuses_targets_that_clobber_other_files)
+{
+    char *dir = tu_temp_dir();
+    char *path = stage(dir, "cat", NULL, NULL);
+    char wpath[600], other[600], sub[600], st_path[600];
+    snprintf(wpath, sizeof wpath, "%s/cat.safetensors", dir);
+    snprintf(other, sizeof other, "%s/cat.fused", dir);
+    snprintf(sub, sizeof sub, "%s/sub", dir);
+    snprintf(st_path, sizeof st_path, "%s/out.safetensors", dir);
+    size_t wl0;
+    char *w0 = tu_read(wpath, &wl0);
+    struct bpcc_graph *g;
+    ck_assert_int_eq(bpcc_graph_load(path, &g, &d), BPCC_OK);
+    ck_assert_int_eq(mkdir(sub, 0755), 0);
+    static const struct {
+        const char *what, *message;
+    } refused[] = {{"sub", "it is a directory"},
+                   {"out.safetensors", "the model's text and its weights file would both be"},
+                   {"cat.fused", "is the weights file of the input model"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+        char target[600];
+        snprintf(target, sizeof target, "%s/%s", dir, refused[i].what);
+        bpcc_diag_init(&d);
+        ck_assert_int_eq(bpcc_graph_save(g, target, &d), BPCC_ERR_IO);
+        ck_assert_msg(strstr(tu_msg(&d), refused[i].message), "%s: %s", refused[i].what, tu_msg(&d));
+        ck_assert_int_eq(count_files(dir, NULL), 3); /* cat.bpcc, cat.safetensors, sub */
+        ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+        size_t wl;
+        char *w = tu_read(wpath, &wl);
+        ck_assert(wl == wl0 && !memcmp(w, w0, wl0));
+        free(w);
+    }
+    bpcc_diag_init(&d);
+    ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "over the input itself: %s", tu_msg(&d));
+    bpcc_graph_free(g);
+    ck_assert_int_eq(bpcc_graph_load(path, &g, &d), BPCC_OK);
+    bpcc_graph_free(g);
+    rmdir(sub);
+    free(w0);
+    rm_dir(dir);
+    free(dir);
+    free(path);
+}
+END_TEST
+
+/* bpcc_remove_partial_outputs (a signal handler's call) removes the temporaries being written, and
+** neither a committed output nor a temporary aborted before; the save in progress then fails */
+START_TEST(partial_outputs_are_removed_on_request)
+{
+    char *dir = tu_temp_dir();
+    char a[600], b[600];
+    snprintf(a, sizeof a, "%s/a.bin", dir);
+    snprintf(b, sizeof b, "%s/b.bin", dir);
+    struct bpcc_atomic_file fa, fb;
+    ck_assert_int_eq(bpcc_atomic_open(&fa, a, 0, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_atomic_open(&fb, b, 0, &d), BPCC_OK);
+    fputs("a", fa.fp);
+    fputs("b", fb.fp);
+    ck_assert_int_eq(bpcc_atomic_commit(&fa, &d), BPCC_OK);
+    ck_assert_int_eq(count_files(dir, ".tmp"), 1);
+    bpcc_remove_partial_outputs();
+    ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+    ck_assert_int_eq(access(a, F_OK), 0); /* committed: kept */
+    ck_assert_int_eq(bpcc_atomic_commit(&fb, &d), BPCC_ERR_IO);
+    ck_assert_int_ne(access(b, F_OK), 0);
+    /* the slots are free again: more files than slots at once, each removed */
+    struct bpcc_atomic_file many[12];
+    for (int i = 0; i < 12; i++) {
+        char p[600];
+        snprintf(p, sizeof p, "%s/m%d.bin", dir, i);
+        ck_assert_int_eq(bpcc_atomic_open(&many[i], p, 0, &d), BPCC_OK);
+    }
+    ck_assert_int_eq(count_files(dir, ".tmp"), 12);
+    bpcc_atomic_abort(&many[0]); /* its slot goes to no one now */
+    bpcc_remove_partial_outputs();
+    ck_assert_int_eq(count_files(dir, ".tmp"), 12 - 1 - 7); /* eight slots: the first seven after the aborted one */
+    for (int i = 1; i < 12; i++) bpcc_atomic_abort(&many[i]);
+    ck_assert_int_eq(count_files(dir, ".tmp"), 0);
+    rm_dir(dir);
+    free(dir);
+}
+END_TEST
+
 START_TEST(save_survives_every_allocation_failure)
 {
     char *dir = tu_temp_dir();
@@ -520,6 +607,8 @@ int main(void)
     tcase_add_test(tc, failed_save_leaves_existing_files_untouched);
     tcase_add_test(tc, save_survives_every_allocation_failure);
     tcase_add_test(tc, a_save_waits_for_the_disk_only_when_asked);
+    tcase_add_test(tc, a_save_refuses_targets_that_clobber_other_files);
+    tcase_add_test(tc, partial_outputs_are_removed_on_request);
     tcase_add_test(tc, json_of_conv_bn_relu_matches_the_documented_golden);
     tcase_add_loop_test(tc, json_follows_the_documented_shape_on_every_fixture, 0, 5);
     suite_add_tcase(s, tc);

@@ -18,9 +18,12 @@
 **   on a thread of its own once the environment above is set (bpcc_blas_preload), so that the
 **   ~5 ms of its set-up overlap reading and fusing the model instead of delaying the first batch.
 ** The rules are a pure function, cli_process_plan, for the tests.
+** Every verb: SIGINT, SIGTERM and SIGHUP (unless ignored) remove the temporaries of the outputs
+** being written (bpcc_remove_partial_outputs) before the signal stops the process.
 */
 #include "cli.h"
 
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdbool.h>
@@ -125,8 +128,25 @@ static void heap_free(void *ud, void *p)
 }
 #endif
 
+/* SIGINT, SIGTERM, SIGHUP: the temporaries of the outputs being written go (a model's weights
+** may be hundreds of MB), then the signal does what it would have done */
+static void on_stop_signal(int sig)
+{
+    bpcc_remove_partial_outputs();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
 void cli_process_setup(int argc, char **argv)
 {
+    static const int stops[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof stops / sizeof stops[0]; i++) {
+        struct sigaction sa = {0}, old;
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        /* a signal the caller ignores (nohup, a shell's background job) stays ignored */
+        if (sigaction(stops[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) (void)sigaction(stops[i], &sa, NULL);
+    }
 #ifdef HAVE_HEAP_ADVICE
     /* every block below 1 GiB from the heap, which is never given back while the tool runs:
     ** activations freed and allocated again per layer reuse it instead of mapping fresh pages */

@@ -291,6 +291,7 @@ struct bpcc_atomic_file {
     bool sync;        /* BPCC_WRITE_SYNC: the data reaches the disk before the rename, the rename after */
     char *tmp_path;
     char *path;
+    unsigned live;    /* its slot + 1 in the list bpcc_remove_partial_outputs reads, 0 when none */
 };
 /* flags: BPCC_WRITE_SYNC or 0, else BPCC_ERR_INVALID (nothing created) */
 BPCC_INTERNAL enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path, unsigned flags,

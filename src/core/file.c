@@ -107,6 +107,43 @@ static int sync_fd(int fd)
     return fsync(fd);
 }
 
+/* The temporaries being written, for bpcc_remove_partial_outputs, which a signal handler calls:
+** copies of their paths in fixed slots, so that the handler never reads memory being freed. A
+** slot is 0 (free), 1 (being filled) or 2 (a path to remove). A temporary that finds no slot (a
+** path longer than a slot, more than LIVE_SLOTS at once) is only left out of the clean-up. */
+#define LIVE_SLOTS 8
+static struct {
+    atomic_int state;
+    char path[4096];
+} live[LIVE_SLOTS];
+
+static unsigned live_add(const char *tmp)
+{
+    size_t n = strlen(tmp);
+    if (n >= sizeof live[0].path) return 0;
+    for (unsigned i = 0; i < LIVE_SLOTS; i++) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&live[i].state, &expected, 1)) {
+            memcpy(live[i].path, tmp, n + 1);
+            atomic_store(&live[i].state, 2);
+            return i + 1;
+        }
+    }
+    return 0;
+}
+
+static void live_drop(struct bpcc_atomic_file *af)
+{
+    if (af->live) atomic_store(&live[af->live - 1].state, 0);
+    af->live = 0;
+}
+
+void bpcc_remove_partial_outputs(void)
+{
+    for (unsigned i = 0; i < LIVE_SLOTS; i++)
+        if (atomic_load(&live[i].state) == 2) (void)unlink(live[i].path); /* async-signal-safe */
+}
+
 enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path, unsigned flags,
                                   struct bpcc_diag *d)
 {
@@ -144,6 +181,7 @@ enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
                                strerror(e));
     }
     af->created = true;
+    af->live = live_add(af->tmp_path);
     /* mkstemp makes 0600; an output file should get the usual umask-governed mode. */
     mode_t um = umask(0);
     umask(um);
@@ -186,6 +224,7 @@ enum bpcc_status bpcc_atomic_commit(struct bpcc_atomic_file *af, struct bpcc_dia
         return s;
     }
     af->created = false; /* the temporary is the target now */
+    live_drop(af);       /* after the rename: a signal between them finds no file to remove */
     if (af->sync) { /* the rename itself on the disk: the directory's entry */
         char *dir = bpcc_path_dirname(af->path);
         int fd = dir ? open(dir, O_RDONLY | O_DIRECTORY) : -1;
@@ -212,6 +251,7 @@ void bpcc_atomic_abort(struct bpcc_atomic_file *af)
 {
     if (af->fp) fclose(af->fp);
     if (af->created) unlink(af->tmp_path);
+    live_drop(af);
     bpcc_xfree(af->tmp_path);
     bpcc_xfree(af->path);
     memset(af, 0, sizeof *af);

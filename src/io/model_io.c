@@ -5,6 +5,8 @@
 #include "../ir/ir.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -250,11 +252,17 @@ enum bpcc_status bpcc_graph_save_ex(const struct bpcc_graph *g, const char *path
         bpcc_atomic_abort(&wf);
         goto out;
     }
+    /* the two renames together: a signal between them (the bpcc tool's handler removes what is
+    ** being written and stops) would leave the new weights under the old text */
+    sigset_t all, was;
+    sigfillset(&all);
+    bool masked = pthread_sigmask(SIG_BLOCK, &all, &was) == 0;
     if (n && (s = bpcc_atomic_commit(&wf, d))) {
         bpcc_atomic_abort(&tf);
-        goto out;
+    } else {
+        s = bpcc_atomic_commit(&tf, d);
     }
-    s = bpcc_atomic_commit(&tf, d);
+    if (masked) pthread_sigmask(SIG_SETMASK, &was, NULL);
 out:
     for (uint32_t i = 0; i < k; i++) bpcc_xfree(keys[i]);
     bpcc_xfree(keys);

@@ -406,6 +406,21 @@ if command -v strace >/dev/null && strace -f -o /dev/null true 2>/dev/null; then
     strace -f -e trace=openat -o "$WORK/strace" "$BPCC" fuse "$FIX/torch/tiny_resnet.bpcc" -b fbgemm \
         -o "$WORK/fused_bl.bpcc" >/dev/null 2>&1
     [ -s "$WORK/fused_bl.bpcc" ] && ! grep -q libopenblas "$WORK/strace" && ok || bad "fuse opened libopenblas (or failed)"
+    # SIGINT while the outputs are being written (at the first fsync: the weights' temporary complete,
+    # the text's not begun; at the second: both complete, neither renamed): the process stops by the
+    # signal, its temporaries are removed and the earlier output is left as it was (the temporaries
+    # stayed behind before)
+    printf 'an earlier model\n' > "$WORK/sig.bpcc"
+    printf 'earlier weights\n' > "$WORK/sig.safetensors"
+    for w in 1 2; do
+        strace -f -o /dev/null -e trace=fsync -e inject=fsync:signal=SIGINT:when=$w "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" \
+            -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/sig.bpcc" --no-sqnr --sync >/dev/null 2>&1
+        rc=$?
+        [ "$rc" -eq 130 ] && [ "$(cat "$WORK/sig.bpcc")" = "an earlier model" ] &&
+            [ "$(cat "$WORK/sig.safetensors")" = "earlier weights" ] &&
+            [ "$(find "$WORK" -maxdepth 1 -name '.sig*.tmp*' | wc -l)" -eq 0 ] && ok ||
+            bad "SIGINT at fsync $w: exit $rc, or the earlier output changed, or temporaries left: $(find "$WORK" -maxdepth 1 -name '.sig*.tmp*')"
+    done
 fi
 run "quantize needs data" 1 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm -o "$WORK/q2.bpcc" &&
     has "quantize needs data" "$ERR" "needs calibration batches: give --data"
