@@ -278,8 +278,8 @@ END_TEST
 
 /* A save refuses, before writing anything, targets that would clobber what they are not: a path
 ** that is a directory or another non-regular file, a path ending in .safetensors (text and weights
-** one file), and the input model's own weights file under another text name; over the input itself
-** it writes. */
+** one file), the input model's own weights file under another text name, and an empty name; over
+** the input itself it writes. */
 START_TEST(a_save_refuses_targets_that_clobber_other_files)
 {
     char *dir = tu_temp_dir();
@@ -312,6 +312,12 @@ START_TEST(a_save_refuses_targets_that_clobber_other_files)
         ck_assert(wl == wl0 && !memcmp(w, w0, wl0));
         free(w);
     }
+    /* an empty name: the weights would have gone to ".safetensors" in the working directory */
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_save(g, "", &d), BPCC_ERR_IO);
+    ck_assert_msg(strstr(tu_msg(&d), "its file name is empty"), "%s", tu_msg(&d));
+    ck_assert_int_ne(access(".safetensors", F_OK), 0);
+    ck_assert_int_eq(bpcc_write_file("", "x", 1, &d), BPCC_ERR_IO);
     bpcc_diag_init(&d);
     ck_assert_msg(bpcc_graph_save(g, path, &d) == BPCC_OK, "over the input itself: %s", tu_msg(&d));
     bpcc_graph_free(g);

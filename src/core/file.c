@@ -156,6 +156,7 @@ enum bpcc_status bpcc_atomic_open(struct bpcc_atomic_file *af, const char *path,
     ** left DIR.safetensors, over whatever was there); both are opened before either is renamed, so
     ** asking here stops the pair before anything is written. A device, FIFO or socket would be
     ** replaced by a regular file (`-o /dev/null` run as root replaced /dev/null). */
+    if (!*path) return bpcc_diag_error(d, BPCC_ERR_IO, NULL, 0, 0, "cannot write output: its file name is empty");
     struct stat st;
     if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
         return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "cannot write output: %s (give a file name)",

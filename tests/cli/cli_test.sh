@@ -463,6 +463,12 @@ run "fmt into a directory" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/adir" &&
 mkfifo "$WORK/fifo"
 run "fmt into a fifo" 1 "$BPCC" fmt "$FIX/cat.bpcc" -o "$WORK/fifo" && has "fmt into a fifo" "$ERR" "it is not a regular file" &&
     { [ -p "$WORK/fifo" ] && [ ! -e "$WORK/fifo.safetensors" ] && ok || bad "fmt into a fifo: the fifo was replaced"; }
+# an empty output name: the weights went to ./.safetensors and the text's rename failed after
+BPCC_ABS=$(cd "$(dirname "$BPCC")" && pwd)/$(basename "$BPCC")
+FIX_ABS=$(cd "$FIX" && pwd)
+(cd "$WORK" && "$BPCC_ABS" fuse "$FIX_ABS/torch/tiny_resnet.bpcc" -b fbgemm -o "" 2>"$WORK/err_empty"; echo $? >"$WORK/rc_empty")
+[ "$(cat "$WORK/rc_empty")" = 1 ] && grep -q "its file name is empty" "$WORK/err_empty" && [ ! -e "$WORK/.safetensors" ] && ok ||
+    bad "fuse -o '': exit $(cat "$WORK/rc_empty"), $(cat "$WORK/err_empty")"
 run "run into a directory" 1 "$BPCC" run "$FIX/torch/tiny_resnet.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/adir" &&
     has "run into a directory" "$ERR" "it is a directory"
 # an output whose weights file is the input model's own (-o model.fused beside model.bpcc writes
