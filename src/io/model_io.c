@@ -169,7 +169,6 @@ static bool same_file(const char *a, const char *b)
 static enum bpcc_status check_outputs(const struct bpcc_graph *g, const char *path, const char *wpath,
                                       struct bpcc_diag *d)
 {
-    if (!*path) return bpcc_diag_error(d, BPCC_ERR_IO, NULL, 0, 0, "cannot write output: its file name is empty");
     if (!strcmp(path, wpath) || same_file(path, wpath))
         return bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0,
                                "cannot write output: the model's text and its weights file would both be '%s' "
