@@ -1189,6 +1189,17 @@ START_TEST(every_op_of_every_kernel_table_finds_its_own_kernel)
 }
 END_TEST
 
+/* the n tensors under their names as a batch file at path */
+static void write_batch(const char *path, const char *const *names, const struct bpcc_tensor *const *ts, uint32_t n)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    FILE *fp = fopen(path, "wb");
+    ck_assert_ptr_nonnull(fp);
+    ck_assert_int_eq(bpcc_safetensors_write(fp, path, names, ts, n, &d), BPCC_OK);
+    fclose(fp);
+}
+
 START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
 {
     char text[2048] = "bpcc-model 1\n\ngraph\n  %p0 = placeholder p0 ()\n";
@@ -1215,10 +1226,7 @@ START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
     }
     char *batch = tu_write_temp("", 0, ".safetensors"), *out = tu_write_temp("", 0, ".safetensors");
     for (uint32_t have = 9; have >= 8; have--) {
-        FILE *fp = fopen(batch, "wb");
-        ck_assert_ptr_nonnull(fp);
-        ck_assert_int_eq(bpcc_safetensors_write(fp, batch, names, ts, have, &d), BPCC_OK);
-        fclose(fp);
+        write_batch(batch, names, ts, have);
         enum bpcc_status s = bpcc_run(g, batch, out, 1, &d);
         if (have == 8) {
             ck_assert_int_eq(s, BPCC_ERR_IO);
@@ -1253,6 +1261,15 @@ START_TEST(run_refuses_output_names_that_collide)
         "({a: %q, \"a.scale\": %x},)",             /* a quantized tensor's scale against a key */
         "({a: %r, b: (%x, %q), \"b.2\": %r},)",    /* no collision: b.2 is free; b.1 is quantized */
     };
+    struct bpcc_graph *h;
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(bpcc_graph_new(&h, &d), BPCC_OK);
+    struct bpcc_tensor *t;
+    ck_assert_int_eq(bpcc_tensor_new(h, BPCC_DTYPE_F32, 1, (int64_t[]){4}, &t, &d), BPCC_OK);
+    for (int i = 0; i < 4; i++) ((float *)bpcc_tensor_data(t))[i] = (float)i - 1.5f;
+    char *batch = tu_write_temp("", 0, ".safetensors"), *out = tu_write_temp("", 0, ".safetensors");
+    write_batch(batch, (const char *[]){"x"}, (const struct bpcc_tensor *[]){t}, 1);
     for (size_t k = 0; k < sizeof outputs / sizeof outputs[0]; k++) {
         char text[1024];
         snprintf(text, sizeof text,
@@ -1261,20 +1278,8 @@ START_TEST(run_refuses_output_names_that_collide)
                  "  %%q = call_function torch.quantize_per_tensor (%%x, 0.5, 3, torch.quint8)\n"
                  "  %%output = output output %s\n", outputs[k]);
         struct bpcc_graph *g = parse(text);
-        struct bpcc_graph *h;
-        struct bpcc_diag d;
-        bpcc_diag_init(&d);
-        ck_assert_int_eq(bpcc_graph_new(&h, &d), BPCC_OK);
-        struct bpcc_tensor *t;
-        ck_assert_int_eq(bpcc_tensor_new(h, BPCC_DTYPE_F32, 1, (int64_t[]){4}, &t, &d), BPCC_OK);
-        for (int i = 0; i < 4; i++) ((float *)bpcc_tensor_data(t))[i] = (float)i - 1.5f;
-        char *batch = tu_write_temp("", 0, ".safetensors"), *out = tu_write_temp("", 0, ".safetensors");
         unlink(out);
-        FILE *fp = fopen(batch, "wb");
-        ck_assert_ptr_nonnull(fp);
-        ck_assert_int_eq(bpcc_safetensors_write(fp, batch, (const char *[]){"x"}, (const struct bpcc_tensor *[]){t}, 1, &d),
-                         BPCC_OK);
-        fclose(fp);
+        bpcc_diag_init(&d);
         enum bpcc_status s = bpcc_run(g, batch, out, 1, &d);
         if (k < 2) {
             ck_assert_int_eq(s, BPCC_ERR_GRAPH);
@@ -1290,13 +1295,13 @@ START_TEST(run_refuses_output_names_that_collide)
             ck_assert_uint_ne(bpcc_safetensors_find(st, "output.b.1.zero_point"), UINT32_MAX);
             bpcc_safetensors_close(st);
         }
-        unlink(batch);
-        unlink(out);
-        free(batch);
-        free(out);
-        bpcc_graph_free(h);
         bpcc_graph_free(g);
     }
+    unlink(batch);
+    unlink(out);
+    free(batch);
+    free(out);
+    bpcc_graph_free(h);
 }
 END_TEST
 
