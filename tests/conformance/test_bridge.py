@@ -439,6 +439,32 @@ class Bridge(unittest.TestCase):
         with torch.no_grad():
             self.assertTrue(torch.equal(out, m(x)))
 
+    def test_export_refuses_targets_that_clobber(self):
+        """export writes the weights and the text to temporaries and renames both only when both
+        are complete; it refuses, before writing, a .safetensors path (text and weights one file:
+        the text was written over the weights), an empty name (the weights went to ./.safetensors
+        before the text failed) and a directory; a missing directory leaves nothing"""
+        m = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU()).eval()
+        x = torch.randn(1, 3, 8, 8)
+        os.mkdir(os.path.join(self.dir, "adir"))
+        cwd = os.getcwd()
+        os.chdir(self.dir)
+        try:
+            for path, error, message in [("w.safetensors", bpcc_torch.BridgeError, "would be one file"),
+                                         ("", ValueError, "its file name is empty"),
+                                         ("adir", ValueError, "it is a directory"),
+                                         (os.path.join("nodir", "m.bpcc"), FileNotFoundError, "")]:
+                before = sorted(os.listdir("."))
+                with self.assertRaises(error) as cm:
+                    bpcc_torch.export(m, (x,), path)
+                self.assertIn(message, str(cm.exception))
+                self.assertEqual(sorted(os.listdir(".")), before, path)
+                self.assertEqual(os.listdir("adir"), [])
+            bpcc_torch.export(m, (x,), "ok.bpcc")
+            self.assertTrue(torch.equal(bpcc_torch.load("ok.bpcc")(x), m(x)))
+        finally:
+            os.chdir(cwd)
+
     def test_outputs_whose_names_collide_are_refused(self):
         """a dict key with a dot in it names what a tuple's place names ("a.0"): bpcc run refuses at
         the output node, the bridge's run refuses too, and neither writes a file; where it wrote the

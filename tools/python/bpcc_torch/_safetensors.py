@@ -34,26 +34,51 @@ def tensor_bytes(t):
     return t.numpy().tobytes()
 
 
-def atomic_write(path, chunks):
-    """Write the byte chunks to a temporary file beside path, then rename it over path."""
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp", dir=d)
+def _check_target(path):
+    """An output path must name a regular file or nothing: a directory would fail only at the
+    rename, after the files written before it had taken their places, and a device or FIFO
+    would be replaced by a regular file."""
+    if not path:
+        raise ValueError("cannot write output: its file name is empty")
+    if os.path.exists(path) and not os.path.isfile(path):
+        raise ValueError("cannot write output '%s': it is %s (give a file name)" % (
+            path, "a directory" if os.path.isdir(path) else "not a regular file"))
+
+
+def atomic_write_all(files):
+    """files: (path, byte chunks) pairs. Each is written to a temporary file beside its path, and
+    only when all are complete are they renamed over their paths, in order (a model's weights
+    before its text); a failure before that leaves every path as it was and no temporary."""
+    for path, _ in files:
+        _check_target(path)
+    tmps = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            for c in chunks:
-                f.write(c)
-            f.flush()
-            os.fsync(f.fileno())
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
+        for path, chunks in files:
+            d = os.path.dirname(os.path.abspath(path))
+            fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".tmp", dir=d)
+            tmps.append(tmp)
+            with os.fdopen(fd, "wb") as f:
+                for c in chunks:
+                    f.write(c)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~umask)
+        for (path, _), tmp in zip(files, tmps):
+            os.replace(tmp, path)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        for tmp in tmps:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
+
+
+def atomic_write(path, chunks):
+    """Write the byte chunks to a temporary file beside path, then rename it over path."""
+    atomic_write_all([(path, chunks)])
 
 
 # a quantized tensor's dtype -> the dtype of its integer values

@@ -300,8 +300,11 @@ def export(model, example_inputs, path):
     stem = os.path.splitext(path)[0]
     weights = stem + ".safetensors"
     m, tensors = to_model(gm, os.path.basename(weights))
+    if tensors and path and os.path.abspath(weights) == os.path.abspath(path):
+        raise BridgeError("cannot write '%s': the model's text and its weights file would be one file "
+                          "(a model NAME.EXT keeps its weights in NAME.safetensors): give the model another name" % path)
     text = fmt.print_model(m)
-    if tensors:
-        st.write(weights, tensors)
-    st.atomic_write(path, [text.encode("utf-8")])
+    # both complete before either is renamed: a failure leaves no half of a model
+    st.atomic_write_all(([(weights, st.encode(tensors))] if tensors else []) + [(path, [text.encode("utf-8")])])
     return gm
+
