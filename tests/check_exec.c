@@ -1083,6 +1083,10 @@ START_TEST(attention_refuses_what_it_cannot_run)
         {"module y : torch.nn.LSTM {input_size: 1e30, hidden_size: 3}\n", "torch.nn.LSTM needs input_size, hidden_size and num_layers"},
         {"module y : torch.nn.GRU {input_size: 5, hidden_size: -inf}\n", "torch.nn.GRU needs input_size, hidden_size and num_layers"},
         {"module y : torch.nn.GRU {input_size: 5, hidden_size: 3, num_layers: 2.5}\n", "torch.nn.GRU needs input_size, hidden_size and num_layers"},
+        /* sizes no weights can hold: refused before anything is allocated (they asked for petabytes) */
+        {"module y : torch.nn.LSTM {input_size: 5, hidden_size: 22222222222223}\n",
+         "torch.nn.LSTM's sizes (input_size 5, hidden_size 22222222222223) are beyond 1 TiB of weights"},
+        {"module y : torch.nn.GRU {input_size: 5, hidden_size: 4611686018427387904}\n", "are beyond 1 TiB of weights"},
     };
     for (size_t i = 0; i < sizeof encoders / sizeof encoders[0]; i++) {
         char text[512];
@@ -1091,6 +1095,15 @@ START_TEST(attention_refuses_what_it_cannot_run)
                  "  %%output = output output (%%y,)\n",
                  encoders[i].modules);
         refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, encoders[i].msg, i);
+    }
+    static const char *const cells[] = {"torch.nn.LSTMCell", "torch.nn.GRUCell", "torch.nn.RNNCell"};
+    for (size_t i = 0; i < sizeof cells / sizeof cells[0]; i++) {
+        char text[512];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\nmodule y : %s {input_size: 5, hidden_size: 4611686018427387904}\n"
+                 "graph\n  %%x = placeholder x ()\n  %%y = call_module y (%%x,)\n  %%output = output output (%%y,)\n",
+                 cells[i]);
+        refused_with(text, "y", 2, (int64_t[]){4, 5}, "are beyond 1 TiB of weights", i);
     }
 }
 END_TEST
