@@ -122,7 +122,8 @@ END_TEST
 
 /* reserve makes room for n keys at once: the keys already there stay found, the next n - present
 ** additions do not move the slots (the epoch stays), a smaller reserve changes nothing, and the
-** table is the smallest power of two at most three quarters full */
+** table is sized to the n keys (at most three quarters full, a multiple of 64 slots), not to the
+** next power of two; adding past it doubles it */
 START_TEST(strmap_reserve_makes_room_at_once)
 {
     char keys[1000][16];
@@ -131,7 +132,7 @@ START_TEST(strmap_reserve_makes_room_at_once)
     for (int i = 0; i < 10; i++)
         ck_assert_int_eq(bpcc_strmap_put(&m, keys[i], strlen(keys[i]), bpcc_str_hash(keys[i], strlen(keys[i])), keys[i]), BPCC_OK);
     ck_assert_int_eq(bpcc_strmap_reserve(&m, 1000), BPCC_OK);
-    ck_assert_uint_eq(m.mask + 1, 2048); /* 1000 keys need more than 1024 * 3/4 slots */
+    ck_assert_uint_eq(m.cap, 1344); /* 1000 keys need 1334 slots at three quarters */
     uint32_t epoch = m.epoch;
     ck_assert_int_eq(bpcc_strmap_reserve(&m, 500), BPCC_OK);
     ck_assert_uint_eq(m.epoch, epoch);
@@ -146,9 +147,17 @@ START_TEST(strmap_reserve_makes_room_at_once)
     }
     ck_assert_uint_eq(m.epoch, epoch);
     ck_assert_uint_eq(m.n, 1000);
+    static char more[9][8]; /* 1344 slots hold 1008 keys: the ninth more doubles the table */
+    for (int i = 0; i < 9; i++) {
+        snprintf(more[i], sizeof more[i], "more%d", i);
+        ck_assert_int_eq(bpcc_strmap_put(&m, more[i], strlen(more[i]), bpcc_str_hash(more[i], strlen(more[i])), NULL), BPCC_OK);
+        ck_assert_uint_eq(m.cap, i < 8 ? 1344 : 2688);
+    }
+    ck_assert_uint_ne(m.epoch, epoch);
+    for (int i = 0; i < 1000; i++) ck_assert_ptr_nonnull(bpcc_strmap_get_str(&m, keys[i]));
     struct bpcc_strmap empty = {0};
     ck_assert_int_eq(bpcc_strmap_reserve(&empty, 3), BPCC_OK);
-    ck_assert_uint_eq(empty.mask + 1, 64); /* never below the smallest table */
+    ck_assert_uint_eq(empty.cap, 64); /* never below the smallest table */
     bpcc_strmap_release(&empty);
     bpcc_strmap_release(&m);
 }
@@ -181,7 +190,7 @@ START_TEST(strmap_get_or_add_adds_once_and_finds_after)
         ck_assert(f && !added && f->value == &keys[i]);
         ck_assert_uint_eq(m.n, (uint32_t)i + 1);
     }
-    ck_assert_uint_le(4u * m.n, 3u * (m.mask + 1));
+    ck_assert_uint_le(4u * m.n, 3u * m.cap);
     for (int i = 0; i < N; i++) {
         size_t n = strlen(keys[i]);
         struct bpcc_strmap_slot *e = bpcc_strmap_get(&m, keys[i], n, bpcc_str_hash(keys[i], n));
@@ -204,12 +213,19 @@ END_TEST
 
 START_TEST(strmap_finds_removes_and_copies)
 {
-    /* 5000 keys (several growths), removed in a scattered order with lookups after each removal
-    ** (backward shifts across the table's end included), against a plain array as the truth */
+    /* 5000 keys removed in a scattered order with lookups after each removal (backward shifts
+    ** across the table's end included), against a plain array as the truth; the table grown one
+    ** key at a time (_i 0: doubling from 64 slots) or reserved for all first (_i 1: sized to them,
+    ** 6720 slots, no power of two, three quarters full at the end) */
     enum { N = 5000 };
     static char keys[N][16];
     static bool present[N];
     struct bpcc_strmap m = {0};
+    if (_i) {
+        ck_assert_int_eq(bpcc_strmap_reserve(&m, N), BPCC_OK);
+        ck_assert_uint_eq(m.cap, 6720); /* 4 N / 3 rounded up to 64 slots */
+    }
+    uint32_t epoch = m.epoch;
     for (int i = 0; i < N; i++) {
         snprintf(keys[i], sizeof keys[i], "k%d", i);
         size_t n = strlen(keys[i]);
@@ -218,7 +234,9 @@ START_TEST(strmap_finds_removes_and_copies)
         present[i] = true;
     }
     ck_assert_uint_eq(m.n, N);
-    ck_assert_uint_le(4u * m.n, 3u * (m.mask + 1)); /* at most three quarters full */
+    ck_assert_uint_le(4u * m.n, 3u * m.cap); /* at most three quarters full */
+    if (_i) ck_assert_uint_eq(m.epoch, epoch); /* reserved: never moved */
+    else ck_assert_uint_eq(m.cap, 8192);
     struct bpcc_strmap c;
     ck_assert_int_eq(bpcc_strmap_copy(&c, &m), BPCC_OK);
     for (int r = 0; r < N; r++) {
@@ -622,7 +640,7 @@ int main(void)
     tcase_add_test(tc, arena_rejects_overflowing_counts);
     tcase_add_test(tc, arena_gives_a_block_given_back_to_an_allocation_of_its_size);
     tcase_add_test(tc, intern_gives_one_pointer_per_string);
-    tcase_add_test(tc, strmap_finds_removes_and_copies);
+    tcase_add_loop_test(tc, strmap_finds_removes_and_copies, 0, 2);
     tcase_add_test(tc, strmap_reserve_makes_room_at_once);
     tcase_add_test(tc, strmap_get_or_add_adds_once_and_finds_after);
     tcase_add_test(tc, buf_appends_and_formats);

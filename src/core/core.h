@@ -123,8 +123,8 @@ static inline const char *bpcc_strmap_value_key(void *const *value)
                                                              offsetof(struct bpcc_strmap_slot, value)))->key;
 }
 struct bpcc_strmap {
-    struct bpcc_strmap_slot *slots; /* mask + 1 of them, NULL while empty */
-    uint32_t mask, n;
+    struct bpcc_strmap_slot *slots; /* cap of them, NULL while empty */
+    uint32_t cap, n;
     /* moves on whenever slots move (the table grows, a key is removed): a slot pointer taken at
     ** one epoch stays valid while the epoch does */
     uint32_t epoch;
@@ -142,14 +142,15 @@ BPCC_INTERNAL enum bpcc_status bpcc_strmap_put(struct bpcc_strmap *m, const char
 ** Slot pointers taken before are then invalid. */
 BPCC_INTERNAL struct bpcc_strmap_slot *bpcc_strmap_get_or_add(struct bpcc_strmap *m, const char *s, size_t n, uint32_t h,
                                                              bool *added);
-/* room for n keys in all without growing (slot pointers taken before are then invalid) */
+/* room for n keys in all without growing: a table sized to them, at most three quarters full (slot
+** pointers taken before are then invalid) */
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n);
 /* remove the slot's key (other slot pointers are then invalid) */
 BPCC_INTERNAL void bpcc_strmap_remove(struct bpcc_strmap *m, struct bpcc_strmap_slot *e);
 BPCC_INTERNAL enum bpcc_status bpcc_strmap_copy(struct bpcc_strmap *dst, const struct bpcc_strmap *src);
 BPCC_INTERNAL void bpcc_strmap_release(struct bpcc_strmap *m);
 #define BPCC_STRMAP_FOREACH(m, e) \
-    for (struct bpcc_strmap_slot *e = (m)->slots; (m)->slots && e <= (m)->slots + (m)->mask; e++) \
+    for (struct bpcc_strmap_slot *e = (m)->slots; (m)->slots && e < (m)->slots + (m)->cap; e++) \
         if (e->key)
 
 /* }===================================================================================== */

@@ -816,6 +816,11 @@ static enum bpcc_status convert_in_place(struct bpcc_graph *g, const struct bpcc
             }
             g->n_modules = k;
         }
+        /* room in the name table for what the quantize points will name (at most two root
+        ** buffers, a quantize and a dequantize node each) at once, the table sized to them: the
+        ** walk doubled it instead (1M nodes: 8.4M slots, 201 MB, where 5.5M hold the 4.1M names) */
+        uint64_t names = (uint64_t)g->intern.table.n + 4 * (uint64_t)cv.n_observers_left;
+        if (!s && cv.n_observers_left && names < UINT32_MAX / 2) (void)bpcc_strmap_reserve(&g->intern.table, (uint32_t)names);
         if (!s) s = check_quantized_inputs(&cv);
         uint32_t input = 0; /* placeholders seen */
         for (struct bpcc_node *n = g->first; n && !s;) {
