@@ -1244,6 +1244,9 @@ START_TEST(a_batch_feeds_many_inputs_and_names_a_missing_one)
         if (have == 8) {
             ck_assert_int_eq(s, BPCC_ERR_IO);
             ck_assert_msg(strstr(tu_msg(&d), "no tensor 'p8' for the model input 'p8'"), "%s", tu_msg(&d));
+            /* what the file holds, the first five of its tensors */
+            ck_assert_msg(d.entries[0].has_note && !strcmp(d.entries[0].note, "the file holds 'p0', 'p1', 'p2', 'p3', 'p4' and 3 more"),
+                          "%s", d.entries[0].note);
             break;
         }
         ck_assert_msg(s == BPCC_OK, "%s", tu_msg(&d));

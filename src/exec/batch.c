@@ -159,6 +159,27 @@ static enum bpcc_status load_input(struct xbatch *b, uint32_t *k, uint32_t *cap,
     return BPCC_OK;
 }
 
+/* a note naming the tensors the file holds (the first few): a batch whose input has another name
+** (`input` for `x`) shows at once what to rename */
+static void note_tensors(const struct bpcc_safetensors *st, struct bpcc_diag *d)
+{
+    uint32_t n = bpcc_safetensors_count(st);
+    char list[400];
+    size_t len = 0;
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < n && len < sizeof list - 1; i++) {
+        const char *name;
+        if (bpcc_safetensors_get(st, i, &name, NULL, NULL, NULL, NULL, NULL)) break;
+        size_t want = strlen(name) + 4;
+        if (shown == 5 || len + want >= sizeof list - 1) break;
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s'%s'", shown ? ", " : "", name);
+        shown++;
+    }
+    if (!n) bpcc_diag_note(d, 0, 0, "the file holds no tensor");
+    else if (shown < n) bpcc_diag_note(d, 0, 0, "the file holds %s and %u more", list, n - shown);
+    else bpcc_diag_note(d, 0, 0, "the file holds %s", list);
+}
+
 /* Open a batch and check it: one float32, integer or bool tensor per graph input, or a quantized one, named after
 ** it, of the kind (float or quantized, or integers and bools) and the shape the model was traced with (when it
 ** records them; the batch dimension may differ). */
@@ -177,6 +198,7 @@ enum bpcc_status bpcc_batch_open(const struct bpcc_graph *g, const char *path, b
         if (i == UINT32_MAX) {
             s = bpcc_diag_error(d, BPCC_ERR_IO, path, 0, 0, "no tensor '%s' for the model input '%s' (%s:%u)", p->target,
                                 p->name, g->source_file ? g->source_file : "model", p->src_line);
+            note_tensors(b->st, d);
             break;
         }
         const char *name;
