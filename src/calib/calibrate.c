@@ -212,7 +212,8 @@ static enum bpcc_status collect(struct bpcc_graph *scratch, const struct xval *v
 ** another place names ({a: (x, y), "a.0": z}; a quantized `a` beside a key "a.scale"): the file
 ** would hold a key twice, which no safetensors reader (bpcc's included) takes. An error at the
 ** output node naming the key, before anything is written. */
-static enum bpcc_status unique_names(const struct bpcc_graph *g, const struct entries *e, struct bpcc_diag *d)
+static enum bpcc_status unique_names(const struct bpcc_graph *g, const struct bpcc_node *o, const struct entries *e,
+                                     struct bpcc_diag *d)
 {
     struct bpcc_strmap seen = {0};
     enum bpcc_status s = BPCC_OK;
@@ -222,7 +223,6 @@ static enum bpcc_status unique_names(const struct bpcc_graph *g, const struct en
         if (!bpcc_strmap_get_or_add(&seen, e->keys[i], n, bpcc_str_hash(e->keys[i], n), &added)) {
             s = bpcc_diag_nomem(d);
         } else if (!added) {
-            const struct bpcc_node *o = bpcc_graph_output(g);
             s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
                                 "two of the output's tensors would be written under one name, '%s'", e->keys[i]);
             bpcc_diag_note(d, 0, 0,
@@ -251,13 +251,12 @@ enum bpcc_status bpcc_run(const struct bpcc_graph *g, const char *batch, const c
     struct bpcc_graph *scratch;
     s = bpcc_graph_new(&scratch, d);
     struct entries out_e = {0};
+    const struct bpcc_node *o = bpcc_graph_output(g); /* where the output's errors point */
     if (!s) s = collect(scratch, &out, "output", &out_e, d);
-    if (!s && !out_e.n) {
-        const struct bpcc_node *o = bpcc_graph_output(g);
+    if (!s && !out_e.n)
         s = bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, o ? o->src_line : 0, o ? o->src_col : 0,
                             "the model's output holds no tensor: nothing to write");
-    }
-    if (!s) s = unique_names(g, &out_e, d);
+    if (!s) s = unique_names(g, o, &out_e, d);
     bpcc_xval_release(&out);
     if (!s) {
         struct bpcc_atomic_file af;

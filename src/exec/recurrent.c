@@ -91,15 +91,22 @@ static bool is_reference(const struct bpcc_module *m)
     return !strncmp(m->type, "torch.ao.nn.quantized.reference.", 32);
 }
 
-/* a * b * c floats and one more (no allocation is empty), or 0 past 2^38 floats (1 TiB, the
-** tensors' own limit) or when the product overflows */
-static size_t buf_floats(int64_t a, int64_t b, int64_t c)
+/* a * b * c, the floats of a weight or buffer, or -1 past 2^38 (1 TiB, the tensors' own limit) or
+** when the product overflows */
+static int64_t floats_of(int64_t a, int64_t b, int64_t c)
 {
     int64_t ab, abc;
     if (a < 0 || b < 0 || c < 0 || __builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) ||
         abc > ((int64_t)1 << 38))
-        return 0;
-    return (size_t)abc + 1;
+        return -1;
+    return abc;
+}
+
+/* sizes no weights can hold (a model text's hidden_size of 1e15 asked for petabytes) */
+static enum bpcc_status beyond_weights(const struct xargs *a, int64_t in, int64_t h)
+{
+    return bpcc_xerr(a, "%s's sizes (input_size %lld, hidden_size %lld) are beyond 1 TiB of weights", a->module->type,
+                     (long long)in, (long long)h);
 }
 
 static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
@@ -129,13 +136,10 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
                          (long long)IN);
     int64_t T = batched ? x->dims[bf ? 1 : 0] : x->dims[0], N = batched ? x->dims[bf ? 0 : 1] : 1;
     /* The attributes size every buffer and the state's check below: the first layer's weights
-    ** must hold what they say before anything is allocated (a model text's hidden_size of 1e15
-    ** asked for petabytes), and no size may overflow */
-    size_t n_ih = buf_floats(G, H, IN), n_hh = buf_floats(G, H, P);
-    if (!n_ih || !n_hh) return bpcc_xerr(a, "%s's sizes (input_size %lld, hidden_size %lld) are beyond 1 TiB of weights", m->type,
-                                         (long long)IN, (long long)H);
-    if (!bpcc_mtensor_n(a, m, "weight_ih_l0", (int64_t)n_ih - 1) || !bpcc_mtensor_n(a, m, "weight_hh_l0", (int64_t)n_hh - 1))
-        return BPCC_ERR_GRAPH;
+    ** must hold what they say before anything is allocated, and no size may overflow */
+    int64_t n_ih = floats_of(G, H, IN), n_hh = floats_of(G, H, P);
+    if (n_ih < 0 || n_hh < 0) return beyond_weights(a, IN, H);
+    if (!bpcc_mtensor_n(a, m, "weight_ih_l0", n_ih) || !bpcc_mtensor_n(a, m, "weight_hh_l0", n_hh)) return BPCC_ERR_GRAPH;
     /* the initial state: hx, or (h0, c0) for LSTM; [layers D, N, P] and [layers D, N, H] (unbatched:
     ** without N) */
     const struct xtensor *h0, *c0;
@@ -148,11 +152,11 @@ static enum bpcc_status k_recurrent(const struct xargs *a, struct xval *out)
     }
     /* the sequence as [T, N, features], the running layer input and output */
     int64_t F = IN > D * P ? IN : D * P;
-    size_t n_seq = buf_floats(T, N, F), n_nxt = buf_floats(T, N, D * P), n_gx = buf_floats(T, N, G * H);
-    if (!n_seq || !n_nxt || !n_gx)
+    int64_t n_seq = floats_of(T, N, F), n_nxt = floats_of(T, N, D * P), n_gx = floats_of(T, N, G * H);
+    if (n_seq < 0 || n_nxt < 0 || n_gx < 0)
         return bpcc_xerr(a, "%s on a sequence of %lld x %lld would need more than 1 TiB", m->type, (long long)T, (long long)N);
-    float *seq = bpcc_malloc(n_seq * sizeof *seq), *nxt = bpcc_malloc(n_nxt * sizeof *nxt);
-    float *gx = bpcc_malloc(n_gx * sizeof *gx), *gh = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gh);
+    float *seq = bpcc_malloc((size_t)(n_seq + 1) * sizeof *seq), *nxt = bpcc_malloc((size_t)(n_nxt + 1) * sizeof *nxt);
+    float *gx = bpcc_malloc((size_t)(n_gx + 1) * sizeof *gx), *gh = bpcc_malloc((size_t)(N * G * H + 1) * sizeof *gh);
     float *h = bpcc_malloc((size_t)(N * P + 1) * sizeof *h), *c = bpcc_malloc((size_t)(N * H + 1) * sizeof *c);
     float *hf = proj ? bpcc_malloc((size_t)(N * H + 1) * sizeof *hf) : h; /* o tanh(c) before the projection */
     int64_t sdims[3] = {layers * D, N, P}, cdims[3] = {layers * D, N, H};
@@ -301,18 +305,17 @@ static enum bpcc_status k_cell(const struct xargs *a, struct xval *out)
             return bpcc_xerr(a, "%s's state must be [%s%lld]", m->type, batched ? "batch, " : "", (long long)H);
     }
     /* the attributes size the weights and the buffers: checked before either is read or made */
-    size_t n_ih = buf_floats(G, H, IN), n_hh = buf_floats(G, H, H), n_g = buf_floats(N, G, H);
-    if (!n_ih || !n_hh || !n_g)
-        return bpcc_xerr(a, "%s's sizes (input_size %lld, hidden_size %lld) are beyond 1 TiB of weights", m->type,
-                         (long long)IN, (long long)H);
+    int64_t n_ih = floats_of(G, H, IN), n_hh = floats_of(G, H, H), n_g = floats_of(N, G, H);
+    if (n_ih < 0 || n_hh < 0 || n_g < 0) return beyond_weights(a, IN, H);
     bool failed = false, has_bias = bpcc_mattr_bool(m, "bias", true);
     float *own_ih = NULL, *own_hh = NULL;
-    const float *wih = rnn_weight(a, "weight_ih", (int64_t)n_ih - 1, ref, &own_ih, &failed);
-    const float *whh = failed ? NULL : rnn_weight(a, "weight_hh", (int64_t)n_hh - 1, ref, &own_hh, &failed);
+    const float *wih = rnn_weight(a, "weight_ih", n_ih, ref, &own_ih, &failed);
+    const float *whh = failed ? NULL : rnn_weight(a, "weight_hh", n_hh, ref, &own_hh, &failed);
     const float *bih = failed ? NULL : rnn_tensor(a, "bias_ih", G * H, has_bias, &failed);
     const float *bhh = failed ? NULL : rnn_tensor(a, "bias_hh", G * H, has_bias, &failed);
     /* weights that hold what the attributes say bound the buffers' sizes: none is made otherwise */
-    float *gx = failed ? NULL : bpcc_malloc(n_g * sizeof *gx), *gh = failed ? NULL : bpcc_malloc(n_g * sizeof *gh);
+    size_t gbytes = (size_t)(n_g + 1) * sizeof(float);
+    float *gx = failed ? NULL : bpcc_malloc(gbytes), *gh = failed ? NULL : bpcc_malloc(gbytes);
     int64_t sd[2] = {N, H};
     struct xtensor *hy = failed ? NULL : bpcc_xtensor_new(batched ? 2 : 1, batched ? sd : sd + 1);
     struct xtensor *cy = lstm && !failed ? bpcc_xtensor_new(batched ? 2 : 1, batched ? sd : sd + 1) : NULL;
