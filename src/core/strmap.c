@@ -75,7 +75,7 @@ static void place(struct bpcc_strmap_slot *slots, uint32_t cap, const struct bpc
 /* the slots rehashed into ncap of them */
 static enum bpcc_status grow(struct bpcc_strmap *m, uint32_t ncap)
 {
-    uint32_t cap = m->slots ? m->cap : 0;
+    uint32_t cap = m->cap; /* 0 while there are no slots */
     struct bpcc_strmap_slot *slots = bpcc_malloc((size_t)ncap * sizeof *slots);
     if (!slots) return BPCC_ERR_NOMEM;
     memset(slots, 0, (size_t)ncap * sizeof *slots);
@@ -95,7 +95,7 @@ static bool fits(uint64_t n, uint64_t cap) { return 4 * n <= 3 * cap; }
 
 enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n)
 {
-    uint32_t cap = m->slots ? m->cap : 0;
+    uint32_t cap = m->cap; /* 0 while there are no slots */
     if (cap && fits(n, cap)) return BPCC_OK;
     uint64_t want = ((uint64_t)n * 4 + 2) / 3; /* the fewest slots that hold n */
     want = (want + MIN_SLOTS - 1) / MIN_SLOTS * MIN_SLOTS;
@@ -106,7 +106,7 @@ enum bpcc_status bpcc_strmap_reserve(struct bpcc_strmap *m, uint32_t n)
 /* room for one more key: the table doubles when full, as adding one by one goes on */
 static enum bpcc_status reserve_one(struct bpcc_strmap *m)
 {
-    uint32_t cap = m->slots ? m->cap : 0;
+    uint32_t cap = m->cap; /* 0 while there are no slots */
     if (cap && fits((uint64_t)m->n + 1, cap)) return BPCC_OK;
     if (cap >= MAX_SLOTS) return BPCC_ERR_NOMEM;
     return grow(m, cap ? (cap > MAX_SLOTS / 2 ? MAX_SLOTS : 2 * cap) : MIN_SLOTS);

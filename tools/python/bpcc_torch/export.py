@@ -307,4 +307,3 @@ def export(model, example_inputs, path):
     # both complete before either is renamed: a failure leaves no half of a model
     st.atomic_write_all(([(weights, st.encode(tensors))] if tensors else []) + [(path, [text.encode("utf-8")])])
     return gm
-
