@@ -1111,6 +1111,92 @@ END_TEST
 static float zeros(uint64_t i) { return (float)i * 0.0f; }
 static float ones(uint64_t i) { return (float)i * 0.0f + 1.0f; }
 
+/* torchvision's Swin functions (swin.c): what each refuses, and the case they run; their values are
+** PyTorch's (tests/conformance/test_calibrate.py), and one case here is worked out by hand */
+START_TEST(swin_functions_refuse_what_they_cannot_run)
+{
+#define SWA "torchvision.models.swin_transformer.shifted_window_attention"
+    static const struct {
+        const char *call, *msg;
+    } cases[] = {
+        {SWA " (%x, %w, %x, %x, [2, 2], 3) {shift_size: [1, 1]}", "4 channels do not split into 3 heads"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1], attention_dropout: 0.1}",
+         "dropout with p > 0 drops at random here"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1], dropout: 0.5}", "dropout with p > 0"},
+        {SWA " (%x, %x, %x, %x, [2, 2], 1) {shift_size: [1, 1]}", "the weights must be [12, 4] and [4, 4] for 4 channels"},
+        {SWA " (%x, %w, %x, %w, [2, 2], 1) {shift_size: [1, 1]}",
+         "the relative position bias has 48 elements; 1 heads over 2 x 2 windows need 16"},
+        {SWA " (%x, %w, %x, %x, [0, 2], 1) {shift_size: [0, 0]}", "window size [0, 2] is out of range"},
+        {SWA " (%x, %w, %x, %x, [2, 2000], 1) {shift_size: [0, 0]}", "window size [2, 2000] is out of range"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [3, 0]}", "shift size [3, 0] is out of the window's range"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1], qkv_bias: %x}", "qkv_bias has 16 elements where 12 are needed"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1], logit_scale: %x}", "logit_scale has 16 elements where 1 are needed"},
+        {SWA " (%x, %w, %x, %x, [2, 2]) {shift_size: [1, 1]}", "argument num_heads is missing"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 1)", "argument shift_size is missing"},
+        {SWA " (%x, %w, %x, %x, [2, 2], 0) {shift_size: [1, 1]}", "4 channels do not split into 0 heads"},
+        {SWA " (%v, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1]}", "the input must be [B, H, W, C], not of 2 dimensions"},
+        {"torchvision.models.swin_transformer._get_relative_position_bias (%x, %x, [2, 2])",
+         "the bias table must have 2 dimensions, not 4"},
+        {"torchvision.models.swin_transformer._get_relative_position_bias (%v, %w, [2, 2])",
+         "the index has 48 elements; a window of 2 x 2 needs 16"},
+        {"torchvision.models.swin_transformer._get_relative_position_bias (%v, %x, [2, 2])",
+         "index -1.375 at 0 is out of the bias table's 4 rows"},
+        {"torchvision.models.swin_transformer._patch_merging_pad (%v,)", "the input must have 3 dimensions or more, not 2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[768];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%w = call_method repeat (%%x, 3, 1, 1, 1)\n"
+                 "  %%v = call_method view (%%x, 4, 4)\n  %%y = call_function %s\n  %%output = output output (%%y,)\n",
+                 cases[i].call);
+        refused_with(text, "y", 4, (int64_t[]){1, 2, 2, 4}, cases[i].msg, i);
+    }
+#undef SWA
+}
+END_TEST
+
+/* One 3 x 3 image of one channel, windows of 2 x 2 shifted by 1, a single head whose queries and keys
+** are 0 and whose values and projection are the identity: each output pixel is the mean of the
+** pixels its window holds in its region (the others weigh e^-100). The map is padded to 4 x 4 and
+** rolled by -1: rolled rows 0-1, 2 and 3 are regions 0, 1 and 2 (torchvision's slices [0:-2],
+** [-2:-1], [-1:]), likewise the columns, and rolled row or column 3 is the image's row or column 0
+** wrapped round. So window 0 holds pixels (1..2, 1..2), one region; window 1 holds (1..2, 0) in one
+** region and padding in another; window 2 holds (0, 1..2) likewise; window 3 holds (0, 0) alone. */
+START_TEST(shifted_window_attention_averages_each_region_of_a_window)
+{
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\nmodule a : torch.nn.Module {}\n\ngraph\n  %x = placeholder x ()\n"
+        "  %wqkv = get_attr a.wqkv ()\n  %wp = get_attr a.wp ()\n  %b = get_attr a.b ()\n"
+        "  %y = call_function torchvision.models.swin_transformer.shifted_window_attention (%x, %wqkv, %wp, %b, [2, 2], 1) "
+        "{shift_size: [1, 1], attention_dropout: 0.0, dropout: 0.0}\n  %output = output output (%y,)\n");
+    set_tensor(g, "a", "wqkv", 2, (int64_t[]){3, 1}, zeros);
+    float *wq = bpcc_tensor_data((struct bpcc_tensor *)bpcc_module_tensor(bpcc_graph_find_module(g, "a"), "wqkv"));
+    wq[2] = 1.0f; /* v = x */
+    set_tensor(g, "a", "wp", 2, (int64_t[]){1, 1}, ones);
+    set_tensor(g, "a", "b", 4, (int64_t[]){1, 1, 4, 4}, zeros);
+    struct xtensor *x = input(4, (int64_t[]){1, 3, 3, 1}, zeros);
+    for (int i = 0; i < 9; i++) x->data[i] = (float)(1 << i); /* each pixel its own bit */
+    struct xval out;
+    RUN(g, x, &out);
+    ck_assert_int_eq(out.k, XV_TENSOR);
+    const struct xtensor *y = out.u.t;
+    ck_assert_int_eq(y->ndim, 4);
+    ck_assert_int_eq(y->dims[1], 3);
+    ck_assert_int_eq(y->dims[2], 3);
+    static const float want_of[9] = {1, 3, 3, 36, 108, 108, 36, 108, 108}; /* (2+4)/2, (8+64)/2, (16+32+128+256)/4 */
+    for (int r = 0; r < 3; r++)
+        for (int c = 0; c < 3; c++) {
+            float want = want_of[r * 3 + c];
+            ck_assert_msg(fabsf(y->data[r * 3 + c] - want) <= 1e-4f * want, "pixel (%d, %d): %g, not %g", r, c,
+                          (double)y->data[r * 3 + c], (double)want);
+        }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+
 /* training mode: dropout and batch norm behave otherwise there (random, batch statistics), so the
 ** interpreter refuses them rather than run them as in eval; an instance norm that tracks running
 ** statistics normalizes by the input's own in training mode */
@@ -2568,6 +2654,8 @@ int main(void)
     tcase_add_test(tc, padding_pieces_and_pixel_shuffle_follow_pytorch);
     tcase_add_test(tc, ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, attention_refuses_what_it_cannot_run);
+    tcase_add_test(tc, swin_functions_refuse_what_they_cannot_run);
+    tcase_add_test(tc, shifted_window_attention_averages_each_region_of_a_window);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);
     tcase_add_test(tc, binary_ops_broadcast_exactly);

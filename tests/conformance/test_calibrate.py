@@ -768,6 +768,35 @@ class Calibrate(conftools.TmpCase):
             with torch.no_grad():
                 self.check_run_multi(M(rnn, with_state).eval(), x, name, tol=1e-6)
 
+    def test_run_swin_transformer_functions(self):
+        """the functions torchvision's Swin Transformers wrap for tracing (shifted_window_attention,
+        _get_relative_position_bias, _patch_merging_pad) run as ops: V1 and V2 (cosine attention
+        with a logit scale, the keys' bias zeroed), feature maps padded to whole windows, odd sizes
+        merged with padding, a last stage no bigger than its window (no shift there), two images;
+        to 1e-5. Dropout inside the attention is refused: the function drops at random in eval
+        mode too"""
+        from torchvision.models import swin_transformer as sw
+        for v2 in (False, True):
+            torch.manual_seed(0)
+            kw = dict(block=sw.SwinTransformerBlockV2, downsample_layer=sw.PatchMergingV2) if v2 else {}
+            model = sw.SwinTransformer([4, 4], 24, [2, 2], [2, 4], [4, 4], stochastic_depth_prob=0.0,
+                                       num_classes=10, **kw).eval()
+            for p in model.parameters():  # the logit scales and biases away from their initial values
+                p.data += 0.1 * torch.randn_like(p)
+            for size in (36, 52, 12):  # 9x9 patches (padded to 12, merged to 5x5), 13x13, 3x3 (no shift)
+                with torch.no_grad():
+                    self.check_run(model, torch.randn(2, 3, size, size), "swin%s_%d" % ("v2" if v2 else "", size))
+        model = sw.SwinTransformer([4, 4], 24, [2], [2], [4, 4], attention_dropout=0.1).eval()
+        src = self.path("swin_dropout.bpcc")
+        x = torch.randn(1, 3, 32, 32)
+        bpcc_torch.export(model, (x,), src)
+        st.write(self.path("in.safetensors"), [("x", x)])
+        r = subprocess.run([BPCC, "run", src, "--data", self.path("in.safetensors"), "-o", self.path("dropped.safetensors")],
+                           capture_output=True, text=True)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("dropout with p > 0 drops at random here", r.stderr)
+        self.assertFalse(os.path.exists(self.path("dropped.safetensors")))
+
     def test_run_reference_quantized_models(self):
         """convert_to_reference_fx models: quantize_per_tensor / dequantize and the reference
         quantized modules (weights quantized and dequantized per channel); within two quantization
