@@ -17,8 +17,7 @@
 #include <cblas.h>
 #include <math.h>
 
-/* y[rows, out] = x[rows, in] w[out, in]^T + b */
-static void project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out, float *y)
+void bpcc_project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out, float *y)
 {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t o = 0; o < out; o++) y[r * out + o] = b ? b[o] : 0.0f;
@@ -116,9 +115,9 @@ static enum bpcc_status k_multihead_attention(const struct xargs *a, struct xval
     }
     if (w) memset(w->data, 0, w->numel * sizeof *w->data);
     bpcc_blas_set_threads(bpcc_exec_threads(a->ctx));
-    project(xq, N * L, E, wq, in_b, E, Q);
-    project(xk, N * S, kdim, wk, in_b ? in_b + E : NULL, E, K);
-    project(xv, N * S, vdim, wv, in_b ? in_b + 2 * E : NULL, E, V);
+    bpcc_project(xq, N * L, E, wq, in_b, E, Q);
+    bpcc_project(xk, N * S, kdim, wk, in_b ? in_b + E : NULL, E, K);
+    bpcc_project(xv, N * S, vdim, wv, in_b ? in_b + 2 * E : NULL, E, V);
     float scale = sqrtf((float)hd);
     for (int64_t i = 0; i < N * L * E; i++) Q[i] /= scale; /* q / sqrt(head_dim), before the product */
     for (int64_t n = 0; n < N; n++)
@@ -153,7 +152,7 @@ static enum bpcc_status k_multihead_attention(const struct xargs *a, struct xval
                 bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)L, (int)hd, (int)S, 1.0f, P, (int)S,
                            V + n * S * E + h * hd, (int)E, 0.0f, O + n * L * E + h * hd, (int)E);
         }
-    project(O, N * L, E, wo, bo, E, Y);
+    bpcc_project(O, N * L, E, wo, bo, E, Y);
     int64_t odims[3] = {bf ? N : L, bf ? L : N, E};
     y = q->ndim == 2 ? bpcc_xtensor_new(2, (int64_t[]){L, E}) : bpcc_xtensor_new(3, odims);
     if (!y) {

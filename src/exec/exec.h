@@ -91,6 +91,10 @@ BPCC_INTERNAL bool bpcc_exec_kernel_takes_quantized(xkernel k);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool1d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool2d(const struct xargs *a, struct xval *out);
 BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a, struct xval *out);
+/* attention.c: y[rows, out] = x[rows, in] w[out, in]^T + b (b may be NULL), F.linear through BLAS as
+** PyTorch's addmm does it: y starts as the bias and the product is added to it */
+BPCC_INTERNAL void bpcc_project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out,
+                                float *y);
 BPCC_INTERNAL struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len);
 BPCC_INTERNAL enum bpcc_status bpcc_xnonzero(const struct xargs *a, const struct xtensor *x, bool as_tuple, struct xval *out);
 

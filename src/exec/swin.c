@@ -149,6 +149,31 @@ static void normalize(float *p, int64_t n)
     for (int64_t k = 0; k < n; k++) p[k] /= norm;
 }
 
+/* a map [B, H, W, C] cut into windows: padded to pH x pW, rolled by -shift */
+struct windows {
+    int64_t B, H, W, C, pH, pW, ws[2], shift[2];
+};
+
+/* The windows' rows, window after window ([B * windows * ws[0] * ws[1], C]) against the map: row q
+** of a window holds the map's position q + shift (modulo the padded size), or the padding. gather:
+** the rows are copied from the map, the padding's as zeros; else the rows go back to the map, the
+** padding's dropped (the reverse roll and the crop). */
+static void window_rows(const struct windows *g, float *map, float *rows, bool gather)
+{
+    size_t bytes = (size_t)g->C * sizeof *rows;
+    for (int64_t b = 0; b < g->B; b++)
+        for (int64_t wy = 0; wy < g->pH; wy += g->ws[0])
+            for (int64_t wx = 0; wx < g->pW; wx += g->ws[1])
+                for (int64_t iy = 0; iy < g->ws[0]; iy++)
+                    for (int64_t ix = 0; ix < g->ws[1]; ix++, rows += g->C) {
+                        int64_t py = (wy + iy + g->shift[0]) % g->pH, px = (wx + ix + g->shift[1]) % g->pW;
+                        float *at = py < g->H && px < g->W ? map + ((b * g->H + py) * g->W + px) * g->C : NULL;
+                        if (gather && at) memcpy(rows, at, bytes);
+                        else if (gather) memset(rows, 0, bytes);
+                        else if (at) memcpy(at, rows, bytes);
+                    }
+}
+
 static enum bpcc_status k_shifted_window_attention(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x, *wqkv, *wproj, *rpb, *bqkv, *bproj, *lscale;
@@ -209,28 +234,15 @@ static enum bpcc_status k_shifted_window_attention(const struct xargs *a, struct
         st = bpcc_diag_nomem(a->d);
         goto done;
     }
-    /* the windows' rows: padded with zeros, rolled by -shift (row q reads position q + shift) */
-    for (int64_t b = 0, r = 0; b < B; b++)
-        for (int64_t wy = 0; wy < nWh; wy++)
-            for (int64_t wx = 0; wx < nWw; wx++)
-                for (int64_t iy = 0; iy < ws[0]; iy++)
-                    for (int64_t ix = 0; ix < ws[1]; ix++, r++) {
-                        int64_t py = (wy * ws[0] + iy + s[0]) % pH, px = (wx * ws[1] + ix + s[1]) % pW;
-                        float *dst = X->data + r * C;
-                        if (py < H && px < W) memcpy(dst, x->data + ((b * H + py) * W + px) * C, (size_t)C * sizeof *dst);
-                        else memset(dst, 0, (size_t)C * sizeof *dst);
-                    }
+    const struct windows geo = {B, H, W, C, pH, pW, {ws[0], ws[1]}, {s[0], s[1]}};
+    window_rows(&geo, x->data, X->data, true);
     /* qkv = F.linear(x, qkv_weight, qkv_bias); Swin V2 zeroes the keys' third of the bias */
     if (bias) {
         memcpy(bias, bqkv->data, (size_t)(3 * C) * sizeof *bias);
         if (lscale) memset(bias + C, 0, (size_t)C * sizeof *bias);
     }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < 3 * C; o++) QKV->data[r * 3 * C + o] = bias ? bias[o] : 0.0f;
     bpcc_blas_set_threads(bpcc_exec_threads(a->ctx));
-    if (rows && C)
-        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)(3 * C), (int)C, 1.0f, X->data, (int)C,
-                   wqkv->data, (int)C, bias ? 1.0f : 0.0f, QKV->data, (int)(3 * C));
+    bpcc_project(X->data, rows, C, wqkv->data, bias, 3 * C, QKV->data);
     if (lscale) { /* cosine attention: q and k normalized per head */
         for (int64_t r = 0; r < rows; r++)
             for (int64_t h = 0; h < heads; h++) {
@@ -282,21 +294,8 @@ static enum bpcc_status k_shifted_window_attention(const struct xargs *a, struct
         }
     }
     /* x = F.linear(x, proj_weight, proj_bias) */
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t o = 0; o < C; o++) Y->data[r * C + o] = bproj ? bproj->data[o] : 0.0f;
-    if (rows && C)
-        bpcc_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)rows, (int)C, (int)C, 1.0f, O->data, (int)C, wproj->data,
-                   (int)C, bproj ? 1.0f : 0.0f, Y->data, (int)C);
-    /* windows reversed, rolled back by +shift, the padding cut off */
-    for (int64_t b = 0, r = 0; b < B; b++)
-        for (int64_t wy = 0; wy < nWh; wy++)
-            for (int64_t wx = 0; wx < nWw; wx++)
-                for (int64_t iy = 0; iy < ws[0]; iy++)
-                    for (int64_t ix = 0; ix < ws[1]; ix++, r++) {
-                        int64_t py = (wy * ws[0] + iy + s[0]) % pH, px = (wx * ws[1] + ix + s[1]) % pW;
-                        if (py < H && px < W)
-                            memcpy(y->data + ((b * H + py) * W + px) * C, Y->data + r * C, (size_t)C * sizeof *y->data);
-                    }
+    bpcc_project(O->data, rows, C, wproj->data, bproj ? bproj->data : NULL, C, Y->data);
+    window_rows(&geo, y->data, Y->data, false); /* windows reversed, rolled back by +shift, the padding cut off */
     *out = (struct xval){.k = XV_TENSOR, .u.t = y};
     y = NULL;
 done:
