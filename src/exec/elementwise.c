@@ -5,6 +5,7 @@
 */
 #include "exec.h"
 
+#include <float.h>
 #include <math.h>
 
 /* {==================== unary ==================== */
@@ -13,7 +14,8 @@ enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGM
             U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_RSQRT, U_RECIPROCAL, U_ABS, U_LOG, U_SOFTPLUS,
             U_MISH, U_ERF, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SIGN, U_SIN, U_COS, U_LOG1P, U_EXPM1, U_SQUARE, U_SELU,
             U_CELU, U_SOFTSIGN, U_HARDSHRINK, U_SOFTSHRINK, U_TANHSHRINK, U_LOGSIGMOID, U_LOG2, U_LOG10, U_EXP2,
-            U_NOT };
+            U_TAN, U_ATAN, U_ASIN, U_ACOS, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH, U_FRAC, U_NOT, U_ISNAN, U_ISINF,
+            U_ISFINITE, U_ISPOSINF, U_ISNEGINF };
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -75,7 +77,22 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_LOG2: return log2f(x);
     case U_LOG10: return log10f(x);
     case U_EXP2: return exp2f(x);
+    case U_TAN: return tanf(x);
+    case U_ATAN: return atanf(x);
+    case U_ASIN: return asinf(x);
+    case U_ACOS: return acosf(x);
+    case U_SINH: return sinhf(x);
+    case U_COSH: return coshf(x);
+    case U_ASINH: return asinhf(x);
+    case U_ACOSH: return acoshf(x);
+    case U_ATANH: return atanhf(x);
+    case U_FRAC: return x - truncf(x); /* ATen's: NaN and infinities give NaN */
     case U_NOT: return x == 0.0f ? 1.0f : 0.0f;
+    case U_ISNAN: return isnan(x) ? 1.0f : 0.0f; /* the macros give any nonzero (glibc's isinf -1 for -inf) */
+    case U_ISINF: return isinf(x) ? 1.0f : 0.0f;
+    case U_ISFINITE: return isfinite(x) ? 1.0f : 0.0f;
+    case U_ISPOSINF: return x == INFINITY;
+    case U_ISNEGINF: return x == -INFINITY;
     }
     return x;
 }
@@ -223,6 +240,47 @@ UNARY(k_logsigmoid, U_LOGSIGMOID)
 UNARY(k_log2, U_LOG2)
 UNARY(k_log10, U_LOG10)
 UNARY(k_exp2, U_EXP2)
+UNARY(k_tan, U_TAN)
+UNARY(k_atan, U_ATAN)
+UNARY(k_asin, U_ASIN)
+UNARY(k_acos, U_ACOS)
+UNARY(k_sinh, U_SINH)
+UNARY(k_cosh, U_COSH)
+UNARY(k_asinh, U_ASINH)
+UNARY(k_acosh, U_ACOSH)
+UNARY(k_atanh, U_ATANH)
+UNARY(k_frac, U_FRAC)
+
+/* isnan / isinf / isfinite / isposinf / isneginf: bool tensors */
+static enum bpcc_status predicate(const struct xargs *a, enum unop op, struct xval *out)
+{
+    enum bpcc_status st = unary(a, op, 0, 0, out);
+    if (st == BPCC_OK) out->u.t->boolean = true;
+    return st;
+}
+static enum bpcc_status k_isnan(const struct xargs *a, struct xval *out) { return predicate(a, U_ISNAN, out); }
+static enum bpcc_status k_isinf(const struct xargs *a, struct xval *out) { return predicate(a, U_ISINF, out); }
+static enum bpcc_status k_isfinite(const struct xargs *a, struct xval *out) { return predicate(a, U_ISFINITE, out); }
+static enum bpcc_status k_isposinf(const struct xargs *a, struct xval *out) { return predicate(a, U_ISPOSINF, out); }
+static enum bpcc_status k_isneginf(const struct xargs *a, struct xval *out) { return predicate(a, U_ISNEGINF, out); }
+
+/* nan_to_num(input, nan=0.0, posinf=None, neginf=None): the infinities to float32's largest and lowest
+** values unless given */
+static enum bpcc_status k_nan_to_num(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    double nan, pinf, ninf;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_float(a, 1, "nan", 0.0, &nan) ||
+        !bpcc_xarg_float(a, 2, "posinf", FLT_MAX, &pinf) || !bpcc_xarg_float(a, 3, "neginf", -FLT_MAX, &ninf))
+        return BPCC_ERR_GRAPH;
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < x->numel; i++) {
+        float v = x->data[i];
+        y->data[i] = isnan(v) ? (float)nan : v == INFINITY ? (float)pinf : v == -INFINITY ? (float)ninf : v;
+    }
+    return bpcc_xput(a, y, out);
+}
 
 /* round(input, decimals=0): to the nearest integer, halves to even */
 static enum bpcc_status k_round(const struct xargs *a, struct xval *out)
@@ -280,8 +338,12 @@ static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
     return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
 }
 
+static enum bpcc_status clamp_between(const struct xargs *a, struct xval *out);
+
 static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
 {
+    const struct xval *vl = bpcc_xarg(a, 1, "min"), *vh = bpcc_xarg(a, 2, "max");
+    if ((vl && vl->k == XV_TENSOR) || (vh && vh->k == XV_TENSOR)) return clamp_between(a, out);
     double lo, hi;
     if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo) || !bpcc_xarg_float(a, 2, "max", INFINITY, &hi))
         return BPCC_ERR_GRAPH;
@@ -338,7 +400,8 @@ static enum bpcc_status k_gelu(const struct xargs *a, struct xval *out)
 
 /* B_MAX / B_MIN: torch.maximum / minimum (NaN from either side); the comparisons and logical ops
 ** give 0 or 1 (a bool tensor) */
-enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
+enum binop { B_ADD, B_SUB, B_MUL, B_DIV, B_MAX, B_MIN, B_POW, B_ATAN2, B_HYPOT, B_FMOD, B_REM, B_FLOORDIV, B_LOGADDEXP,
+             B_XLOGY, B_HEAVISIDE, B_GT, B_LT, B_GE, B_LE, B_EQ, B_NE, B_AND, B_OR, B_XOR };
 
 static bool bin_is_bool(enum binop op) { return op >= B_GT; }
 
@@ -352,6 +415,28 @@ static float bin(enum binop op, float x, float y)
     case B_MAX: return x != x || x > y ? x : y;
     case B_MIN: return x != x || x < y ? x : y;
     case B_POW: return powf(x, y);
+    case B_ATAN2: return atan2f(x, y);
+    case B_HYPOT: return hypotf(x, y);
+    case B_FMOD: return fmodf(x, y);
+    case B_REM: { /* ATen's: the remainder with the divisor's sign */
+        float m = fmodf(x, y);
+        return m != 0.0f && (y < 0.0f) != (m < 0.0f) ? m + y : m;
+    }
+    case B_FLOORDIV: { /* c10's div_floor for floats (torch.floor_divide rounds down since 1.13) */
+        if (y == 0.0f) return x / y;
+        float m = fmodf(x, y), d = (x - m) / y;
+        if (m != 0.0f && (y < 0.0f) != (m < 0.0f)) d -= 1.0f;
+        if (d == 0.0f) return copysignf(0.0f, x / y);
+        float f = floorf(d);
+        return d - f > 0.5f ? f + 1.0f : f;
+    }
+    case B_LOGADDEXP: { /* ATen's: equal infinities as they are, else the larger plus log1p(exp(-|x - y|)) */
+        if (isinf(x) && x == y) return x;
+        float m = x > y ? x : y;
+        return m + log1pf(expf(-fabsf(x - y)));
+    }
+    case B_XLOGY: return isnan(y) ? y : x == 0.0f ? 0.0f : x * logf(y);
+    case B_HEAVISIDE: return x == 0.0f ? y : (float)(x > 0.0f);
     case B_GT: return x > y;
     case B_LT: return x < y;
     case B_GE: return x >= y;
@@ -463,7 +548,8 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
             return BPCC_OK;
         }
         double r = op == B_ADD ? p + alpha * q : op == B_SUB ? p - alpha * q : op == B_MUL ? p * q : op == B_DIV ? p / q
-                 : op == B_MAX ? (p != p || p > q ? p : q) : op == B_POW ? pow(p, q) : (p != p || p < q ? p : q);
+                 : op == B_MAX ? (p != p || p > q ? p : q) : op == B_POW ? pow(p, q) : op == B_MIN ? (p != p || p < q ? p : q)
+                 : bin(op, (float)p, (float)q);
         *out = (struct xval){.k = XV_FLOAT, .u.f = r};
         return BPCC_OK;
     }
@@ -552,6 +638,35 @@ static enum bpcc_status k_sub(const struct xargs *a, struct xval *out) { return 
 static enum bpcc_status k_mul(const struct xargs *a, struct xval *out) { return binary(a, B_MUL, false, out); }
 static enum bpcc_status k_div(const struct xargs *a, struct xval *out) { return binary(a, B_DIV, false, out); }
 static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
+#define BINARY(name, op)                                                                           \
+    static enum bpcc_status name(const struct xargs *a, struct xval *out) { return binary(a, op, false, out); }
+BINARY(k_atan2, B_ATAN2)
+BINARY(k_hypot, B_HYPOT)
+BINARY(k_fmod, B_FMOD)
+
+/* remainder / % : the divisor's sign; ints give an int, as Python's % */
+static enum bpcc_status k_remainder(const struct xargs *a, struct xval *out)
+{
+    const struct xval *x = bpcc_xarg(a, 0, "input"), *y = bpcc_xarg(a, 1, "other");
+    if (x && y && x->k == XV_INT && y->k == XV_INT) {
+        if (!y->u.i) return bpcc_xerr(a, "integer modulo by zero");
+        int64_t m = y->u.i == -1 ? 0 : x->u.i % y->u.i;
+        *out = (struct xval){.k = XV_INT, .u.i = m && (m < 0) != (y->u.i < 0) ? m + y->u.i : m};
+        return BPCC_OK;
+    }
+    return binary(a, B_REM, false, out);
+}
+BINARY(k_floor_divide, B_FLOORDIV)
+BINARY(k_logaddexp, B_LOGADDEXP)
+BINARY(k_xlogy, B_XLOGY)
+
+/* heaviside(input, values) */
+static enum bpcc_status k_heaviside(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *v;
+    if (!bpcc_xarg_tensor(a, 1, "values", &v)) return BPCC_ERR_GRAPH; /* a tensor in PyTorch too */
+    return binary(a, B_HEAVISIDE, false, out);
+}
 
 /* pow(input, exponent): a tensor to the power of a number as ATen's pow_tensor_scalar computes it
 ** (squares, cubes, square roots and reciprocals exactly); a number to the power of a tensor (2 ** x)
@@ -584,7 +699,8 @@ static enum bpcc_status k_floordiv(const struct xargs *a, struct xval *out)
         *out = (struct xval){.k = XV_INT, .u.i = q};
         return BPCC_OK;
     }
-    return bpcc_xerr(a, "floordiv is supported on ints only");
+    if (x && y && (x->k == XV_TENSOR || y->k == XV_TENSOR)) return binary(a, B_FLOORDIV, false, out); /* tensor // n */
+    return bpcc_xerr(a, "floordiv is supported on ints and tensors only");
 }
 
 /* }================================================ */
@@ -646,8 +762,29 @@ static bool operand_of(const struct xargs *a, uint32_t i, const char *name, stru
     return true;
 }
 
-/* c ? x : y elementwise over the three operands broadcast together (torch.where) */
-static enum bpcc_status select3(const struct xargs *a, struct operand *c, struct operand *x, struct operand *y, struct xval *out)
+/* the ops over three operands: where's c ? x : y; addcmul's input + value * t1 * t2 and addcdiv's
+** input + value * t1 / t2, in ATen's order; lerp's, in ATen's two forms by the weight's size;
+** clamp's between tensor bounds (std::min(std::max(x, lo), hi), NaN inputs kept) */
+enum op3 { T_WHERE, T_ADDCMUL, T_ADDCDIV, T_LERP, T_CLAMP };
+
+static float apply3(enum op3 op, float p, float q, float r, float v)
+{
+    switch (op) {
+    case T_WHERE: return p != 0.0f ? q : r;
+    case T_ADDCMUL: return p + v * q * r;
+    case T_ADDCDIV: return p + v * q / r;
+    case T_LERP: return fabsf(r) < 0.5f ? p + r * (q - p) : q - (q - p) * (1.0f - r);
+    case T_CLAMP: {
+        float m = p < q ? q : p;
+        return isnan(p) ? p : r < m ? r : m;
+    }
+    }
+    return p;
+}
+
+/* op over the three operands broadcast together (v: addcmul's / addcdiv's value) */
+static enum bpcc_status map3(const struct xargs *a, enum op3 op, float v, struct operand *c, struct operand *x,
+                             struct operand *y, struct xval *out)
 {
     struct operand *o[3] = {c, x, y};
     uint32_t nd = 0;
@@ -676,7 +813,7 @@ static enum bpcc_status select3(const struct xargs *a, struct operand *c, struct
     if (!t) return bpcc_diag_nomem(a->d);
     int64_t idx[BPCC_MAX_DIMS] = {0}, off[3] = {0, 0, 0};
     for (uint64_t i = 0; i < t->numel; i++) {
-        t->data[i] = c->data[off[0]] != 0.0f ? x->data[off[1]] : y->data[off[2]];
+        t->data[i] = apply3(op, c->data[off[0]], x->data[off[1]], y->data[off[2]], v);
         for (int k = (int)nd - 1; k >= 0; k--) {
             for (int q = 0; q < 3; q++) off[q] += st[q][k];
             if (++idx[k] < dims[k]) break;
@@ -698,7 +835,40 @@ static enum bpcc_status k_where(const struct xargs *a, struct xval *out)
     if (a->n + a->n_kw < 3) return bpcc_xerr(a, "where takes a condition, or a condition, an input and an other");
     if (!operand_of(a, 0, "condition", &c) || !operand_of(a, 1, "input", &x) || !operand_of(a, 2, "other", &y))
         return BPCC_ERR_GRAPH;
-    return select3(a, &c, &x, &y, out);
+    return map3(a, T_WHERE, 0, &c, &x, &y, out);
+}
+
+/* addcmul / addcdiv (input, tensor1, tensor2, value=1) */
+static enum bpcc_status addc(const struct xargs *a, enum op3 op, struct xval *out)
+{
+    struct operand in, t1, t2;
+    double v;
+    if (!operand_of(a, 0, "input", &in) || !operand_of(a, 1, "tensor1", &t1) || !operand_of(a, 2, "tensor2", &t2) ||
+        !bpcc_xarg_float(a, 3, "value", 1.0, &v))
+        return BPCC_ERR_GRAPH;
+    return map3(a, op, (float)v, &in, &t1, &t2, out);
+}
+static enum bpcc_status k_addcmul(const struct xargs *a, struct xval *out) { return addc(a, T_ADDCMUL, out); }
+static enum bpcc_status k_addcdiv(const struct xargs *a, struct xval *out) { return addc(a, T_ADDCDIV, out); }
+
+/* clamp(input, min=None, max=None) with a tensor bound (the other a tensor, a number or absent) */
+static enum bpcc_status clamp_between(const struct xargs *a, struct xval *out)
+{
+    struct operand in, lo = {0, NULL, NULL, -INFINITY}, hi = {0, NULL, NULL, INFINITY};
+    const struct xval *vl = bpcc_xarg(a, 1, "min"), *vh = bpcc_xarg(a, 2, "max");
+    if (!operand_of(a, 0, "input", &in) || (vl && vl->k != XV_NONE && !operand_of(a, 1, "min", &lo)) ||
+        (vh && vh->k != XV_NONE && !operand_of(a, 2, "max", &hi)))
+        return BPCC_ERR_GRAPH;
+    return map3(a, T_CLAMP, 0, &in, &lo, &hi, out);
+}
+
+/* lerp(input, end, weight): weight a number or a tensor */
+static enum bpcc_status k_lerp(const struct xargs *a, struct xval *out)
+{
+    struct operand in, end, w;
+    if (!operand_of(a, 0, "input", &in) || !operand_of(a, 1, "end", &end) || !operand_of(a, 2, "weight", &w))
+        return BPCC_ERR_GRAPH;
+    return map3(a, T_LERP, 0, &in, &end, &w, out);
 }
 
 /* masked_fill(input, mask, value): value where mask, the input elsewhere, in the input's shape */
@@ -711,7 +881,7 @@ static enum bpcc_status k_masked_fill(const struct xargs *a, struct xval *out)
         return BPCC_ERR_GRAPH;
     if (v.ndim) return bpcc_xerr(a, "masked_fill's value must be a number or a 0-dimensional tensor");
     if (c.ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
-    enum bpcc_status st = select3(a, &c, &v, &in, out);
+    enum bpcc_status st = map3(a, T_WHERE, 0, &c, &v, &in, out);
     if (st == BPCC_OK && (out->u.t->ndim != x->ndim || memcmp(out->u.t->dims, x->dims, x->ndim * sizeof *x->dims))) {
         bpcc_xval_release(out);
         return bpcc_xerr(a, "the mask does not broadcast to the input's shape");
@@ -939,5 +1109,24 @@ const struct xop bpcc_elementwise_ops[] = {
     {'f', "torch.ones_like", k_ones_like}, {'f', "torch.full_like", k_full_like}, {'t', "new_zeros", k_new_zeros},
     {'t', "new_ones", k_new_ones}, {'t', "new_full", k_new_full}, {'t', "float", k_float}, {'t', "bool", k_bool},
     {'t', "long", k_long}, {'t', "int", k_long}, {'t', "to", k_to}, {'t', "type_as", k_type_as},
-    {'f', "torch.triu", k_triu}, {'t', "triu", k_triu}, {'f', "torch.tril", k_tril}, {'t', "tril", k_tril}, {0}
+    {'f', "torch.triu", k_triu}, {'t', "triu", k_triu}, {'f', "torch.tril", k_tril}, {'t', "tril", k_tril},
+    {'f', "torch.tan", k_tan}, {'t', "tan", k_tan}, {'f', "torch.atan", k_atan}, {'t', "atan", k_atan},
+    {'f', "torch.arctan", k_atan}, {'f', "torch.asin", k_asin}, {'t', "asin", k_asin}, {'f', "torch.arcsin", k_asin},
+    {'f', "torch.acos", k_acos}, {'t', "acos", k_acos}, {'f', "torch.arccos", k_acos}, {'f', "torch.sinh", k_sinh},
+    {'t', "sinh", k_sinh}, {'f', "torch.cosh", k_cosh}, {'t', "cosh", k_cosh}, {'f', "torch.asinh", k_asinh},
+    {'t', "asinh", k_asinh}, {'f', "torch.arcsinh", k_asinh}, {'f', "torch.acosh", k_acosh}, {'t', "acosh", k_acosh},
+    {'f', "torch.arccosh", k_acosh}, {'f', "torch.atanh", k_atanh}, {'t', "atanh", k_atanh},
+    {'f', "torch.arctanh", k_atanh}, {'f', "torch.frac", k_frac}, {'t', "frac", k_frac}, {'f', "torch.sgn", k_sign},
+    {'t', "sgn", k_sign}, {'f', "torch.isnan", k_isnan}, {'t', "isnan", k_isnan}, {'f', "torch.isinf", k_isinf},
+    {'t', "isinf", k_isinf}, {'f', "torch.isfinite", k_isfinite}, {'t', "isfinite", k_isfinite},
+    {'f', "torch.isposinf", k_isposinf}, {'t', "isposinf", k_isposinf}, {'f', "torch.isneginf", k_isneginf},
+    {'t', "isneginf", k_isneginf}, {'f', "torch.nan_to_num", k_nan_to_num}, {'t', "nan_to_num", k_nan_to_num},
+    {'f', "torch.atan2", k_atan2}, {'t', "atan2", k_atan2}, {'f', "torch.arctan2", k_atan2}, {'f', "torch.hypot", k_hypot},
+    {'t', "hypot", k_hypot}, {'f', "torch.fmod", k_fmod}, {'t', "fmod", k_fmod}, {'f', "torch.remainder", k_remainder},
+    {'t', "remainder", k_remainder}, {'f', "operator.mod", k_remainder}, {'f', "torch.floor_divide", k_floor_divide},
+    {'t', "floor_divide", k_floor_divide}, {'f', "torch.logaddexp", k_logaddexp}, {'t', "logaddexp", k_logaddexp},
+    {'f', "torch.xlogy", k_xlogy}, {'t', "xlogy", k_xlogy}, {'f', "torch.special.xlogy", k_xlogy},
+    {'f', "torch.heaviside", k_heaviside}, {'t', "heaviside", k_heaviside}, {'f', "torch.addcmul", k_addcmul},
+    {'t', "addcmul", k_addcmul}, {'f', "torch.addcdiv", k_addcdiv}, {'t', "addcdiv", k_addcdiv},
+    {'f', "torch.lerp", k_lerp}, {'t', "lerp", k_lerp}, {0}
 };
