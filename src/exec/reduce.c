@@ -7,10 +7,11 @@
 
 #include <math.h>
 
-enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD };
+enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD, RO_LSE, RO_COUNT };
 
 /* acc[o] op= x[i] over x in order, o the output element of i (ostride 0 on reduced dimensions);
-** RO_VAR / RO_STD add the squared distance from mean[o] */
+** RO_VAR / RO_STD add the squared distance from mean[o], RO_LSE exp(x[i] - mean[o]) (mean: the
+** maxima), RO_COUNT whether x[i] is nonzero */
 static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum rop op, const double *mean, double *acc)
 {
     int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
@@ -23,6 +24,8 @@ static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum ro
         case RO_AMIN: acc[o] = v < acc[o] || isnan(v) ? v : acc[o]; break;
         case RO_VAR:
         case RO_STD: acc[o] += (v - mean[o]) * (v - mean[o]); break;
+        case RO_LSE: acc[o] += exp(v - mean[o]); break;
+        case RO_COUNT: acc[o] += v != 0.0; break;
         }
         for (int k = (int)x->ndim - 1; k >= 0; k--) {
             idx[k]++;
@@ -39,7 +42,13 @@ static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum ro
 ** when none. Sums and means over one run of dimensions in float in PyTorch's order (bit-equal);
 ** the others in double per output element (another summation order than PyTorch's vectorized float
 ** sums, within ~1e-7 relative) */
-static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out)
+static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_mean, struct xval *out);
+static enum bpcc_status values_indices(const struct xargs *a, struct xtensor *v, struct xtensor *ix, struct xval *out);
+
+static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *out) { return reduce_to(a, op, false, out); }
+
+/* with_mean (var_mean / std_mean): the pair (var or std, mean) */
+static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_mean, struct xval *out)
 {
     const struct xtensor *x;
     if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
@@ -112,6 +121,11 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
         return bpcc_diag_nomem(a->d);
     }
     for (uint64_t i = 0; i < n_out; i++) acc[i] = op == RO_AMAX ? -INFINITY : op == RO_AMIN ? INFINITY : 0.0;
+    if (op == RO_LSE && !(mean = bpcc_malloc(n_out * sizeof *mean))) {
+        bpcc_xfree(acc);
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
     int64_t ostride[BPCC_MAX_DIMS], st = 1;
     for (int i = (int)x->ndim - 1; i >= 0; i--) {
         ostride[i] = red[i] ? 0 : st;
@@ -122,17 +136,31 @@ static enum bpcc_status reduce(const struct xargs *a, enum rop op, struct xval *
         reduce_pass(x, ostride, RO_SUM, NULL, mean);
         for (uint64_t i = 0; i < n_out; i++) mean[i] /= (double)count;
     }
+    if (op == RO_LSE) { /* ATen's: the maxima, infinite ones taken as 0, out of the exponents and back after the log */
+        for (uint64_t i = 0; i < n_out; i++) mean[i] = -INFINITY;
+        reduce_pass(x, ostride, RO_AMAX, NULL, mean);
+        for (uint64_t i = 0; i < n_out; i++) mean[i] = isinf(mean[i]) ? 0.0 : (double)(float)mean[i];
+    }
     reduce_pass(x, ostride, op, mean, acc);
     double dof = (double)count - (double)correction;
     for (uint64_t i = 0; i < y->numel; i++) {
         double v = acc[i];
         if (op == RO_MEAN) v /= (double)count;
         else if (spread) v = dof > 0 ? v / dof : NAN;
+        else if (op == RO_LSE) v = log(v) + mean[i];
         y->data[i] = (float)(op == RO_STD ? sqrt(v) : v);
     }
     bpcc_xfree(acc);
+    struct xtensor *m = with_mean ? bpcc_xlike(y) : NULL;
+    if (m)
+        for (uint64_t i = 0; i < y->numel; i++) m->data[i] = (float)mean[i];
     bpcc_xfree(mean);
-    return bpcc_xput(a, y, out);
+    if (!with_mean) return bpcc_xput(a, y, out);
+    if (!m) {
+        bpcc_xtensor_free(y);
+        return bpcc_diag_nomem(a->d);
+    }
+    return values_indices(a, y, m, out);
 }
 
 static enum bpcc_status k_mean(const struct xargs *a, struct xval *out) { return reduce(a, RO_MEAN, out); }
@@ -141,6 +169,12 @@ static enum bpcc_status k_amax(const struct xargs *a, struct xval *out) { return
 static enum bpcc_status k_amin(const struct xargs *a, struct xval *out) { return reduce(a, RO_AMIN, out); }
 static enum bpcc_status k_var(const struct xargs *a, struct xval *out) { return reduce(a, RO_VAR, out); }
 static enum bpcc_status k_std(const struct xargs *a, struct xval *out) { return reduce(a, RO_STD, out); }
+static enum bpcc_status k_var_mean(const struct xargs *a, struct xval *out) { return reduce_to(a, RO_VAR, true, out); }
+static enum bpcc_status k_std_mean(const struct xargs *a, struct xval *out) { return reduce_to(a, RO_STD, true, out); }
+/* logsumexp(input, dim, keepdim=False): in double per output element */
+static enum bpcc_status k_logsumexp(const struct xargs *a, struct xval *out) { return reduce(a, RO_LSE, out); }
+/* count_nonzero(input, dim=None): the counts, as floats */
+static enum bpcc_status k_count_nonzero(const struct xargs *a, struct xval *out) { return reduce(a, RO_COUNT, out); }
 
 static enum bpcc_status softmax(const struct xargs *a, bool log, struct xval *out)
 {
@@ -328,6 +362,13 @@ static enum bpcc_status k_all(const struct xargs *a, struct xval *out) { return 
 
 /* {==================== ordering ==================== */
 
+/* no dim argument (or None): over all elements */
+static bool absent_dim(const struct xargs *a)
+{
+    const struct xval *v = bpcc_xarg(a, 1, "dim");
+    return !v || v->k == XV_NONE;
+}
+
 /* one element of a line being sorted: its value and its position along the dimension */
 struct keyed {
     float v;
@@ -402,6 +443,90 @@ static enum bpcc_status order(const struct xargs *a, enum order how, struct xval
     v->boolean = x->boolean;
     return values_indices(a, v, ix, out);
 }
+
+/* kthvalue (input, k, dim=-1, keepdim=False) -> (values, indices): the k-th smallest of each line
+** (NaN above everything); median (input) -> the lower median of all elements, (input, dim=-1,
+** keepdim=False) -> (values, indices) of each line's: NaN where a line has one (its first) */
+static enum bpcc_status kth(const struct xargs *a, bool median, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t k = 0, dim = -1;
+    bool keep = false, all = median && absent_dim(a);
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || (!median && !bpcc_xarg_int(a, 1, "k", 0, &k)) ||
+        (!all && (!bpcc_xarg_int(a, median ? 1 : 2, "dim", -1, &dim) || !bpcc_xdim(a, &dim, x->ndim) ||
+                  !bpcc_xarg_bool(a, median ? 2 : 3, "keepdim", false, &keep))))
+        return BPCC_ERR_GRAPH;
+    uint64_t outer = 1, inner = 1;
+    int64_t n = (int64_t)x->numel, dims[BPCC_MAX_DIMS];
+    uint32_t nd = 0;
+    if (!all) {
+        bpcc_xaround(x, dim, &outer, &n, &inner);
+        nd = dims_without(x, dim, keep, dims);
+    }
+    if (median) k = (n + 1) / 2;
+    if (k < 1 || k > n) return bpcc_xerr(a, "k (%lld) is out of range for a dimension of %lld", (long long)k, (long long)n);
+    struct xtensor *v = bpcc_xtensor_new(nd, dims), *ix = all ? NULL : bpcc_xtensor_new(nd, dims);
+    struct keyed *line = bpcc_malloc((size_t)n * sizeof *line);
+    if (!v || (!all && !ix) || !line) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        bpcc_xfree(line);
+        return bpcc_diag_nomem(a->d);
+    }
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            for (int64_t j = 0; j < n; j++) line[j] = (struct keyed){x->data[(o * (uint64_t)n + (uint64_t)j) * inner + in], j};
+            qsort(line, (size_t)n, sizeof *line, cmp_up);
+            struct keyed r = line[k - 1];
+            if (median && line[n - 1].v != line[n - 1].v) /* a NaN: the line's first */
+                for (int64_t j = 0; j < n; j++)
+                    if (line[j].v != line[j].v && (r.v == r.v || line[j].at < r.at)) r = line[j];
+            v->data[o * inner + in] = r.v;
+            if (ix) ix->data[o * inner + in] = (float)r.at;
+        }
+    bpcc_xfree(line);
+    v->boolean = x->boolean;
+    return all ? bpcc_xput(a, v, out) : values_indices(a, v, ix, out);
+}
+
+static enum bpcc_status k_kthvalue(const struct xargs *a, struct xval *out) { return kth(a, false, out); }
+static enum bpcc_status k_median(const struct xargs *a, struct xval *out) { return kth(a, true, out); }
+
+/* cummax / cummin (input, dim) -> (values, indices): the running extreme, a later equal one taking
+** its place, a NaN staying once met (ATen's) */
+static enum bpcc_status cumulative_extreme(const struct xargs *a, bool want_max, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    struct xtensor *v = bpcc_xlike(x), *ix = bpcc_xlike(x);
+    if (!v || !ix) {
+        bpcc_xtensor_free(v);
+        bpcc_xtensor_free(ix);
+        return bpcc_diag_nomem(a->d);
+    }
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            float best = 0;
+            int64_t at = 0;
+            for (int64_t k = 0; k < n; k++) {
+                uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in;
+                float e = x->data[i];
+                if (!k || e != e || (best == best && (want_max ? e >= best : e <= best))) best = e, at = k;
+                v->data[i] = best;
+                ix->data[i] = (float)at;
+            }
+        }
+    v->boolean = x->boolean;
+    return values_indices(a, v, ix, out);
+}
+
+static enum bpcc_status k_cummax(const struct xargs *a, struct xval *out) { return cumulative_extreme(a, true, out); }
+static enum bpcc_status k_cummin(const struct xargs *a, struct xval *out) { return cumulative_extreme(a, false, out); }
 
 static enum bpcc_status k_sort(const struct xargs *a, struct xval *out) { return order(a, O_SORT, out); }
 static enum bpcc_status k_argsort(const struct xargs *a, struct xval *out) { return order(a, O_ARGSORT, out); }
@@ -593,5 +718,11 @@ const struct xop bpcc_reduce_ops[] = {
     {'f', "torch.nn.functional.normalize", k_normalize},
     {'f', "torch.cumprod", k_cumprod}, {'t', "cumprod", k_cumprod}, {'f', "torch.any", k_any}, {'t', "any", k_any},
     {'f', "torch.all", k_all}, {'t', "all", k_all}, {'f', "torch.sort", k_sort}, {'t', "sort", k_sort},
-    {'f', "torch.argsort", k_argsort}, {'t', "argsort", k_argsort}, {'f', "torch.topk", k_topk}, {'t', "topk", k_topk}, {0}
+    {'f', "torch.argsort", k_argsort}, {'t', "argsort", k_argsort}, {'f', "torch.topk", k_topk}, {'t', "topk", k_topk},
+    {'f', "torch.var_mean", k_var_mean}, {'f', "torch.std_mean", k_std_mean}, {'f', "torch.logsumexp", k_logsumexp},
+    {'t', "logsumexp", k_logsumexp}, {'f', "torch.special.logsumexp", k_logsumexp},
+    {'f', "torch.count_nonzero", k_count_nonzero}, {'t', "count_nonzero", k_count_nonzero},
+    {'f', "torch.kthvalue", k_kthvalue}, {'t', "kthvalue", k_kthvalue}, {'f', "torch.median", k_median},
+    {'t', "median", k_median}, {'f', "torch.cummax", k_cummax}, {'t', "cummax", k_cummax}, {'f', "torch.cummin", k_cummin},
+    {'t', "cummin", k_cummin}, {0}
 };
