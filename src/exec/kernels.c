@@ -13,7 +13,7 @@ static const struct xop *const tables[] = {bpcc_elementwise_ops, bpcc_shape_ops,
 
 /* open addressing, a slot holding the op's entry (NULL = empty); at most half full, which
 ** check_exec's test of the tables holds */
-#define KINDEX_SLOTS 1024u
+#define KINDEX_SLOTS 2048u
 static const struct xop *kindex[KINDEX_SLOTS];
 
 /* the kernels that take quantized tensors: dequantize's, and size's and getattr's (a quantized
