@@ -1267,7 +1267,7 @@ START_TEST(every_op_of_every_kernel_table_finds_its_own_kernel)
     const struct xop *const tables[] = {bpcc_elementwise_ops, bpcc_shape_ops,     bpcc_reduce_ops,
                                         bpcc_quantize_ops,    bpcc_einsum_ops,    bpcc_nn_ops,
                                         bpcc_resize_ops,      bpcc_attention_ops, bpcc_recurrent_ops,
-                                        bpcc_swin_ops};
+                                        bpcc_swin_ops,        bpcc_distance_ops};
     uint32_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
         for (const struct xop *e = tables[t]; e->op; e++, n++) {

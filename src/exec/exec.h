@@ -75,9 +75,10 @@ struct xop {
 };
 
 /* Each kernel file's ops, ended by {0}: elementwise.c, shape.c, reduce.c, quantize.c, einsum.c,
-** nn.c, resize.c, attention.c, recurrent.c, swin.c. kernels.c indexes them all. */
+** nn.c, resize.c, attention.c, recurrent.c, swin.c, distance.c. kernels.c indexes them all. */
 BPCC_INTERNAL extern const struct xop bpcc_elementwise_ops[], bpcc_shape_ops[], bpcc_reduce_ops[], bpcc_quantize_ops[],
-    bpcc_einsum_ops[], bpcc_nn_ops[], bpcc_resize_ops[], bpcc_attention_ops[], bpcc_recurrent_ops[], bpcc_swin_ops[];
+    bpcc_einsum_ops[], bpcc_nn_ops[], bpcc_resize_ops[], bpcc_attention_ops[], bpcc_recurrent_ops[], bpcc_swin_ops[],
+    bpcc_distance_ops[];
 
 /* the kernel for op `op` of a node of kind `kind` (a module type for CALL_MODULE), NULL if none */
 BPCC_INTERNAL xkernel bpcc_exec_kernel(enum bpcc_node_kind kind, const char *op);

@@ -1217,6 +1217,405 @@ static enum bpcc_status k_repeat_interleave(const struct xargs *a, struct xval *
     return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
 }
 
+/* {==================== more of the tensor ops users write ==================== */
+
+/* t(input): a matrix transposed; 0-d and 1-d tensors as they are */
+static enum bpcc_status k_t(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (x->ndim > 2) return bpcc_xerr(a, "t() expects a tensor of at most 2 dimensions, not %u", x->ndim);
+    static const int64_t swap[2] = {1, 0}, same[2] = {0, 1};
+    return permuted(a, x, x->ndim == 2 ? swap : same, out);
+}
+
+/* numel(): the element count, an int */
+static enum bpcc_status k_numel(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    *out = (struct xval){.k = XV_INT, .u.i = (int64_t)x->numel};
+    return BPCC_OK;
+}
+
+/* x's row-major strides */
+static void strides_of(const struct xtensor *x, int64_t *st)
+{
+    for (int d = (int)x->ndim - 1; d >= 0; d--) st[d] = d == (int)x->ndim - 1 ? 1 : st[d + 1] * x->dims[d + 1];
+}
+
+/* diagonal(input, offset=0, dim1=0, dim2=1): the other dimensions, then the diagonal's */
+static enum bpcc_status k_diagonal(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t off, d1, d2;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "offset", 0, &off) ||
+        !bpcc_xarg_int(a, 2, "dim1", 0, &d1) || !bpcc_xarg_int(a, 3, "dim2", 1, &d2))
+        return BPCC_ERR_GRAPH;
+    if (x->ndim < 2) return bpcc_xerr(a, "diagonal needs 2 dimensions or more, not %u", x->ndim);
+    if (!bpcc_xdim(a, &d1, x->ndim) || !bpcc_xdim(a, &d2, x->ndim)) return BPCC_ERR_GRAPH;
+    if (d1 == d2) return bpcc_xerr(a, "diagonal dimensions cannot be identical (%lld)", (long long)d1);
+    int64_t n1 = x->dims[d1], n2 = x->dims[d2], r0 = off < 0 ? -off : 0, c0 = off > 0 ? off : 0;
+    int64_t len = n1 - r0 < n2 - c0 ? n1 - r0 : n2 - c0, dims[BPCC_MAX_DIMS], st[BPCC_MAX_DIMS], keep[BPCC_MAX_DIMS];
+    len = len < 0 ? 0 : len;
+    uint32_t nd = 0;
+    for (uint32_t d = 0; d < x->ndim; d++)
+        if ((int64_t)d != d1 && (int64_t)d != d2) keep[nd] = d, dims[nd++] = x->dims[d];
+    dims[nd++] = len;
+    strides_of(x, st);
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0};
+    for (uint64_t e = 0; e < y->numel; e++) {
+        int64_t k = idx[nd - 1], src = (r0 + k) * st[d1] + (c0 + k) * st[d2];
+        for (uint32_t i = 0; i + 1 < nd; i++) src += idx[i] * st[keep[i]];
+        y->data[e] = x->data[src];
+        for (int d = (int)nd - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* rot90(input, k=1, dims=[0, 1]): k quarter turns from dims[0] towards dims[1] */
+static enum bpcc_status k_rot90(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t k, dd[2], dflt[2] = {0, 1};
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "k", 1, &k) ||
+        !bpcc_xarg_ints(a, 2, "dims", 2, dflt, dd, NULL))
+        return BPCC_ERR_GRAPH;
+    if (x->ndim < 2) return bpcc_xerr(a, "rot90 needs 2 dimensions or more, not %u", x->ndim);
+    if (!bpcc_xdim(a, &dd[0], x->ndim) || !bpcc_xdim(a, &dd[1], x->ndim)) return BPCC_ERR_GRAPH;
+    if (dd[0] == dd[1]) return bpcc_xerr(a, "rot90's dims must differ");
+    k = ((k % 4) + 4) % 4;
+    int64_t dims[BPCC_MAX_DIMS], st[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0};
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    if (k % 2) dims[dd[0]] = x->dims[dd[1]], dims[dd[1]] = x->dims[dd[0]];
+    strides_of(x, st);
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t n0 = x->dims[dd[0]], n1 = x->dims[dd[1]];
+    for (uint64_t e = 0; e < y->numel; e++) {
+        int64_t i = idx[dd[0]], j = idx[dd[1]], s0, s1; /* out[i, j] from x[s0, s1] */
+        if (k == 0) s0 = i, s1 = j;
+        else if (k == 1) s0 = j, s1 = n1 - 1 - i;
+        else if (k == 2) s0 = n0 - 1 - i, s1 = n1 - 1 - j;
+        else s0 = n0 - 1 - j, s1 = i;
+        int64_t src = 0;
+        for (uint32_t d = 0; d < x->ndim; d++)
+            src += ((int64_t)d == dd[0] ? s0 : (int64_t)d == dd[1] ? s1 : idx[d]) * st[d];
+        y->data[e] = x->data[src];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* outer(input, vec2) / ger: [n] x [m] -> [n, m] */
+static enum bpcc_status k_outer(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *u, *v;
+    if (!bpcc_xarg_tensor(a, 0, "input", &u) || !bpcc_xarg_tensor(a, 1, "vec2", &v)) return BPCC_ERR_GRAPH;
+    if (u->ndim != 1 || v->ndim != 1) return bpcc_xerr(a, "outer takes two 1-d tensors");
+    struct xtensor *y = bpcc_xtensor_new(2, (int64_t[]){u->dims[0], v->dims[0]});
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (int64_t i = 0; i < u->dims[0]; i++)
+        for (int64_t j = 0; j < v->dims[0]; j++) y->data[i * v->dims[0] + j] = u->data[i] * v->data[j];
+    return bpcc_xput(a, y, out);
+}
+
+/* diff(input, n=1, dim=-1, prepend=None, append=None): n times the differences of neighbours along
+** dim, after prepend and append joined on (bool tensors: whether neighbours differ, as PyTorch's
+** logical_xor) */
+static enum bpcc_status k_diff(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *pre = NULL, *app = NULL;
+    int64_t n, dim;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "n", 1, &n) || !bpcc_xarg_int(a, 2, "dim", -1, &dim))
+        return BPCC_ERR_GRAPH;
+    const struct xval *pv = bpcc_xarg(a, 3, "prepend"), *av = bpcc_xarg(a, 4, "append");
+    if ((pv && pv->k != XV_NONE && !bpcc_xarg_tensor(a, 3, "prepend", &pre)) ||
+        (av && av->k != XV_NONE && !bpcc_xarg_tensor(a, 4, "append", &app)))
+        return BPCC_ERR_GRAPH;
+    if (!x->ndim) return bpcc_xerr(a, "diff needs a tensor of 1 dimension or more");
+    if (n < 0) return bpcc_xerr(a, "diff's order must be non-negative, not %lld", (long long)n);
+    if (!bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    const struct xtensor *parts[3] = {pre, x, app};
+    int64_t len = 0;
+    for (int p = 0; p < 3; p++) {
+        if (!parts[p]) continue;
+        bool fits = parts[p]->ndim == x->ndim;
+        for (uint32_t d = 0; fits && d < x->ndim; d++) fits = (int64_t)d == dim || parts[p]->dims[d] == x->dims[d];
+        if (!fits) return bpcc_xerr(a, "%s must have the input's shape but along dim", p ? "append" : "prepend");
+        len += parts[p]->dims[dim];
+    }
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[dim] = len;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t m;
+    bpcc_xaround(y, dim, &outer, &m, &inner);
+    for (uint64_t o = 0; o < outer; o++) { /* the joined tensor, part by part */
+        int64_t at = 0;
+        for (int p = 0; p < 3; p++) {
+            if (!parts[p]) continue;
+            uint64_t run = (uint64_t)parts[p]->dims[dim] * inner;
+            memcpy(y->data + (o * (uint64_t)m + (uint64_t)at) * inner, parts[p]->data + o * run, run * sizeof *y->data);
+            at += parts[p]->dims[dim];
+        }
+    }
+    bool boolean = x->boolean;
+    for (int64_t r = 0; r < n && m > 0; r++, m--) /* in place, each line one shorter */
+        for (uint64_t o = 0; o < outer; o++)
+            for (int64_t k = 0; k + 1 < m; k++)
+                for (uint64_t in = 0; in < inner; in++) {
+                    float *p = y->data + (o * (uint64_t)m + (uint64_t)k) * inner + in, *q = p + inner;
+                    y->data[(o * (uint64_t)(m - 1) + (uint64_t)k) * inner + in] = boolean ? (*q != *p) : *q - *p;
+                }
+    y->dims[dim] = m;
+    y->numel = outer * (uint64_t)m * inner;
+    return bpcc_xput(a, bpcc_xmark(y, boolean), out);
+}
+
+/* take_along_dim(input, indices, dim=None): gather along dim with the other dimensions broadcast
+** (over the flattened input when dim is None) */
+static enum bpcc_status k_take_along_dim(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *ix;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !index_tensor(a, 1, &ix)) return BPCC_ERR_GRAPH;
+    const struct xval *dv = bpcc_xarg(a, 2, "dim");
+    if (!dv || dv->k == XV_NONE) { /* flattened: indices into all of x, in their own shape flattened */
+        struct xtensor *y = bpcc_xtensor_new(1, (int64_t[]){(int64_t)ix->numel});
+        if (!y) return bpcc_diag_nomem(a->d);
+        for (uint64_t e = 0; e < ix->numel; e++) {
+            int64_t at;
+            if (!position(a, ix->data[e], (int64_t)x->numel, &at)) {
+                bpcc_xtensor_free(y);
+                return BPCC_ERR_GRAPH;
+            }
+            y->data[e] = x->data[at];
+        }
+        return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+    }
+    int64_t dim;
+    if (!bpcc_xarg_int(a, 2, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (ix->ndim != x->ndim) return bpcc_xerr(a, "the indices have %u dimensions, the input %u", ix->ndim, x->ndim);
+    int64_t dims[BPCC_MAX_DIMS], sx[BPCC_MAX_DIMS], si[BPCC_MAX_DIMS], tx[BPCC_MAX_DIMS], ti[BPCC_MAX_DIMS];
+    strides_of(x, tx);
+    strides_of(ix, ti);
+    for (uint32_t d = 0; d < x->ndim; d++) {
+        if ((int64_t)d == dim) {
+            dims[d] = ix->dims[d];
+            sx[d] = 0;
+            si[d] = ti[d];
+            continue;
+        }
+        if (x->dims[d] != ix->dims[d] && x->dims[d] != 1 && ix->dims[d] != 1)
+            return bpcc_xerr(a, "the indices (%lld) and the input (%lld) do not broadcast in dimension %u",
+                             (long long)ix->dims[d], (long long)x->dims[d], d);
+        dims[d] = x->dims[d] == 1 ? ix->dims[d] : x->dims[d];
+        sx[d] = x->dims[d] == 1 ? 0 : tx[d];
+        si[d] = ix->dims[d] == 1 ? 0 : ti[d];
+    }
+    struct xtensor *y = bpcc_xtensor_new(x->ndim, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0};
+    for (uint64_t e = 0; e < y->numel; e++) {
+        int64_t ox = 0, oi = 0, at;
+        for (uint32_t d = 0; d < x->ndim; d++) ox += idx[d] * sx[d], oi += idx[d] * si[d];
+        if (!position(a, ix->data[oi], x->dims[dim], &at)) {
+            bpcc_xtensor_free(y);
+            return BPCC_ERR_GRAPH;
+        }
+        y->data[e] = x->data[ox + at * tx[dim]];
+        for (int d = (int)x->ndim - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* scatter(input, dim, index, src or value, reduce=None) and scatter_add(input, dim, index, src): a
+** copy of input with, for each element of index, the element of src (or the value) at that place
+** written, added or multiplied into input's element the index names along dim; in index order, so
+** a later write to one place wins */
+static enum bpcc_status scatter(const struct xargs *a, bool add, struct xval *out)
+{
+    const struct xtensor *x, *ix, *src = NULL;
+    int64_t dim;
+    double value = 0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !index_tensor(a, 2, &ix) ||
+        !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    const struct xval *sv = bpcc_xarg(a, 3, "src");
+    if (!sv && !add) sv = bpcc_xarg(a, UINT32_MAX, "value");
+    if (!sv) return bpcc_xerr(a, "scatter needs a src tensor or a value");
+    if (sv->k == XV_TENSOR) src = sv->u.t;
+    else if (add || !bpcc_xscalar(sv, &value)) return bpcc_xerr(a, "src must be a tensor%s", add ? "" : " or a number");
+    const char *reduce = "";
+    const struct xval *rv = bpcc_xarg(a, UINT32_MAX, "reduce");
+    if (rv && rv->k == XV_STR) reduce = rv->u.s;
+    else if (rv && rv->k != XV_NONE) return bpcc_xerr(a, "reduce must be a string");
+    bool sum = add || !strcmp(reduce, "add"), prod = !strcmp(reduce, "multiply");
+    if (*reduce && !sum && !prod) return bpcc_xerr(a, "scatter's reduce '%s' is not 'add' or 'multiply'", reduce);
+    if (ix->ndim != x->ndim || (src && src->ndim != x->ndim))
+        return bpcc_xerr(a, "index%s must have the input's %u dimensions", src ? " and src" : "", x->ndim);
+    for (uint32_t d = 0; d < x->ndim; d++)
+        if ((src && ix->dims[d] > src->dims[d]) || ((int64_t)d != dim && ix->dims[d] > x->dims[d]))
+            return bpcc_xerr(a, "the index's size %lld in dimension %u exceeds %s's", (long long)ix->dims[d], d,
+                             src && ix->dims[d] > src->dims[d] ? "src" : "the input");
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    memcpy(y->data, x->data, x->numel * sizeof *y->data);
+    int64_t tx[BPCC_MAX_DIMS], ts[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0};
+    strides_of(x, tx);
+    if (src) strides_of(src, ts);
+    for (uint64_t e = 0; e < ix->numel; e++) {
+        int64_t at, ox = 0, os = 0;
+        if (!position(a, ix->data[e], x->ndim ? x->dims[dim] : 1, &at)) {
+            bpcc_xtensor_free(y);
+            return BPCC_ERR_GRAPH;
+        }
+        for (uint32_t d = 0; d < x->ndim; d++) {
+            ox += ((int64_t)d == dim ? at : idx[d]) * tx[d];
+            if (src) os += idx[d] * ts[d];
+        }
+        float v = src ? src->data[os] : (float)value;
+        y->data[ox] = sum ? y->data[ox] + v : prod ? y->data[ox] * v : v;
+        for (int d = (int)ix->ndim - 1; d >= 0 && ++idx[d] == ix->dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_scatter(const struct xargs *a, struct xval *out) { return scatter(a, false, out); }
+static enum bpcc_status k_scatter_add(const struct xargs *a, struct xval *out) { return scatter(a, true, out); }
+
+/* one_hot(tensor, num_classes=-1): class ids to rows of 0 and 1 (as integers), num_classes -1 the
+** largest id + 1 */
+static enum bpcc_status k_one_hot(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t c;
+    if (!index_tensor(a, 0, &x) || !bpcc_xarg_int(a, 1, "num_classes", -1, &c)) return BPCC_ERR_GRAPH;
+    if (c < -1) return bpcc_xerr(a, "num_classes must be -1 or non-negative, not %lld", (long long)c);
+    float mx = -1;
+    for (uint64_t e = 0; e < x->numel; e++) {
+        float f = x->data[e];
+        if (!(f >= 0) || f != floorf(f)) return bpcc_xerr(a, "class values must be non-negative integers, not %g", f);
+        if (f > mx) mx = f;
+    }
+    if (c == -1) {
+        if (!x->numel) return bpcc_xerr(a, "cannot infer the number of classes from an empty tensor");
+        c = (int64_t)mx + 1;
+    } else if (mx >= (float)c) {
+        return bpcc_xerr(a, "class value %g is not smaller than num_classes (%lld)", mx, (long long)c);
+    }
+    if (x->ndim >= BPCC_MAX_DIMS) return bpcc_xerr(a, "one_hot of a tensor of %u dimensions", x->ndim);
+    int64_t dims[BPCC_MAX_DIMS];
+    memcpy(dims, x->dims, x->ndim * sizeof *dims);
+    dims[x->ndim] = c;
+    struct xtensor *y = bpcc_xtensor_new(x->ndim + 1, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    memset(y->data, 0, y->numel * sizeof *y->data);
+    for (uint64_t e = 0; e < x->numel; e++) y->data[e * (uint64_t)c + (uint64_t)x->data[e]] = 1.0f;
+    return bpcc_xput(a, y, out);
+}
+
+/* channel_shuffle(input, groups) and nn.ChannelShuffle: [N, C, *] seen as [N, groups, C / groups, *]
+** with the two middle dimensions swapped */
+static enum bpcc_status k_channel_shuffle(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t g;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module) g = bpcc_mattr_int(a->module, "groups", 0);
+    else if (!bpcc_xarg_int(a, 1, "groups", 0, &g)) return BPCC_ERR_GRAPH;
+    if (x->ndim < 3) return bpcc_xerr(a, "channel_shuffle needs [N, C, *], not %u dimensions", x->ndim);
+    if (g <= 0 || x->dims[1] % g)
+        return bpcc_xerr(a, "%lld channels do not split into %lld groups", (long long)x->dims[1], (long long)g);
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t C = x->dims[1], per = C / g;
+    uint64_t plane = x->numel / bpcc_nz((uint64_t)(x->dims[0] * C));
+    for (int64_t n = 0; n < x->dims[0]; n++)
+        for (int64_t c = 0; c < C; c++) /* out channel j * groups + i from in channel i * per + j */
+            memcpy(y->data + ((uint64_t)(n * C + c)) * plane,
+                   x->data + ((uint64_t)(n * C + (c % g) * per + c / g)) * plane, plane * sizeof *y->data);
+    return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* unfold(input, kernel_size, dilation=1, padding=0, stride=1) and nn.Unfold: the sliding blocks of
+** [N, C, H, W] (or [C, H, W]) as columns, [N, C * kh * kw, L], zeros where a block leaves the input */
+static enum bpcc_status k_unfold(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    int64_t k[2], dl[2], pd[2], st[2], one[2] = {1, 1}, zero[2] = {0, 0};
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (a->module ? !bpcc_mattr_ints(a, "kernel_size", 2, NULL, k) || !bpcc_mattr_ints(a, "dilation", 2, one, dl) ||
+                        !bpcc_mattr_ints(a, "padding", 2, zero, pd) || !bpcc_mattr_ints(a, "stride", 2, one, st)
+                  : !bpcc_xarg_ints(a, 1, "kernel_size", 2, NULL, k, NULL) ||
+                        !bpcc_xarg_ints(a, 2, "dilation", 2, one, dl, NULL) ||
+                        !bpcc_xarg_ints(a, 3, "padding", 2, zero, pd, NULL) || !bpcc_xarg_ints(a, 4, "stride", 2, one, st, NULL))
+        return BPCC_ERR_GRAPH;
+    if (x->ndim != 3 && x->ndim != 4) return bpcc_xerr(a, "unfold takes [N, C, H, W] or [C, H, W], not %u dimensions", x->ndim);
+    for (int i = 0; i < 2; i++)
+        if (k[i] <= 0 || dl[i] <= 0 || st[i] <= 0 || pd[i] < 0 || k[i] > 65536 || dl[i] > 65536 || pd[i] > 65536)
+            return bpcc_xerr(a, "kernel size, dilation and stride must be positive and padding non-negative");
+    bool batched = x->ndim == 4;
+    int64_t N = batched ? x->dims[0] : 1, C = x->dims[batched], H = x->dims[batched + 1], W = x->dims[batched + 2];
+    int64_t OH = (H + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) / st[0] + 1, OW = (W + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1] + 1;
+    if (OH <= 0 || OW <= 0) return bpcc_xerr(a, "the blocks do not fit in the padded %lld x %lld input", (long long)H, (long long)W);
+    int64_t rows = C * k[0] * k[1], L = OH * OW, dims[3] = {N, rows, L};
+    struct xtensor *y = bpcc_xtensor_new(batched ? 3 : 2, batched ? dims : dims + 1);
+    if (!y) return bpcc_diag_nomem(a->d);
+    float *q = y->data;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < k[0]; i++)
+                for (int64_t j = 0; j < k[1]; j++) {
+                    const float *img = x->data + (n * C + c) * H * W;
+                    for (int64_t oy = 0; oy < OH; oy++)
+                        for (int64_t ox = 0; ox < OW; ox++) {
+                            int64_t yy = oy * st[0] - pd[0] + i * dl[0], xx = ox * st[1] - pd[1] + j * dl[1];
+                            *q++ = yy >= 0 && yy < H && xx >= 0 && xx < W ? img[yy * W + xx] : 0.0f;
+                        }
+                }
+    return bpcc_xput(a, y, out);
+}
+
+/* argwhere(input): nonzero(input), [count, ndim] */
+static enum bpcc_status k_argwhere(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    return bpcc_xarg_tensor(a, 0, "input", &x) ? bpcc_xnonzero(a, x, false, out) : BPCC_ERR_GRAPH;
+}
+
+/* bucketize(input, boundaries, right=False): per element, the number of boundaries below it (at or
+** below it with right), by binary search of the sorted 1-d boundaries; NaN after every one */
+static enum bpcc_status k_bucketize(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *b;
+    bool right;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "boundaries", &b) ||
+        !bpcc_xarg_bool(a, UINT32_MAX, "right", false, &right))
+        return BPCC_ERR_GRAPH;
+    if (b->ndim != 1) return bpcc_xerr(a, "the boundaries must be 1-d, not of %u dimensions", b->ndim);
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t e = 0; e < x->numel; e++) {
+        float v = x->data[e];
+        int64_t lo = 0, hi = b->dims[0];
+        while (lo < hi) { /* the first boundary >= v (> v with right); NaN compares below nothing */
+            int64_t mid = lo + (hi - lo) / 2;
+            float m = b->data[mid];
+            if (v != v || (right ? m <= v : m < v)) lo = mid + 1;
+            else hi = mid;
+        }
+        y->data[e] = (float)lo;
+    }
+    return bpcc_xput(a, y, out);
+}
+
+/* }================================================ */
+
 const struct xop bpcc_shape_ops[] = {
     {'m', "torch.nn.Flatten", k_flatten}, {'f', "torch.flatten", k_flatten}, {'f', "torch.reshape", k_view},
     {'f', "torch.permute", k_permute}, {'f', "torch.transpose", k_transpose}, {'f', "torch.unsqueeze", k_unsqueeze},
@@ -1248,5 +1647,15 @@ const struct xop bpcc_shape_ops[] = {
     {'f', "torch.repeat_interleave", k_repeat_interleave}, {'t', "repeat_interleave", k_repeat_interleave},
     {'t', "clone", k_contiguous}, {'f', "torch.clone", k_contiguous}, {'t', "detach", k_contiguous},
     {'f', "torch.detach", k_contiguous}, {'f', "torch._assert", k_assert},
-    {'t', "dim", k_dim}, {'t', "ndimension", k_dim}, {0}
+    {'t', "dim", k_dim}, {'t', "ndimension", k_dim}, {'t', "t", k_t}, {'f', "torch.t", k_t}, {'t', "numel", k_numel},
+    {'f', "torch.numel", k_numel}, {'f', "torch.diagonal", k_diagonal}, {'t', "diagonal", k_diagonal},
+    {'f', "torch.rot90", k_rot90}, {'t', "rot90", k_rot90}, {'f', "torch.outer", k_outer}, {'t', "outer", k_outer},
+    {'f', "torch.ger", k_outer}, {'t', "ger", k_outer}, {'f', "torch.diff", k_diff}, {'t', "diff", k_diff},
+    {'f', "torch.take_along_dim", k_take_along_dim}, {'t', "take_along_dim", k_take_along_dim},
+    {'f', "torch.scatter", k_scatter}, {'t', "scatter", k_scatter}, {'f', "torch.scatter_add", k_scatter_add},
+    {'t', "scatter_add", k_scatter_add}, {'f', "torch.nn.functional.one_hot", k_one_hot},
+    {'f', "torch.nn.functional.channel_shuffle", k_channel_shuffle}, {'f', "torch.channel_shuffle", k_channel_shuffle},
+    {'m', "torch.nn.ChannelShuffle", k_channel_shuffle}, {'f', "torch.nn.functional.unfold", k_unfold},
+    {'m', "torch.nn.Unfold", k_unfold}, {'f', "torch.argwhere", k_argwhere}, {'t', "argwhere", k_argwhere},
+    {'f', "torch.bucketize", k_bucketize}, {0}
 };
