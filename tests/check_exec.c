@@ -1155,6 +1155,49 @@ START_TEST(swin_functions_refuse_what_they_cannot_run)
 }
 END_TEST
 
+/* what the tensor ops users write (the later ones: shape.c's, distance.c's, elementwise.c's) refuse,
+** each with its reason; their values are PyTorch's (tests/conformance/test_calibrate.py) */
+START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
+{
+    static const struct {
+        const char *call, *msg;
+    } cases[] = {
+        {"call_method t (%x,)", "t() expects a tensor of at most 2 dimensions, not 3"},
+        {"call_function torch.diagonal (%x, 0, 1, 1)", "diagonal dimensions cannot be identical (1)"},
+        {"call_function torch.rot90 (%x, 1, [1, -2])", "rot90's dims must differ"},
+        {"call_function torch.outer (%x, %x)", "outer takes two 1-d tensors"},
+        {"call_function torch.diff (%x, -1)", "diff's order must be non-negative, not -1"},
+        {"call_function torch.diff (%x, 1, -1) {prepend: %v}", "prepend must have the input's shape but along dim"},
+        {"call_function torch.take_along_dim (%x, %x, 2)", "index -1.375 is not an integer (dimension of size 5)"},
+        {"call_method scatter (%x, 2, %i, %x) {reduce: \"max\"}", "scatter's reduce 'max' is not 'add' or 'multiply'"},
+        {"call_method scatter_add (%x, 2, %i, 1.0)", "src must be a tensor"},
+        {"call_function torch.nn.functional.one_hot (%x,)", "class values must be non-negative integers, not -1.375"},
+        {"call_function torch.nn.functional.one_hot (%i, 3)", "class value 4 is not smaller than num_classes (3)"},
+        {"call_function torch.nn.functional.channel_shuffle (%x, 3)", "4 channels do not split into 3 groups"},
+        {"call_function torch.nn.functional.unfold (%v, 2)", "unfold takes [N, C, H, W] or [C, H, W], not 2 dimensions"},
+        {"call_function torch.nn.functional.unfold (%x, 7)", "the blocks do not fit in the padded 4 x 5 input"},
+        {"call_function torch.nn.functional.unfold (%x, 2, 0)", "kernel size, dilation and stride must be positive"},
+        {"call_function torch.bucketize (%x, %v)", "the boundaries must be 1-d, not of 2 dimensions"},
+        {"call_function torch.kthvalue (%x, 9)", "k (9) is out of range for a dimension of 5"},
+        {"call_function torch.cdist (%x, %w)", "x1 and x2 must have the same number of columns (5, 4)"},
+        {"call_function torch.cdist (%x, %x, 2.0, \"fast\")", "compute_mode 'fast' is none of PyTorch's three"},
+        {"call_function torch.nn.functional.pairwise_distance (%x, %x, -1.0)", "p must be non-negative, not -1"},
+        {"call_function torch.nn.functional.cosine_similarity (%x, %w)", "shapes cannot be broadcast (dimension 2: 5 vs 4)"},
+        {"call_function torch.heaviside (%x, 0.5)", "argument 1 / values must be a tensor"},
+        {"call_function operator.mod (3, 0)", "integer modulo by zero"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char text[768];
+        snprintf(text, sizeof text,
+                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%v = call_method view (%%x, 4, 5)\n"
+                 "  %%w = call_method view (%%x, 5, 4)\n  %%i = call_method argsort (%%x, -1)\n  %%y = %s\n"
+                 "  %%output = output output (%%y,)\n",
+                 cases[i].call);
+        refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
+    }
+}
+END_TEST
+
 /* One 3 x 3 image of one channel, windows of 2 x 2 shifted by 1, a single head whose queries and keys
 ** are 0 and whose values and projection are the identity: each output pixel is the mean of the
 ** pixels its window holds in its region (the others weigh e^-100). The map is padded to 4 x 4 and
@@ -2656,6 +2699,7 @@ int main(void)
     tcase_add_test(tc, ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, attention_refuses_what_it_cannot_run);
     tcase_add_test(tc, swin_functions_refuse_what_they_cannot_run);
+    tcase_add_test(tc, more_tensor_ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, shifted_window_attention_averages_each_region_of_a_window);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);

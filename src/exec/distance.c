@@ -47,7 +47,8 @@ static bool broadcast2(const struct xargs *a, const struct xtensor *u, const str
 
 enum pair_op { PAIR_COSINE, PAIR_DISTANCE };
 
-/* cosine_similarity(x1, x2, dim=1, eps=1e-8): sum(x1 x2) / sqrt(max(sum(x1^2) sum(x2^2), eps^2));
+/* cosine_similarity(x1, x2, dim=1, eps=1e-8): sum(x1 x2) / (max(|x1|, eps) max(|x2|, eps)), each norm
+** clamped on its own as PyTorch 1.13 does (its documentation's max(|x1| |x2|, eps) is not what it computes);
 ** pairwise_distance(x1, x2, p=2, eps=1e-6, keepdim=False): the p-norm of x1 - x2 + eps over the
 ** last dimension. Both over the inputs broadcast together. */
 static enum bpcc_status pairwise(const struct xargs *a, enum pair_op op, struct xval *out)
@@ -89,7 +90,7 @@ static enum bpcc_status pairwise(const struct xargs *a, enum pair_op op, struct 
             if (op == PAIR_COSINE) s12 += x1 * x2, s1 += x1 * x1, s2 += x2 * x2;
             else s12 = p_add(s12, (float)((float)(x1 - x2) + (float)eps), p);
         }
-        y->data[e] = op == PAIR_COSINE ? (float)(s12 / sqrt(fmax(s1 * s2, eps * eps))) : (float)p_end(s12, p);
+        y->data[e] = op == PAIR_COSINE ? (float)(s12 / (fmax(sqrt(s1), eps) * fmax(sqrt(s2), eps))) : (float)p_end(s12, p);
         for (int i = (int)nd - 1; i >= 0; i--) { /* the next output element: every dimension but dim */
             if ((int64_t)i == dim) continue;
             if (++idx[i] < dims[i]) break;

@@ -627,6 +627,85 @@ class Calibrate(conftools.TmpCase):
                     err = ((g - w).abs().max() / w.abs().max()).item()
                     self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
 
+    def test_run_more_tensor_ops(self):
+        """more ops of models outside torchvision, against eager: the inverse and hyperbolic trig
+        functions, atan2, hypot, logaddexp, xlogy, logsumexp, var_mean / std_mean, lerp, addcmul,
+        addcdiv, cosine similarity and distances (cdist directly, and by matrix products over 25
+        rows as PyTorch computes it) to 1e-5 relative; bit for bit the ops that move, select, count
+        or compare elements or round once: isnan / isinf / isfinite, nan_to_num, frac, fmod,
+        remainder and %, floor_divide and //, heaviside, clamp between tensors, median, kthvalue,
+        cummax / cummin, count_nonzero, t, numel, diagonal, rot90, outer, diff, take_along_dim,
+        scatter / scatter_add, one_hot, channel_shuffle, unfold, argwhere, bucketize"""
+        torch.manual_seed(0)
+
+        class Exact(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.unf, self.cs = nn.Unfold((2, 3), dilation=(1, 2), padding=1, stride=(2, 1)), nn.ChannelShuffle(2)
+                self.register_buffer("bounds", torch.tensor([-1.0, 0.0, 0.5, 2.0]))
+
+            def forward(self, x):                     # [2, 4, 6, 6]
+                inf = x / (x > 0).float()            # -inf, nan (0 / 0) and finite values
+                m, f = x[0, 0], x.flatten(2)
+                return (torch.isnan(inf).float(), torch.isinf(inf).float(), torch.isfinite(inf).float(),
+                        torch.isposinf(inf).float(), torch.isneginf(inf).float(), torch.nan_to_num(inf),
+                        torch.nan_to_num(inf, 1.0, 2.0, -3.0), torch.frac(x * 3), torch.fmod(x, 0.7), x.fmod(-x.flip(3) - 3),
+                        torch.remainder(x, -0.7), x % 0.3, torch.floor_divide(x, 0.3), x // -0.4, torch.sgn(x),
+                        torch.heaviside(x, x * 0.5), torch.clamp(x, min=x.flip(3)), x.clamp(max=x * 0.5),
+                        torch.median(x, -1).values, torch.median(x, 1)[1].float(), torch.median(x), x.median(2, True)[0],
+                        torch.kthvalue(x, 2, -1)[0], x.kthvalue(3, 1).indices.float(), torch.cummax(x, -1)[0],
+                        torch.cummax(x, 1)[1].float(), torch.cummin((x * 2).round(), 3).indices.float(), x.cummin(2).values,
+                        torch.count_nonzero(x > 0, -1).float(), (x > 0.5).count_nonzero((1, 2)).float(), m.t(), torch.t(m[0]),
+                        x * x.numel(), torch.diagonal(x, 0, 2, 3), x.diagonal(-2, 3, 2), torch.rot90(x, 1, [2, 3]),
+                        x.rot90(2, [1, 3]), torch.rot90(x, -1, [3, 2]), torch.outer(m[0], m[1]), torch.diff(x),
+                        torch.diff(x, 2, 1, prepend=x[:, :2], append=x[:, :1]), torch.diff(x > 0, dim=2).float(),
+                        torch.take_along_dim(x, x.argsort(-1), -1), torch.take_along_dim(x, x[:1, ..., :1].argsort(2)[:, :, :3], 2),
+                        torch.take_along_dim(x, f.flatten().argsort()[:7]),
+                        torch.zeros_like(x).scatter(1, x.argsort(1)[:, :2], x), x.scatter(3, x.argsort(3)[..., :2], 7.0),
+                        torch.ones_like(x).scatter(-1, x.argsort(-1)[..., :3], x, reduce="multiply"),
+                        torch.zeros(2, 4, 6, 3).scatter_add(3, x.argsort(-1)[..., :4] % 3, x[..., :4]),
+                        F.one_hot(x.argmax(1)).float(), F.one_hot(x[:, 0].argmax(-1), 9).float(), F.channel_shuffle(x, 2),
+                        self.cs(x), F.unfold(x, 3), self.unf(x), F.unfold(x[0], (2, 2), stride=2), torch.argwhere(x > 1).float(),
+                        torch.bucketize(x, self.bounds).float(), torch.bucketize(x.round(), self.bounds, right=True).float())
+
+        class Close(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.cos, self.pd = nn.CosineSimilarity(2, 1e-3), nn.PairwiseDistance(1.5, keepdim=True)
+
+            def forward(self, x):                     # [2, 4, 6, 6]
+                t = torch.tanh(x)
+                return (torch.tan(x), torch.atan(x), torch.asin(t), torch.acos(t), torch.sinh(x), torch.cosh(x),
+                        torch.asinh(x), torch.acosh(x.abs() + 1), torch.atanh(t * 0.9), torch.arctan(x), torch.atan2(x, x.flip(3)),
+                        torch.hypot(x, x.flip(2)), torch.logaddexp(x, x * 2), torch.xlogy(x.abs(), x.abs() + 1),
+                        torch.logsumexp(x, -1), x.logsumexp((0, 2), keepdim=True), torch.var_mean(x, -1)[0],
+                        torch.var_mean(x, (1, 3), unbiased=False)[1], torch.std_mean(x, 1, keepdim=True)[0],
+                        torch.lerp(x, x * 2, 0.3), torch.lerp(x, x.flip(3), torch.sigmoid(x) * 1.2 - 0.1),
+                        torch.addcmul(x, x, x.flip(2), value=0.5), x.addcdiv(x, x.abs() + 1, value=-2),
+                        F.cosine_similarity(x, x.flip(3)), F.cosine_similarity(x[:1], x, dim=-1), self.cos(x, x * 1e-4),
+                        F.pairwise_distance(x, x.flip(1)), F.pairwise_distance(x, x.flip(1), p=1), self.pd(x, x.flip(2)),
+                        F.pairwise_distance(x, x.flip(1), p=float("inf")), torch.cdist(x, x.flip(2)),
+                        torch.cdist(x, x[:1] * 2, p=1), torch.cdist(x[0, 0], x[1, 1], p=float("inf")),
+                        torch.cdist(x.reshape(2, 72, 2), x.reshape(2, 72, 2).flip(1)),
+                        torch.cdist(x.reshape(2, 72, 2), x.reshape(2, 72, 2).flip(1), compute_mode="donot_use_mm_for_euclid_dist"))
+
+        x = torch.randn(2, 4, 6, 6)
+        for model, exact in ((Exact(), True), (Close(), False)):
+            src = self.path("ops.bpcc")
+            bpcc_torch.export(model.eval(), (x,), src)
+            st.write(self.path("in.safetensors"), [("x", x)])
+            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+            got = st.read(self.path("out.safetensors"))
+            for i, w in enumerate(model(x)):
+                g, w = got["output.%d" % i], w.detach().float()
+                self.assertEqual(g.shape, w.shape, "output %d" % i)
+                if exact:
+                    self.assertTrue(torch.equal(g, w) or torch.allclose(g, w, equal_nan=True, rtol=0, atol=0),
+                                    "output %d: %g" % (i, (g - w).abs().max().item()))
+                else:
+                    err = ((g - w).abs().max() / w.abs().max()).item()
+                    self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+
     def test_run_multihead_attention(self):
         """nn.MultiheadAttention (a leaf module quantize_fx leaves in float) as one op: self- and
         cross-attention, batch first or not, bool and float attn_mask (2-d and per head),
