@@ -152,6 +152,8 @@ static enum bpcc_status k_cdist(const struct xargs *a, struct xval *out)
         return bpcc_xerr(a, "compute_mode '%s' is none of PyTorch's three", mode);
     if (u->ndim < 2 || v->ndim < 2) return bpcc_xerr(a, "cdist takes tensors of 2 dimensions or more");
     int64_t M = u->dims[u->ndim - 1], P = u->dims[u->ndim - 2], R = v->dims[v->ndim - 2];
+    int64_t lim = (int64_t)bpcc_exec_max_elements; /* an empty input's dims are not bound by its size */
+    if (M > lim || P > lim || R > lim) return bpcc_xerr(a, "the inputs' dimensions are beyond the interpreter's limit");
     if (v->dims[v->ndim - 1] != M)
         return bpcc_xerr(a, "x1 and x2 must have the same number of columns (%lld, %lld)", (long long)M,
                          (long long)v->dims[v->ndim - 1]);

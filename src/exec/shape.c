@@ -1253,6 +1253,7 @@ static enum bpcc_status k_diagonal(const struct xargs *a, struct xval *out)
         !bpcc_xarg_int(a, 2, "dim1", 0, &d1) || !bpcc_xarg_int(a, 3, "dim2", 1, &d2))
         return BPCC_ERR_GRAPH;
     if (x->ndim < 2) return bpcc_xerr(a, "diagonal needs 2 dimensions or more, not %u", x->ndim);
+    if (off > INT32_MAX || off < -INT32_MAX) return bpcc_xerr(a, "offset %lld is out of range", (long long)off);
     if (!bpcc_xdim(a, &d1, x->ndim) || !bpcc_xdim(a, &d2, x->ndim)) return BPCC_ERR_GRAPH;
     if (d1 == d2) return bpcc_xerr(a, "diagonal dimensions cannot be identical (%lld)", (long long)d1);
     int64_t n1 = x->dims[d1], n2 = x->dims[d2], r0 = off < 0 ? -off : 0, c0 = off > 0 ? off : 0;
@@ -1500,6 +1501,7 @@ static enum bpcc_status k_one_hot(const struct xargs *a, struct xval *out)
     for (uint64_t e = 0; e < x->numel; e++) {
         float f = x->data[e];
         if (!(f >= 0) || f != floorf(f)) return bpcc_xerr(a, "class values must be non-negative integers, not %g", f);
+        if (f >= 16777216.0f) return bpcc_xerr(a, "class value %g is beyond the integers floats hold exactly", f);
         if (f > mx) mx = f;
     }
     if (c == -1) {
@@ -1533,6 +1535,7 @@ static enum bpcc_status k_channel_shuffle(const struct xargs *a, struct xval *ou
         return bpcc_xerr(a, "%lld channels do not split into %lld groups", (long long)x->dims[1], (long long)g);
     struct xtensor *y = bpcc_xlike(x);
     if (!y) return bpcc_diag_nomem(a->d);
+    if (!x->numel) return bpcc_xput(a, bpcc_xmark(y, x->boolean), out); /* (its other dims need not be small) */
     int64_t C = x->dims[1], per = C / g;
     uint64_t plane = x->numel / bpcc_nz((uint64_t)(x->dims[0] * C));
     for (int64_t n = 0; n < x->dims[0]; n++)
@@ -1561,6 +1564,8 @@ static enum bpcc_status k_unfold(const struct xargs *a, struct xval *out)
             return bpcc_xerr(a, "kernel size, dilation and stride must be positive and padding non-negative");
     bool batched = x->ndim == 4;
     int64_t N = batched ? x->dims[0] : 1, C = x->dims[batched], H = x->dims[batched + 1], W = x->dims[batched + 2];
+    int64_t lim = (int64_t)bpcc_exec_max_elements; /* an empty input's dims are not bound by its size */
+    if (N > lim || C > lim || H > lim || W > lim) return bpcc_xerr(a, "the input's dimensions are beyond the interpreter's limit");
     int64_t OH = (H + 2 * pd[0] - dl[0] * (k[0] - 1) - 1) / st[0] + 1, OW = (W + 2 * pd[1] - dl[1] * (k[1] - 1) - 1) / st[1] + 1;
     if (OH <= 0 || OW <= 0) return bpcc_xerr(a, "the blocks do not fit in the padded %lld x %lld input", (long long)H, (long long)W);
     int64_t rows = C * k[0] * k[1], L = OH * OW, dims[3] = {N, rows, L};
