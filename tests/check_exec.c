@@ -1185,16 +1185,57 @@ START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
         {"call_function torch.nn.functional.cosine_similarity (%x, %w)", "shapes cannot be broadcast (dimension 2: 5 vs 4)"},
         {"call_function torch.heaviside (%x, 0.5)", "argument 1 / values must be a tensor"},
         {"call_function operator.mod (3, 0)", "integer modulo by zero"},
+        /* an in-place op whose result would not fit its input (the input broadcast to more) */
+        {"call_method add_ (%x, %s2)", "the in-place result's shape differs from its input's, which PyTorch refuses"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[768];
         snprintf(text, sizeof text,
                  "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%v = call_method view (%%x, 4, 5)\n"
-                 "  %%w = call_method view (%%x, 5, 4)\n  %%i = call_method argsort (%%x, -1)\n  %%y = %s\n"
+                 "  %%w = call_method view (%%x, 5, 4)\n  %%i = call_method argsort (%%x, -1)\n"
+                 "  %%s2 = call_function torch.stack ([%%v, %%v],)\n  %%y = %s\n"
                  "  %%output = output output (%%y,)\n",
                  cases[i].call);
         refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
     }
+}
+END_TEST
+
+/* An in-place op changes its argument for the nodes that read it later (and the nodes it was changed
+** in place from); one on a view whose tensor is read later is refused, as the interpreter's views are
+** copies: PyTorch would change both */
+START_TEST(in_place_ops_change_their_argument_and_views_are_refused)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
+                                 "  %s = call_method sigmoid_ (%a,)\n  %b = call_method sub_ (%s, 1)\n"
+                                 "  %c = call_function operator.add (%a, 0)\n  %output = output output ((%a, %s, %b, %c),)\n");
+    struct xtensor *x = input(1, (int64_t[]){5}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    for (int k = 0; k < 4; k++) /* all four read the changed values: sigmoid(2x) - 1 */
+        for (int i = 0; i < 5; i++) {
+            float want = 1.0f / (1.0f + expf(-2.0f * x->data[i])) - 1.0f;
+            ck_assert_msg(fabsf(out.u.seq.items[k].u.t->data[i] - want) < 1e-6f, "output %d [%d]", k, i);
+        }
+    bpcc_xval_release(&out);
+    bpcc_graph_free(g);
+    refused_with("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
+                 "  %v = call_method view (%a, -1)\n  %y = call_method add_ (%v, 1)\n"
+                 "  %z = call_function operator.add (%a, %y)\n  %output = output output (%z,)\n",
+                 "y", 1, (int64_t[]){5}, "changes 'v', a view of 'a', in place, and 'a' is read later", 0);
+    refused_with("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
+                 "  %v = call_function operator.getitem (%a, slice(1, 3, None))\n  %y = call_method relu_ (%v,)\n"
+                 "  %z = call_function operator.add (%a, 1)\n  %output = output output ((%z, %y),)\n",
+                 "y", 1, (int64_t[]){5}, "changes 'v', a view of 'a', in place", 1);
+    /* indexing by a list copies: no view, nothing refused */
+    g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
+              "  %v = call_function operator.getitem (%a, [1, 2])\n  %y = call_method relu_ (%v,)\n"
+              "  %z = call_function operator.add (%a, 1)\n  %output = output output ((%z, %y),)\n");
+    RUN(g, x, &out);
+    ck_assert(out.u.seq.items[0].u.t->data[0] == x->data[0] * 2 + 1);
+    bpcc_xval_release(&out);
+    bpcc_graph_free(g);
+    bpcc_xtensor_free(x);
 }
 END_TEST
 
@@ -2700,6 +2741,7 @@ int main(void)
     tcase_add_test(tc, attention_refuses_what_it_cannot_run);
     tcase_add_test(tc, swin_functions_refuse_what_they_cannot_run);
     tcase_add_test(tc, more_tensor_ops_refuse_what_pytorch_refuses);
+    tcase_add_test(tc, in_place_ops_change_their_argument_and_views_are_refused);
     tcase_add_test(tc, shifted_window_attention_averages_each_region_of_a_window);
     tcase_add_test(tc, training_mode_is_refused_where_it_changes_the_result);
     tcase_add_test(tc, shapes_broadcasting_indexing_and_reductions);

@@ -1128,5 +1128,11 @@ const struct xop bpcc_elementwise_ops[] = {
     {'f', "torch.xlogy", k_xlogy}, {'t', "xlogy", k_xlogy}, {'f', "torch.special.xlogy", k_xlogy},
     {'f', "torch.heaviside", k_heaviside}, {'t', "heaviside", k_heaviside}, {'f', "torch.addcmul", k_addcmul},
     {'t', "addcmul", k_addcmul}, {'f', "torch.addcdiv", k_addcdiv}, {'t', "addcdiv", k_addcdiv},
-    {'f', "torch.lerp", k_lerp}, {'t', "lerp", k_lerp}, {0}
+    {'f', "torch.lerp", k_lerp}, {'t', "lerp", k_lerp}, {'f', "torch.relu_", k_relu},
+    {'f', "torch.nn.functional.relu_", k_relu}, {'t', "sub_", k_sub}, {'t', "div_", k_div}, {'t', "sigmoid_", k_sigmoid},
+    {'f', "torch.sigmoid_", k_sigmoid}, {'t', "tanh_", k_tanh}, {'f', "torch.tanh_", k_tanh}, {'t', "exp_", k_exp},
+    {'t', "abs_", k_abs}, {'t', "neg_", k_neg}, {'t', "sqrt_", k_sqrt}, {'t', "pow_", k_pow},
+    {'t', "clamp_min_", k_clamp_min}, {'t', "clamp_max_", k_clamp_max}, {'t', "floor_", k_floor},
+    {'t', "round_", k_round}, {'t', "reciprocal_", k_reciprocal}, {'t', "addcmul_", k_addcmul},
+    {'t', "addcdiv_", k_addcdiv}, {'t', "lerp_", k_lerp}, {'t', "nan_to_num_", k_nan_to_num}, {0}
 };

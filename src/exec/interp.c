@@ -420,6 +420,7 @@ struct bpcc_exec {
     uint32_t n_ids;
     uint32_t *uses;      /* per node id: how many argument slots refer to it */
     struct xval *slot;   /* per node id: its value while it has users left */
+    uint32_t *alias;     /* per node id: the node whose tensor it changed in place (write_back), or UINT32_MAX */
     bpcc_exec_hook hook; /* after each node (the numeric suite's loggers) */
     void *hook_ud;
 };
@@ -505,8 +506,9 @@ enum bpcc_status bpcc_exec_new(const struct bpcc_graph *g, int threads, struct b
     e->ctx.n_cache = e->n_ids;
     e->uses = bpcc_malloc((e->n_ids + 1) * sizeof *e->uses);
     e->slot = bpcc_malloc((e->n_ids + 1) * sizeof *e->slot);
+    e->alias = bpcc_malloc((e->n_ids + 1) * sizeof *e->alias);
     if (e->slot) memset(e->slot, 0, (e->n_ids + 1) * sizeof *e->slot);
-    if (!e->uses || !e->slot) {
+    if (!e->uses || !e->slot || !e->alias) {
         bpcc_exec_free(e);
         return bpcc_diag_nomem(d);
     }
@@ -560,6 +562,7 @@ void bpcc_exec_free(struct bpcc_exec *e)
         for (uint32_t i = 0; i < e->ctx.n_cache; i++) bpcc_xfree(e->ctx.cache[i].data);
     bpcc_xfree(e->ctx.cache);
     bpcc_xfree(e->uses);
+    bpcc_xfree(e->alias);
     bpcc_xfree(e->slot);
     bpcc_xfree(e);
 }
@@ -736,6 +739,87 @@ static bool has_quantized(const struct xval *pos, uint32_t np, const struct xval
     return false;
 }
 
+/* Whether n changes its first argument in place, as PyTorch runs it: a method or function named with
+** one trailing underscore (x.add_(y), torch.relu_(x)), a call with inplace=True (F.relu(x,
+** inplace=True)), or a module whose inplace attribute is True (nn.ReLU(inplace=True)). */
+static bool mutates_first(const struct bpcc_node *n, const struct bpcc_module *m)
+{
+    if (n->kind == BPCC_NODE_CALL_MODULE) {
+        const struct bpcc_value *v = m ? bpcc_module_attr(m, "inplace") : NULL;
+        return v && v->kind == BPCC_VAL_BOOL && v->u.b;
+    }
+    size_t len = strlen(n->target);
+    if (len >= 2 && n->target[len - 1] == '_' && n->target[len - 2] != '_') return true;
+    const struct bpcc_value *v = bpcc_value_get(bpcc_node_kwargs(n), "inplace");
+    return v && v->kind == BPCC_VAL_BOOL && v->u.b;
+}
+
+/* An op that changes its first argument (node src) in place, which lives on (a later node reads it):
+** the result is written into that argument's tensor, and into those of the nodes it was itself
+** changed in place from (y = x.sigmoid_(); y.sub_(1) changes x too), as the later readers see them in
+** PyTorch. The kernels compute out of place; an in-place result must keep the argument's shape, as
+** PyTorch requires. */
+/* The node v's value is, in PyTorch, a view of its first argument's tensor (which it returns): the
+** view ops, and indexing by ints, slices, None and ... alone. NULL when it is not, or v is no node. */
+static const struct bpcc_node *view_source(const struct bpcc_node *v)
+{
+    static const char *const views[] = {"view", "view_as", "reshape", "reshape_as", "flatten", "transpose",
+                                        "permute", "t", "narrow", "select", "squeeze", "unsqueeze", "expand",
+                                        "expand_as", "diagonal", "unflatten", "movedim", "moveaxis", "swapaxes",
+                                        "swapdims", "detach", "unfold", "as_strided"};
+    if (!v || (v->kind != BPCC_NODE_CALL_METHOD && v->kind != BPCC_NODE_CALL_FUNCTION) || !v->args.n ||
+        v->args.u.seq.items[0].kind != BPCC_VAL_NODE)
+        return NULL;
+    const char *op = v->target;
+    if (v->kind == BPCC_NODE_CALL_FUNCTION) {
+        if (!strcmp(op, "operator.getitem") && v->args.n == 2) { /* basic indexing only: the rest copies */
+            const struct bpcc_value *ix = &v->args.u.seq.items[1];
+            uint32_t n = ix->kind == BPCC_VAL_TUPLE ? ix->n : 1;
+            for (uint32_t i = 0; i < n; i++) {
+                const struct bpcc_value *k = ix->kind == BPCC_VAL_TUPLE ? &ix->u.seq.items[i] : ix;
+                if (k->kind != BPCC_VAL_INT && k->kind != BPCC_VAL_SLICE && k->kind != BPCC_VAL_NONE &&
+                    k->kind != BPCC_VAL_ELLIPSIS)
+                    return NULL;
+            }
+            return v->args.u.seq.items[0].u.node;
+        }
+        if (strncmp(op, "torch.", 6)) return NULL;
+        op += 6;
+    }
+    for (size_t i = 0; i < sizeof views / sizeof *views; i++)
+        if (!strcmp(op, views[i])) return v->args.u.seq.items[0].u.node;
+    return NULL;
+}
+
+static enum bpcc_status write_back(struct bpcc_exec *e, const struct xargs *a, uint32_t src, const struct xtensor *res)
+{
+    /* what the interpreter cannot follow: a parameter or buffer changed in place (PyTorch keeps the
+    ** change for the next batch), or a view whose tensor is read later (PyTorch changes both; the
+    ** interpreter's views are copies) */
+    const struct bpcc_node *arg0 = a->node->args.u.seq.items[0].u.node, *base = view_source(arg0);
+    if (arg0->kind == BPCC_NODE_GET_ATTR)
+        return bpcc_xerr(a, "changes %s in place, which PyTorch keeps for the next batch and the interpreter does not",
+                         arg0->target);
+    if (base && base->id < e->n_ids && e->uses[base->id])
+        return bpcc_xerr(a, "changes '%s', a view of '%s', in place, and '%s' is read later: PyTorch changes both, the "
+                            "interpreter's views are copies",
+                         arg0->name, base->name, base->name);
+    /* the argument's tensor, unless the kernel took it (its last use) and changed it itself */
+    const struct xtensor *arg = e->slot[src].k == XV_TENSOR ? e->slot[src].u.t : NULL;
+    if (arg && (arg->ndim != res->ndim || memcmp(arg->dims, res->dims, arg->ndim * sizeof *arg->dims)))
+        return bpcc_xerr(a, "the in-place result's shape differs from its input's, which PyTorch refuses");
+    if ((arg && arg->qdtype != BPCC_DTYPE_NONE) || res->qdtype != BPCC_DTYPE_NONE)
+        return bpcc_xerr(a, "an in-place op on a quantized tensor");
+    e->alias[a->node->id] = src;
+    for (uint32_t k = src, steps = 0; k < e->n_ids && steps < e->n_ids; k = e->alias[k], steps++) {
+        struct xtensor *t = e->slot[k].k == XV_TENSOR ? e->slot[k].u.t : NULL;
+        if (!t || t == res || t->numel != res->numel || t->qdtype != BPCC_DTYPE_NONE) continue; /* gone, or not this data */
+        memcpy(t->data, res->data, res->numel * sizeof *res->data);
+        t->boolean = res->boolean;
+    }
+    return BPCC_OK;
+}
+
 static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
 {
     struct xval *pos = NULL, *kw = NULL;
@@ -817,6 +901,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
         }
     }
     if (!s && a.consume && out.k == XV_TENSOR && out.u.t == e->slot[src0].u.t) e->slot[src0] = (struct xval){0};
+    if (!s && src0 < e->n_ids && out.k == XV_TENSOR && mutates_first(n, a.module)) s = write_back(e, &a, src0, out.u.t);
     for (uint32_t i = 0; i < done_p; i++) free_arg(&pos[i]);
     for (uint32_t i = 0; i < done_k; i++) free_arg(&kw[i]);
     bpcc_xfree(pos);
@@ -858,6 +943,7 @@ enum bpcc_status bpcc_exec_run(struct bpcc_exec *e, const struct xval *inputs, u
 {
     const struct bpcc_graph *g = e->g;
     memset(e->uses, 0, (e->n_ids + 1) * sizeof *e->uses);
+    memset(e->alias, 0xff, (e->n_ids + 1) * sizeof *e->alias);
     for (const struct bpcc_node *n = g->first; n; n = n->next) {
         bpcc_value_visit_nodes((struct bpcc_value *)&n->args, count_use, e);
         if (n->kwargs) bpcc_value_visit_nodes(n->kwargs, count_use, e);

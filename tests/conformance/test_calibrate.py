@@ -706,6 +706,67 @@ class Calibrate(conftools.TmpCase):
                     err = ((g - w).abs().max() / w.abs().max()).item()
                     self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
 
+    def test_run_in_place_ops_change_their_input(self):
+        """ops that change their first argument in place (methods with one trailing underscore,
+        torch.relu_, F.relu(inplace=True), modules with inplace=True) change it for the nodes that
+        read it later, as PyTorch's do (FX records the call, and the later readers keep referring
+        to the argument): chains of them (y = x.sigmoid_(); y.sub_(1) changes x) included, where
+        the last one is the argument's last use too; bit for bit. Before, the interpreter computed
+        them out of place and the later readers saw the old values."""
+        class M(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.r, self.h = nn.ReLU(inplace=True), nn.Hardtanh(-0.5, 0.5, inplace=True)
+
+            def forward(self, x):
+                y = x * 2
+                y.add_(1)
+                z = torch.relu(x)
+                z.mul_(3).clamp_(-1, 2)
+                w = x + 0
+                v = self.r(w)
+                u = x - 1
+                F.relu(u, inplace=True)
+                t = x * 0.5
+                t2 = t.sigmoid_()
+                t2.sub_(0.25)
+                q = x + 3
+                self.h(q)
+                p = x * 4
+                p.tanh_().mul_(2)
+                m = x.clone()
+                m.masked_fill_(x > 0.5, 0.0).div_(2).abs_()
+                return y, z, w, v, u, t, t2, q, p, m
+
+        torch.manual_seed(0)
+        with torch.no_grad():
+            self.check_run_multi(M().eval(), torch.randn(2, 6), "in_place", tol=1e-7)
+
+        class Refused(nn.Module):  # what the interpreter cannot follow: it says so
+            def __init__(self, how):
+                super().__init__()
+                self.how = how
+                self.register_buffer("count", torch.zeros(6))
+
+            def forward(self, x):
+                if self.how == "buffer":  # PyTorch keeps the change for the next batch
+                    self.count.add_(x[0])
+                    return x + self.count
+                v = x.view(-1)            # PyTorch changes x with v
+                v.mul_(2)
+                return x + 1
+
+        x = torch.randn(2, 6)
+        st.write(self.path("in.safetensors"), [("x", x)])
+        for how, msg in (("buffer", "changes count in place, which PyTorch keeps for the next batch"),
+                         ("view", "changes 'view', a view of 'x', in place, and 'x' is read later")):
+            src = self.path("refused_%s.bpcc" % how)
+            bpcc_torch.export(Refused(how).eval(), (x,), src)
+            r = subprocess.run([BPCC, "run", src, "--data", self.path("in.safetensors"), "-o", self.path("r.safetensors")],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(msg, r.stderr)
+
     def test_run_multihead_attention(self):
         """nn.MultiheadAttention (a leaf module quantize_fx leaves in float) as one op: self- and
         cross-attention, batch first or not, bool and float attn_mask (2-d and per head),
