@@ -1185,6 +1185,9 @@ START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
         {"call_function torch.nn.functional.cosine_similarity (%x, %w)", "shapes cannot be broadcast (dimension 2: 5 vs 4)"},
         {"call_function torch.heaviside (%x, 0.5)", "argument 1 / values must be a tensor"},
         {"call_function operator.mod (3, 0)", "integer modulo by zero"},
+        {"call_function torch.nn.functional.grid_sample (%x, %x) {mode: \"bicubic\"}",
+         "grid_sample's mode 'bicubic' is not supported (bilinear, nearest)"},
+        {"call_function torch.nn.functional.grid_sample (%x, %x)", "grid_sample takes a 4-d input here, not 3-d"},
         /* an in-place op whose result would not fit its input (the input broadcast to more) */
         {"call_method add_ (%x, %s2)", "the in-place result's shape differs from its input's, which PyTorch refuses"},
     };

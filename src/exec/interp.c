@@ -754,11 +754,6 @@ static bool mutates_first(const struct bpcc_node *n, const struct bpcc_module *m
     return v && v->kind == BPCC_VAL_BOOL && v->u.b;
 }
 
-/* An op that changes its first argument (node src) in place, which lives on (a later node reads it):
-** the result is written into that argument's tensor, and into those of the nodes it was itself
-** changed in place from (y = x.sigmoid_(); y.sub_(1) changes x too), as the later readers see them in
-** PyTorch. The kernels compute out of place; an in-place result must keep the argument's shape, as
-** PyTorch requires. */
 /* The node v's value is, in PyTorch, a view of its first argument's tensor (which it returns): the
 ** view ops, and indexing by ints, slices, None and ... alone. NULL when it is not, or v is no node. */
 static const struct bpcc_node *view_source(const struct bpcc_node *v)
@@ -791,6 +786,11 @@ static const struct bpcc_node *view_source(const struct bpcc_node *v)
     return NULL;
 }
 
+/* An op that changes its first argument (node src) in place, which lives on (a later node reads it):
+** the result is written into that argument's tensor, and into those of the nodes it was itself
+** changed in place from (y = x.sigmoid_(); y.sub_(1) changes x too), as the later readers see them in
+** PyTorch. The kernels compute out of place; an in-place result must keep the argument's shape, as
+** PyTorch requires. */
 static enum bpcc_status write_back(struct bpcc_exec *e, const struct xargs *a, uint32_t src, const struct xtensor *res)
 {
     /* what the interpreter cannot follow: a parameter or buffer changed in place (PyTorch keeps the

@@ -440,8 +440,85 @@ static enum bpcc_status k_upsample(const struct xargs *a, struct xval *out)
     return k_interpolate(&fa, out);
 }
 
+/* {==================== grid_sample ==================== */
+
+/* ATen's reflect_coordinates: x reflected into [twice_low / 2, twice_high / 2] */
+static float reflect(float x, int64_t twice_low, int64_t twice_high)
+{
+    if (twice_low == twice_high) return 0.0f;
+    float lo = (float)twice_low / 2, span = (float)(twice_high - twice_low) / 2;
+    x = fabsf(x - lo);
+    float extra = fmodf(x, span);
+    int flips = (int)floorf(x / span);
+    return flips % 2 == 0 ? extra + lo : span - extra + lo;
+}
+
+/* a normalized grid coordinate to a source position along a dimension of `size`, with the padding
+** mode's rule (0 zeros, 1 border, 2 reflection), as ATen's grid_sampler_compute_source_index */
+static float source_index(float c, int64_t size, int pad, bool corners)
+{
+    c = corners ? (c + 1) / 2 * (float)(size - 1) : ((c + 1) * (float)size - 1) / 2;
+    if (pad == 2) c = corners ? reflect(c, 0, 2 * (size - 1)) : reflect(c, -1, 2 * size - 1);
+    if (pad >= 1) c = isnan(c) ? c : fminf(fmaxf(c, 0.0f), (float)(size - 1)); /* clip (NaN stays, and reads nothing) */
+    return c;
+}
+
+/* grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None): [N, C, H, W]
+** sampled at grid [N, Ho, Wo, 2]'s (x, y) in [-1, 1], bilinear or nearest (halves to even); zeros,
+** border or reflection padding; align_corners False unless given. Bicubic and 3-d are refused. */
+static enum bpcc_status k_grid_sample(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *g;
+    const char *mode = "bilinear", *padding = "zeros";
+    bool corners;
+    const struct xval *mv = bpcc_xarg(a, 2, "mode"), *pv = bpcc_xarg(a, 3, "padding_mode");
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "grid", &g) ||
+        !bpcc_xarg_bool(a, 4, "align_corners", false, &corners))
+        return BPCC_ERR_GRAPH;
+    if (mv && mv->k == XV_STR) mode = mv->u.s;
+    if (pv && pv->k == XV_STR) padding = pv->u.s;
+    bool bilinear = !strcmp(mode, "bilinear");
+    int pad = !strcmp(padding, "zeros") ? 0 : !strcmp(padding, "border") ? 1 : !strcmp(padding, "reflection") ? 2 : -1;
+    if (!bilinear && strcmp(mode, "nearest")) return bpcc_xerr(a, "grid_sample's mode '%s' is not supported (bilinear, nearest)", mode);
+    if (pad < 0) return bpcc_xerr(a, "grid_sample's padding_mode '%s' is none of zeros, border, reflection", padding);
+    if (x->ndim != 4) return bpcc_xerr(a, "grid_sample takes a 4-d input here, not %u-d", x->ndim);
+    if (g->ndim != 4 || g->dims[0] != x->dims[0] || g->dims[3] != 2)
+        return bpcc_xerr(a, "the grid must be [%lld, H_out, W_out, 2]", (long long)x->dims[0]);
+    int64_t N = x->dims[0], C = x->dims[1], H = x->dims[2], W = x->dims[3], Ho = g->dims[1], Wo = g->dims[2];
+    struct xtensor *y = bpcc_xtensor_new(4, (int64_t[]){N, C, Ho, Wo});
+    if (!y) return bpcc_diag_nomem(a->d);
+    if (!y->numel) return bpcc_xput(a, y, out);
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t p = 0; p < Ho * Wo; p++) {
+            float ix = source_index(g->data[(n * Ho * Wo + p) * 2], W, pad, corners);
+            float iy = source_index(g->data[(n * Ho * Wo + p) * 2 + 1], H, pad, corners);
+            for (int64_t c = 0; c < C; c++) {
+                const float *img = x->data + (n * C + c) * H * W;
+                float v = 0.0f;
+                if (!bilinear) {
+                    float rx = nearbyintf(ix), ry = nearbyintf(iy);
+                    if (rx >= 0 && rx < (float)W && ry >= 0 && ry < (float)H) v = img[(int64_t)ry * W + (int64_t)rx];
+                } else if (ix == ix && iy == iy && fabsf(ix) < 1e18f && fabsf(iy) < 1e18f) {
+                    float fx = floorf(ix), fy = floorf(iy);
+                    int64_t x0 = (int64_t)fx, y0 = (int64_t)fy;
+                    float e = ix - fx, s = iy - fy; /* the weights: nw (1-e)(1-s), ne e(1-s), sw (1-e)s, se es */
+                    float w[4] = {(1 - e) * (1 - s), e * (1 - s), (1 - e) * s, e * s};
+                    for (int t = 0; t < 4; t++) {
+                        int64_t xx = x0 + (t & 1), yy = y0 + (t >> 1);
+                        if (xx >= 0 && xx < W && yy >= 0 && yy < H) v += img[yy * W + xx] * w[t];
+                    }
+                }
+                y->data[((n * C + c) * Ho * Wo) + p] = v;
+            }
+        }
+    return bpcc_xput(a, y, out);
+}
+
+/* }================================================ */
+
 const struct xop bpcc_resize_ops[] = {
     {'m', "torch.nn.Upsample", k_upsample}, {'m', "torch.nn.UpsamplingNearest2d", k_upsample},
     {'m', "torch.nn.UpsamplingBilinear2d", k_upsample}, {'f', "torch.nn.functional.interpolate", k_interpolate},
-    {'f', "torch.nn.functional.upsample", k_interpolate}, {0}
+    {'f', "torch.nn.functional.upsample", k_interpolate}, {'f', "torch.nn.functional.grid_sample", k_grid_sample},
+    {0}
 };

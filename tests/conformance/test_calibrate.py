@@ -631,7 +631,8 @@ class Calibrate(conftools.TmpCase):
         """more ops of models outside torchvision, against eager: the inverse and hyperbolic trig
         functions, atan2, hypot, logaddexp, xlogy, logsumexp, var_mean / std_mean, lerp, addcmul,
         addcdiv, cosine similarity and distances (cdist directly, and by matrix products over 25
-        rows as PyTorch computes it) to 1e-5 relative; bit for bit the ops that move, select, count
+        rows as PyTorch computes it), grid_sample (bilinear and nearest; zeros, border and
+        reflection padding) to 1e-5 relative; bit for bit the ops that move, select, count
         or compare elements or round once: isnan / isinf / isfinite, nan_to_num, frac, fmod,
         remainder and %, floor_divide and //, heaviside, clamp between tensors, median, kthvalue,
         cummax / cummin, count_nonzero, t, numel, diagonal, rot90, outer, diff, take_along_dim,
@@ -687,7 +688,12 @@ class Calibrate(conftools.TmpCase):
                         F.pairwise_distance(x, x.flip(1), p=float("inf")), torch.cdist(x, x.flip(2)),
                         torch.cdist(x, x[:1] * 2, p=1), torch.cdist(x[0, 0], x[1, 1], p=float("inf")),
                         torch.cdist(x.reshape(2, 72, 2), x.reshape(2, 72, 2).flip(1)),
-                        torch.cdist(x.reshape(2, 72, 2), x.reshape(2, 72, 2).flip(1), compute_mode="donot_use_mm_for_euclid_dist"))
+                        torch.cdist(x.reshape(2, 72, 2), x.reshape(2, 72, 2).flip(1), compute_mode="donot_use_mm_for_euclid_dist"),
+                        F.grid_sample(x, t[:, :2].reshape(2, 6, 6, 2) * 1.3, align_corners=False),
+                        F.grid_sample(x, t[:, :2].reshape(2, 6, 6, 2) * 1.3, padding_mode="border", align_corners=True),
+                        F.grid_sample(x, t[:, 1:].reshape(2, 9, 6, 2) * 1.6, padding_mode="reflection", align_corners=False),
+                        F.grid_sample(x, t[:, 1:].reshape(2, 9, 6, 2) * 1.6, padding_mode="reflection", align_corners=True),
+                        F.grid_sample(x, x[:, :2].reshape(2, 6, 6, 2), mode="nearest", align_corners=False))
 
         x = torch.randn(2, 4, 6, 6)
         for model, exact in ((Exact(), True), (Close(), False)):
