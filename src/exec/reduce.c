@@ -395,6 +395,14 @@ static int cmp_down(const void *p, const void *q)
     return a->at < b->at ? -1 : a->at > b->at;
 }
 
+/* the line (o, in) of x along a dimension of n (inner elements apart), with its positions, sorted by cmp */
+static void sort_line(const struct xtensor *x, uint64_t o, uint64_t in, int64_t n, uint64_t inner, struct keyed *line,
+                      int (*cmp)(const void *, const void *))
+{
+    for (int64_t j = 0; j < n; j++) line[j] = (struct keyed){x->data[(o * (uint64_t)n + (uint64_t)j) * inner + in], j};
+    qsort(line, (size_t)n, sizeof *line, cmp);
+}
+
 /* sort (input, dim=-1, descending=False, stable=False) -> (values, indices), argsort (input,
 ** dim=-1, descending=False) -> indices, topk (input, k, dim=-1, largest=True, sorted=True) ->
 ** (values, indices): each line along dim ordered stably (PyTorch's CPU sort is stable either way;
@@ -430,8 +438,7 @@ static enum bpcc_status order(const struct xargs *a, enum order how, struct xval
     }
     for (uint64_t o = 0; o < outer; o++)
         for (uint64_t in = 0; in < inner; in++) {
-            for (int64_t j = 0; j < n; j++) line[j] = (struct keyed){x->data[(o * (uint64_t)n + (uint64_t)j) * inner + in], j};
-            qsort(line, (size_t)n, sizeof *line, down ? cmp_down : cmp_up);
+            sort_line(x, o, in, n, inner, line, down ? cmp_down : cmp_up);
             for (int64_t j = 0; j < k; j++) {
                 uint64_t i = (o * (uint64_t)k + (uint64_t)j) * inner + in;
                 if (v) v->data[i] = line[j].v;
@@ -475,8 +482,7 @@ static enum bpcc_status kth(const struct xargs *a, bool median, struct xval *out
     }
     for (uint64_t o = 0; o < outer; o++)
         for (uint64_t in = 0; in < inner; in++) {
-            for (int64_t j = 0; j < n; j++) line[j] = (struct keyed){x->data[(o * (uint64_t)n + (uint64_t)j) * inner + in], j};
-            qsort(line, (size_t)n, sizeof *line, cmp_up);
+            sort_line(x, o, in, n, inner, line, cmp_up);
             struct keyed r = line[k - 1];
             if (median && line[n - 1].v != line[n - 1].v) /* a NaN: the line's first */
                 for (int64_t j = 0; j < n; j++)

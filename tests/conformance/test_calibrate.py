@@ -418,6 +418,25 @@ class Calibrate(conftools.TmpCase):
         for name, model, shape in cases:
             self.check_run(model.eval(), torch.randn(*shape), name)
 
+    def check_ops(self, exact, close, x):
+        """bpcc run of two models of many outputs against eager on x: exact's bit for bit (NaNs
+        where eager has them), close's to 1e-5 relative"""
+        for model, bits in ((exact, True), (close, False)):
+            src = self.path("ops.bpcc")
+            bpcc_torch.export(model.eval(), (x,), src)
+            st.write(self.path("in.safetensors"), [("x", x)])
+            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
+            got = st.read(self.path("out.safetensors"))
+            for i, w in enumerate(model(x)):
+                g, w = got["output.%d" % i], w.detach().float()
+                self.assertEqual(g.shape, w.shape, "output %d" % i)
+                if bits:
+                    self.assertTrue(torch.allclose(g, w, rtol=0, atol=0, equal_nan=True),
+                                    "output %d: %g" % (i, (g - w).abs().max().item()))
+                else:
+                    err = ((g - w).abs().max() / w.abs().max()).item()
+                    self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+
     def check_run_multi(self, model, x, name, exact=False, isa=None, tol=1e-5):
         """bpcc run's outputs against eager's: to 1e-5 relative, or, with `exact` and PyTorch
         running its AVX2 kernels (whose summation orders and fused multiply-adds bpcc follows
@@ -612,20 +631,7 @@ class Calibrate(conftools.TmpCase):
 
         x = torch.randn(2, 4, 6, 6)
         x[0, 0, 0, :3] = torch.tensor([0.5, 1.5, -2.5]) / 3  # halves: round to even
-        for model, exact in ((Exact(), True), (Close(), False)):
-            src = self.path("ops.bpcc")
-            bpcc_torch.export(model.eval(), (x,), src)
-            st.write(self.path("in.safetensors"), [("x", x)])
-            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
-            got = st.read(self.path("out.safetensors"))
-            for i, w in enumerate(model(x)):
-                g, w = got["output.%d" % i], w.detach().float()
-                self.assertEqual(g.shape, w.shape, "output %d" % i)
-                if exact:
-                    self.assertTrue(torch.equal(g, w), "output %d: %g" % (i, (g - w).abs().max().item()))
-                else:
-                    err = ((g - w).abs().max() / w.abs().max()).item()
-                    self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+        self.check_ops(Exact(), Close(), x)
 
     def test_run_more_tensor_ops(self):
         """more ops of models outside torchvision, against eager: the inverse and hyperbolic trig
@@ -695,22 +701,7 @@ class Calibrate(conftools.TmpCase):
                         F.grid_sample(x, t[:, 1:].reshape(2, 9, 6, 2) * 1.6, padding_mode="reflection", align_corners=True),
                         F.grid_sample(x, x[:, :2].reshape(2, 6, 6, 2), mode="nearest", align_corners=False))
 
-        x = torch.randn(2, 4, 6, 6)
-        for model, exact in ((Exact(), True), (Close(), False)):
-            src = self.path("ops.bpcc")
-            bpcc_torch.export(model.eval(), (x,), src)
-            st.write(self.path("in.safetensors"), [("x", x)])
-            self.bpcc("run", src, "--data", self.path("in.safetensors"), "-o", self.path("out.safetensors"))
-            got = st.read(self.path("out.safetensors"))
-            for i, w in enumerate(model(x)):
-                g, w = got["output.%d" % i], w.detach().float()
-                self.assertEqual(g.shape, w.shape, "output %d" % i)
-                if exact:
-                    self.assertTrue(torch.equal(g, w) or torch.allclose(g, w, equal_nan=True, rtol=0, atol=0),
-                                    "output %d: %g" % (i, (g - w).abs().max().item()))
-                else:
-                    err = ((g - w).abs().max() / w.abs().max()).item()
-                    self.assertLess(err, 1e-5, "output %d: %g" % (i, err))
+        self.check_ops(Exact(), Close(), torch.randn(2, 4, 6, 6))
 
     def test_run_in_place_ops_change_their_input(self):
         """ops that change their first argument in place (methods with one trailing underscore,
