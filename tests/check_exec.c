@@ -1188,6 +1188,10 @@ START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
         {"call_function torch.nn.functional.grid_sample (%x, %x) {mode: \"bicubic\"}",
          "grid_sample's mode 'bicubic' is not supported (bilinear, nearest)"},
         {"call_function torch.nn.functional.grid_sample (%x, %x)", "grid_sample takes a 4-d input here, not 3-d"},
+        /* div's rounding_mode: read (it was ignored, silently giving true division) */
+        {"call_function torch.div (%x, 2.0) {rounding_mode: \"round\"}", "rounding_mode must be None, \"trunc\" or \"floor\""},
+        {"call_function torch.nn.functional.threshold (%x, 0.5)", "threshold needs its threshold and value"},
+        {"call_function torch.nn.functional.alpha_dropout (%x, 0.5, True)", "alpha dropout in training mode drops at random"},
         /* an in-place op whose result would not fit its input (the input broadcast to more) */
         {"call_method add_ (%x, %s2)", "the in-place result's shape differs from its input's, which PyTorch refuses"},
     };

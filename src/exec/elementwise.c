@@ -14,8 +14,8 @@ enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGM
             U_GELU, U_GELU_TANH, U_IDENTITY, U_NEG, U_EXP, U_SQRT, U_RSQRT, U_RECIPROCAL, U_ABS, U_LOG, U_SOFTPLUS,
             U_MISH, U_ERF, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SIGN, U_SIN, U_COS, U_LOG1P, U_EXPM1, U_SQUARE, U_SELU,
             U_CELU, U_SOFTSIGN, U_HARDSHRINK, U_SOFTSHRINK, U_TANHSHRINK, U_LOGSIGMOID, U_LOG2, U_LOG10, U_EXP2,
-            U_TAN, U_ATAN, U_ASIN, U_ACOS, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH, U_FRAC, U_NOT, U_ISNAN, U_ISINF,
-            U_ISFINITE, U_ISPOSINF, U_ISNEGINF };
+            U_TAN, U_ATAN, U_ASIN, U_ACOS, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH, U_FRAC, U_ERFC, U_LGAMMA, U_SINC,
+            U_LOGIT, U_THRESHOLD, U_NOT, U_ISNAN, U_ISINF, U_ISFINITE, U_ISPOSINF, U_ISNEGINF, U_SIGNBIT };
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -87,12 +87,25 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_ACOSH: return acoshf(x);
     case U_ATANH: return atanhf(x);
     case U_FRAC: return x - truncf(x); /* ATen's: NaN and infinities give NaN */
+    case U_ERFC: return erfcf(x);
+    case U_LGAMMA: return lgammaf(x);
+    case U_SINC: { /* sin(pi x) / (pi x), 1 at 0 */
+        if (x == 0.0f) return 1.0f;
+        float px = (float)M_PI * x;
+        return sinf(px) / px;
+    }
+    case U_LOGIT: { /* p0 < 0: no eps; else x clamped to [eps, 1 - eps] first */
+        float z = p0 < 0 ? x : x < p0 ? p0 : x > 1.0f - p0 ? 1.0f - p0 : x;
+        return logf(z / (1.0f - z));
+    }
+    case U_THRESHOLD: return x > p0 ? x : p1;
     case U_NOT: return x == 0.0f ? 1.0f : 0.0f;
     case U_ISNAN: return isnan(x) ? 1.0f : 0.0f; /* the macros give any nonzero (glibc's isinf -1 for -inf) */
     case U_ISINF: return isinf(x) ? 1.0f : 0.0f;
     case U_ISFINITE: return isfinite(x) ? 1.0f : 0.0f;
     case U_ISPOSINF: return x == INFINITY;
     case U_ISNEGINF: return x == -INFINITY;
+    case U_SIGNBIT: return signbit(x) ? 1.0f : 0.0f;
     }
     return x;
 }
@@ -250,6 +263,31 @@ UNARY(k_asinh, U_ASINH)
 UNARY(k_acosh, U_ACOSH)
 UNARY(k_atanh, U_ATANH)
 UNARY(k_frac, U_FRAC)
+UNARY(k_erfc, U_ERFC)
+UNARY(k_lgamma, U_LGAMMA)
+UNARY(k_sinc, U_SINC)
+
+/* logit(input, eps=None) */
+static enum bpcc_status k_logit(const struct xargs *a, struct xval *out)
+{
+    double eps;
+    if (!bpcc_xarg_float(a, 1, "eps", -1.0, &eps)) return BPCC_ERR_GRAPH;
+    return unary(a, U_LOGIT, (float)eps, 0, out);
+}
+
+/* threshold(input, threshold, value) and nn.Threshold: x where x > threshold, else value */
+static enum bpcc_status k_threshold(const struct xargs *a, struct xval *out)
+{
+    double t, v;
+    if (a->module) {
+        t = bpcc_mattr_float(a->module, "threshold", NAN);
+        v = bpcc_mattr_float(a->module, "value", NAN);
+    } else if (!bpcc_xarg_float(a, 1, "threshold", NAN, &t) || !bpcc_xarg_float(a, 2, "value", NAN, &v)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (t != t || v != v) return bpcc_xerr(a, "threshold needs its threshold and value");
+    return unary(a, U_THRESHOLD, (float)t, (float)v, out);
+}
 
 /* isnan / isinf / isfinite / isposinf / isneginf: bool tensors */
 static enum bpcc_status predicate(const struct xargs *a, enum unop op, struct xval *out)
@@ -263,6 +301,7 @@ static enum bpcc_status k_isinf(const struct xargs *a, struct xval *out) { retur
 static enum bpcc_status k_isfinite(const struct xargs *a, struct xval *out) { return predicate(a, U_ISFINITE, out); }
 static enum bpcc_status k_isposinf(const struct xargs *a, struct xval *out) { return predicate(a, U_ISPOSINF, out); }
 static enum bpcc_status k_isneginf(const struct xargs *a, struct xval *out) { return predicate(a, U_ISNEGINF, out); }
+static enum bpcc_status k_signbit(const struct xargs *a, struct xval *out) { return predicate(a, U_SIGNBIT, out); }
 
 /* nan_to_num(input, nan=0.0, posinf=None, neginf=None): the infinities to float32's largest and lowest
 ** values unless given */
@@ -338,12 +377,13 @@ static enum bpcc_status k_hardtanh(const struct xargs *a, struct xval *out)
     return unary(a, U_HARDTANH, (float)lo, (float)hi, out);
 }
 
-static enum bpcc_status clamp_between(const struct xargs *a, struct xval *out);
+static enum bpcc_status clamp_between(const struct xargs *a, uint32_t lo_at, const char *lo, uint32_t hi_at,
+                                      const char *hi, struct xval *out);
 
 static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
 {
     const struct xval *vl = bpcc_xarg(a, 1, "min"), *vh = bpcc_xarg(a, 2, "max");
-    if ((vl && vl->k == XV_TENSOR) || (vh && vh->k == XV_TENSOR)) return clamp_between(a, out);
+    if ((vl && vl->k == XV_TENSOR) || (vh && vh->k == XV_TENSOR)) return clamp_between(a, 1, "min", 2, "max", out);
     double lo, hi;
     if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo) || !bpcc_xarg_float(a, 2, "max", INFINITY, &hi))
         return BPCC_ERR_GRAPH;
@@ -353,6 +393,8 @@ static enum bpcc_status k_clamp(const struct xargs *a, struct xval *out)
 /* clamp_min(input, min) / clamp_max(input, max) */
 static enum bpcc_status k_clamp_min(const struct xargs *a, struct xval *out)
 {
+    const struct xval *vl = bpcc_xarg(a, 1, "min");
+    if (vl && vl->k == XV_TENSOR) return clamp_between(a, 1, "min", UINT32_MAX, NULL, out);
     double lo;
     if (!bpcc_xarg_float(a, 1, "min", -INFINITY, &lo)) return BPCC_ERR_GRAPH;
     return unary(a, U_HARDTANH, (float)lo, INFINITY, out);
@@ -360,6 +402,8 @@ static enum bpcc_status k_clamp_min(const struct xargs *a, struct xval *out)
 
 static enum bpcc_status k_clamp_max(const struct xargs *a, struct xval *out)
 {
+    const struct xval *vh = bpcc_xarg(a, 1, "max");
+    if (vh && vh->k == XV_TENSOR) return clamp_between(a, UINT32_MAX, NULL, 1, "max", out);
     double hi;
     if (!bpcc_xarg_float(a, 1, "max", INFINITY, &hi)) return BPCC_ERR_GRAPH;
     return unary(a, U_HARDTANH, -INFINITY, (float)hi, out);
@@ -636,7 +680,22 @@ BPCC_HOT static enum bpcc_status binary(const struct xargs *a, enum binop op, bo
 static enum bpcc_status k_add(const struct xargs *a, struct xval *out) { return binary(a, B_ADD, false, out); }
 static enum bpcc_status k_sub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, false, out); }
 static enum bpcc_status k_mul(const struct xargs *a, struct xval *out) { return binary(a, B_MUL, false, out); }
-static enum bpcc_status k_div(const struct xargs *a, struct xval *out) { return binary(a, B_DIV, false, out); }
+/* div(input, other, rounding_mode=None): true division, or rounded down ("floor", c10's div_floor)
+** or toward zero ("trunc": trunc(x / y)) */
+static enum bpcc_status k_div(const struct xargs *a, struct xval *out)
+{
+    const struct xval *mv = bpcc_xarg(a, UINT32_MAX, "rounding_mode");
+    if (!mv || mv->k == XV_NONE) return binary(a, B_DIV, false, out);
+    if (mv->k != XV_STR || (strcmp(mv->u.s, "floor") && strcmp(mv->u.s, "trunc")))
+        return bpcc_xerr(a, "rounding_mode must be None, \"trunc\" or \"floor\"");
+    if (mv->u.s[0] == 'f') return binary(a, B_FLOORDIV, false, out);
+    enum bpcc_status st = binary(a, B_DIV, false, out);
+    if (st == BPCC_OK && out->k == XV_TENSOR)
+        for (uint64_t i = 0; i < out->u.t->numel; i++) out->u.t->data[i] = truncf(out->u.t->data[i]);
+    else if (st == BPCC_OK && out->k == XV_FLOAT)
+        out->u.f = trunc(out->u.f);
+    return st;
+}
 static enum bpcc_status k_rsub(const struct xargs *a, struct xval *out) { return binary(a, B_SUB, true, out); }
 #define BINARY(name, op)                                                                           \
     static enum bpcc_status name(const struct xargs *a, struct xval *out) { return binary(a, op, false, out); }
@@ -722,6 +781,31 @@ static enum bpcc_status k_dropout(const struct xargs *a, struct xval *out)
     if (training && p > 0) return bpcc_xerr(a, "dropout in training mode is random; export the model in eval mode");
     return k_identity(a, out);
 }
+
+/* alpha_dropout / feature_alpha_dropout (input, p=0.5, training=False): the identity unless training */
+static enum bpcc_status k_alpha_dropout(const struct xargs *a, struct xval *out)
+{
+    bool training;
+    double p;
+    if (!bpcc_xarg_float(a, 1, "p", 0.5, &p) || !bpcc_xarg_bool(a, 2, "training", false, &training)) return BPCC_ERR_GRAPH;
+    if (training && p > 0) return bpcc_xerr(a, "alpha dropout in training mode drops at random; export with training=False");
+    return k_identity(a, out);
+}
+
+/* fill_(value) / zero_(): the input's shape filled (in place: interp.c writes it into the input) */
+static enum bpcc_status fill(const struct xargs *a, bool zero, struct xval *out)
+{
+    const struct xtensor *x;
+    double v = 0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!zero && !bpcc_xscalar(bpcc_xarg(a, 1, "value"), &v)) return bpcc_xerr(a, "fill_'s value must be a number");
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    for (uint64_t i = 0; i < y->numel; i++) y->data[i] = (float)v;
+    return bpcc_xput(a, y, out);
+}
+static enum bpcc_status k_fill_(const struct xargs *a, struct xval *out) { return fill(a, false, out); }
+static enum bpcc_status k_zero_(const struct xargs *a, struct xval *out) { return fill(a, true, out); }
 
 /* torchvision.ops.stochastic_depth(input, p, mode, training): the identity in eval */
 static enum bpcc_status k_stochastic_depth(const struct xargs *a, struct xval *out)
@@ -851,13 +935,15 @@ static enum bpcc_status addc(const struct xargs *a, enum op3 op, struct xval *ou
 static enum bpcc_status k_addcmul(const struct xargs *a, struct xval *out) { return addc(a, T_ADDCMUL, out); }
 static enum bpcc_status k_addcdiv(const struct xargs *a, struct xval *out) { return addc(a, T_ADDCDIV, out); }
 
-/* clamp(input, min=None, max=None) with a tensor bound (the other a tensor, a number or absent) */
-static enum bpcc_status clamp_between(const struct xargs *a, struct xval *out)
+/* clamp(input, min=None, max=None), clamp_min(input, min), clamp_max(input, max) with a tensor bound
+** (the other a tensor, a number or absent): the bounds' positions and names */
+static enum bpcc_status clamp_between(const struct xargs *a, uint32_t lo_at, const char *lo_name, uint32_t hi_at,
+                                      const char *hi_name, struct xval *out)
 {
     struct operand in, lo = {0, NULL, NULL, -INFINITY}, hi = {0, NULL, NULL, INFINITY};
-    const struct xval *vl = bpcc_xarg(a, 1, "min"), *vh = bpcc_xarg(a, 2, "max");
-    if (!operand_of(a, 0, "input", &in) || (vl && vl->k != XV_NONE && !operand_of(a, 1, "min", &lo)) ||
-        (vh && vh->k != XV_NONE && !operand_of(a, 2, "max", &hi)))
+    const struct xval *vl = bpcc_xarg(a, lo_at, lo_name), *vh = bpcc_xarg(a, hi_at, hi_name);
+    if (!operand_of(a, 0, "input", &in) || (vl && vl->k != XV_NONE && !operand_of(a, lo_at, lo_name, &lo)) ||
+        (vh && vh->k != XV_NONE && !operand_of(a, hi_at, hi_name, &hi)))
         return BPCC_ERR_GRAPH;
     return map3(a, T_CLAMP, 0, &in, &lo, &hi, out);
 }
@@ -1134,5 +1220,16 @@ const struct xop bpcc_elementwise_ops[] = {
     {'t', "abs_", k_abs}, {'t', "neg_", k_neg}, {'t', "sqrt_", k_sqrt}, {'t', "pow_", k_pow},
     {'t', "clamp_min_", k_clamp_min}, {'t', "clamp_max_", k_clamp_max}, {'t', "floor_", k_floor},
     {'t', "round_", k_round}, {'t', "reciprocal_", k_reciprocal}, {'t', "addcmul_", k_addcmul},
-    {'t', "addcdiv_", k_addcdiv}, {'t', "lerp_", k_lerp}, {'t', "nan_to_num_", k_nan_to_num}, {0}
+    {'t', "addcdiv_", k_addcdiv}, {'t', "lerp_", k_lerp}, {'t', "nan_to_num_", k_nan_to_num},
+    {'f', "torch.erfc", k_erfc}, {'t', "erfc", k_erfc}, {'f', "torch.special.erfc", k_erfc}, {'f', "torch.lgamma", k_lgamma},
+    {'t', "lgamma", k_lgamma}, {'f', "torch.special.gammaln", k_lgamma}, {'f', "torch.sinc", k_sinc}, {'t', "sinc", k_sinc},
+    {'f', "torch.special.sinc", k_sinc}, {'f', "torch.logit", k_logit}, {'t', "logit", k_logit},
+    {'f', "torch.special.logit", k_logit}, {'f', "torch.signbit", k_signbit}, {'t', "signbit", k_signbit},
+    {'f', "torch.nn.functional.threshold", k_threshold}, {'f', "torch.threshold", k_threshold},
+    {'m', "torch.nn.Threshold", k_threshold}, {'f', "torch.nn.functional.alpha_dropout", k_alpha_dropout},
+    {'f', "torch.nn.functional.feature_alpha_dropout", k_alpha_dropout}, {'t', "fill_", k_fill_},
+    {'t', "zero_", k_zero_}, {'f', "torch.true_divide", k_div}, {'t', "true_divide", k_div}, {'f', "torch.divide", k_div},
+    {'t', "divide", k_div}, {'f', "torch.rsub", k_rsub}, {'f', "torch.nn.functional.hardtanh_", k_hardtanh},
+    {'f', "torch.special.expm1", k_expm1}, {'f', "torch.special.exp2", k_exp2}, {'f', "torch.special.log1p", k_log1p},
+    {0}
 };

@@ -1464,6 +1464,8 @@ const struct xop bpcc_nn_ops[] = {
     {'f', "torch.nn.functional.adaptive_max_pool1d", k_adaptive_max_pool1d},
     {'f', "torch.nn.functional.adaptive_max_pool2d", k_adaptive_max_pool2d},
     {'f', "torch.nn.functional.adaptive_max_pool3d", k_adaptive_max_pool3d}, {'f', "torch.matmul", k_matmul},
+    {'f', "torch.mm", k_matmul}, {'t', "mm", k_matmul}, {'f', "torch.mv", k_matmul}, {'t', "mv", k_matmul},
+    {'f', "torch.dot", k_matmul}, {'t', "dot", k_matmul},
     {'f', "operator.matmul", k_matmul}, {'f', "torch.bmm", k_matmul}, {'t', "matmul", k_matmul},
     {'m', "torch.nn.GroupNorm", k_group_norm}, {'f', "torch.nn.functional.group_norm", k_group_norm},
     {'m', "torch.nn.InstanceNorm1d", k_instance_norm}, {'m', "torch.nn.InstanceNorm2d", k_instance_norm},

@@ -219,6 +219,16 @@ static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
         *out = (struct xval){.k = XV_INT, .u.i = obj->u.t->ndim};
         return BPCC_OK;
     }
+    if (obj->k == XV_TENSOR && (!strcmp(name->u.s, "T") || !strcmp(name->u.s, "mT"))) {
+        /* x.T: the dimensions reversed; x.mT: the last two swapped */
+        const struct xtensor *x = obj->u.t;
+        if (x->qdtype != BPCC_DTYPE_NONE) return bpcc_xerr(a, "%s of a quantized tensor", name->u.s);
+        if (name->u.s[0] == 'm' && x->ndim < 2) return bpcc_xerr(a, "mT needs 2 dimensions or more, not %u", x->ndim);
+        int64_t perm[BPCC_MAX_DIMS];
+        for (uint32_t i = 0; i < x->ndim; i++) perm[i] = name->u.s[0] == 'T' ? (int64_t)(x->ndim - 1 - i) : (int64_t)i;
+        if (name->u.s[0] == 'm') perm[x->ndim - 2] = x->ndim - 1, perm[x->ndim - 1] = x->ndim - 2;
+        return permuted(a, x, perm, out);
+    }
     return bpcc_xerr(a, "getattr %s is not supported", name->u.s);
 }
 
@@ -1662,5 +1672,6 @@ const struct xop bpcc_shape_ops[] = {
     {'f', "torch.nn.functional.channel_shuffle", k_channel_shuffle}, {'f', "torch.channel_shuffle", k_channel_shuffle},
     {'m', "torch.nn.ChannelShuffle", k_channel_shuffle}, {'f', "torch.nn.functional.unfold", k_unfold},
     {'m', "torch.nn.Unfold", k_unfold}, {'f', "torch.argwhere", k_argwhere}, {'t', "argwhere", k_argwhere},
-    {'f', "torch.bucketize", k_bucketize}, {0}
+    {'f', "torch.bucketize", k_bucketize}, {'f', "torch.broadcast_to", k_expand}, {'t', "broadcast_to", k_expand},
+    {'t', "split_with_sizes", k_split}, {'f', "torch.split_with_sizes", k_split}, {0}
 };

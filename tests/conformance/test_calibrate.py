@@ -640,9 +640,11 @@ class Calibrate(conftools.TmpCase):
         rows as PyTorch computes it), grid_sample (bilinear and nearest; zeros, border and
         reflection padding) to 1e-5 relative; bit for bit the ops that move, select, count
         or compare elements or round once: isnan / isinf / isfinite, nan_to_num, frac, fmod,
-        remainder and %, floor_divide and //, heaviside, clamp between tensors, median, kthvalue,
-        cummax / cummin, count_nonzero, t, numel, diagonal, rot90, outer, diff, take_along_dim,
-        scatter / scatter_add, one_hot, channel_shuffle, unfold, argwhere, bucketize"""
+        remainder and %, floor_divide and //, div's rounding modes, heaviside, clamp between tensors,
+        median, kthvalue, cummax / cummin, count_nonzero, t, T, mT, numel, diagonal, rot90, outer,
+        diff, take_along_dim, scatter / scatter_add, one_hot, channel_shuffle, unfold, argwhere,
+        bucketize, broadcast_to, mm, fill_ / zero_, threshold (mv, dot, erfc, lgamma, sinc and logit
+        to 1e-5)"""
         torch.manual_seed(0)
 
         class Exact(nn.Module):
@@ -673,7 +675,12 @@ class Calibrate(conftools.TmpCase):
                         torch.zeros(2, 4, 6, 3).scatter_add(3, x.argsort(-1)[..., :4] % 3, x[..., :4]),
                         F.one_hot(x.argmax(1)).float(), F.one_hot(x[:, 0].argmax(-1), 9).float(), F.channel_shuffle(x, 2),
                         self.cs(x), F.unfold(x, 3), self.unf(x), F.unfold(x[0], (2, 2), stride=2), torch.argwhere(x > 1).float(),
-                        torch.bucketize(x, self.bounds).float(), torch.bucketize(x.round(), self.bounds, right=True).float())
+                        torch.bucketize(x, self.bounds).float(), torch.bucketize(x.round(), self.bounds, right=True).float(),
+                        torch.div(x, 0.3, rounding_mode="floor"), x.div(-x.flip(3) - 2, rounding_mode="trunc"),
+                        torch.true_divide(x, 4.0), torch.rsub(x, 1.0, alpha=2), torch.mm(m, m.t()), torch.broadcast_to(x[:1], (2, 4, 6, 6)),
+                        x.split_with_sizes([2, 4], -1)[1], m.T, x.mT, torch.signbit(x).float(), F.threshold(x, 0.1, 20.0),
+                        F.alpha_dropout(x, 0.3), (x * 1).fill_(2.5), (x * 1).zero_(), torch.clamp_min(x, x.flip(3)),
+                        x.clamp_max(x * 0.5), F.hardtanh_(x * 2))
 
         class Close(nn.Module):
             def __init__(self):
@@ -699,7 +706,9 @@ class Calibrate(conftools.TmpCase):
                         F.grid_sample(x, t[:, :2].reshape(2, 6, 6, 2) * 1.3, padding_mode="border", align_corners=True),
                         F.grid_sample(x, t[:, 1:].reshape(2, 9, 6, 2) * 1.6, padding_mode="reflection", align_corners=False),
                         F.grid_sample(x, t[:, 1:].reshape(2, 9, 6, 2) * 1.6, padding_mode="reflection", align_corners=True),
-                        F.grid_sample(x, x[:, :2].reshape(2, 6, 6, 2), mode="nearest", align_corners=False))
+                        F.grid_sample(x, x[:, :2].reshape(2, 6, 6, 2), mode="nearest", align_corners=False),
+                        torch.mv(x[0, 0], x[1, 1, 0]), torch.dot(x[0, 0, 0], x[1, 1, 1]), torch.erfc(x), torch.lgamma(x.abs() + 0.5),
+                        torch.sinc(x), torch.logit(torch.sigmoid(x)), torch.logit(torch.sigmoid(x * 3), eps=0.01))
 
         self.check_ops(Exact(), Close(), torch.randn(2, 4, 6, 6))
 
