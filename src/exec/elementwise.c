@@ -941,9 +941,9 @@ static enum bpcc_status clamp_between(const struct xargs *a, uint32_t lo_at, con
                                       const char *hi_name, struct xval *out)
 {
     struct operand in, lo = {0, NULL, NULL, -INFINITY}, hi = {0, NULL, NULL, INFINITY};
-    const struct xval *vl = bpcc_xarg(a, lo_at, lo_name), *vh = bpcc_xarg(a, hi_at, hi_name);
-    if (!operand_of(a, 0, "input", &in) || (vl && vl->k != XV_NONE && !operand_of(a, lo_at, lo_name, &lo)) ||
-        (vh && vh->k != XV_NONE && !operand_of(a, hi_at, hi_name, &hi)))
+    if (!operand_of(a, 0, "input", &in) ||
+        (!bpcc_xarg_absent(a, lo_at, lo_name) && !operand_of(a, lo_at, lo_name, &lo)) ||
+        (!bpcc_xarg_absent(a, hi_at, hi_name) && !operand_of(a, hi_at, hi_name, &hi)))
         return BPCC_ERR_GRAPH;
     return map3(a, T_CLAMP, 0, &in, &lo, &hi, out);
 }

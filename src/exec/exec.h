@@ -102,6 +102,12 @@ BPCC_INTERNAL enum bpcc_status bpcc_xnonzero(const struct xargs *a, const struct
 /* helpers for kernels (interp.c) */
 BPCC_INTERNAL enum bpcc_status bpcc_xerr(const struct xargs *a, const char *fmt, ...) BPCC_PRINTF(2, 3);
 BPCC_INTERNAL const struct xval *bpcc_xarg(const struct xargs *a, uint32_t i, const char *name);
+/* argument i (or the keyword `name`) not given, or None */
+static inline bool bpcc_xarg_absent(const struct xargs *a, uint32_t i, const char *name)
+{
+    const struct xval *v = bpcc_xarg(a, i, name);
+    return !v || v->k == XV_NONE;
+}
 /* NULL when the tensor would have more than bpcc_exec_max_elements elements (or on OOM) */
 BPCC_INTERNAL extern uint64_t bpcc_exec_max_elements;
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims);

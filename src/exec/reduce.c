@@ -113,19 +113,15 @@ static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_
         }
         return bpcc_xput(a, y, out);
     }
-    double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = spread ? bpcc_malloc(n_out * sizeof *mean) : NULL;
-    if (!acc || (spread && !mean)) {
+    bool need_mean = spread || op == RO_LSE; /* the means, or logsumexp's maxima */
+    double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = need_mean ? bpcc_malloc(n_out * sizeof *mean) : NULL;
+    if (!acc || (need_mean && !mean)) {
         bpcc_xfree(acc);
         bpcc_xfree(mean);
         bpcc_xtensor_free(y);
         return bpcc_diag_nomem(a->d);
     }
     for (uint64_t i = 0; i < n_out; i++) acc[i] = op == RO_AMAX ? -INFINITY : op == RO_AMIN ? INFINITY : 0.0;
-    if (op == RO_LSE && !(mean = bpcc_malloc(n_out * sizeof *mean))) {
-        bpcc_xfree(acc);
-        bpcc_xtensor_free(y);
-        return bpcc_diag_nomem(a->d);
-    }
     int64_t ostride[BPCC_MAX_DIMS], st = 1;
     for (int i = (int)x->ndim - 1; i >= 0; i--) {
         ostride[i] = red[i] ? 0 : st;
@@ -139,7 +135,7 @@ static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_
     if (op == RO_LSE) { /* ATen's: the maxima, infinite ones taken as 0, out of the exponents and back after the log */
         for (uint64_t i = 0; i < n_out; i++) mean[i] = -INFINITY;
         reduce_pass(x, ostride, RO_AMAX, NULL, mean);
-        for (uint64_t i = 0; i < n_out; i++) mean[i] = isinf(mean[i]) ? 0.0 : (double)(float)mean[i];
+        for (uint64_t i = 0; i < n_out; i++) mean[i] = isinf(mean[i]) ? 0.0 : mean[i];
     }
     reduce_pass(x, ostride, op, mean, acc);
     double dof = (double)count - (double)correction;
@@ -362,13 +358,6 @@ static enum bpcc_status k_all(const struct xargs *a, struct xval *out) { return 
 
 /* {==================== ordering ==================== */
 
-/* no dim argument (or None): over all elements */
-static bool absent_dim(const struct xargs *a)
-{
-    const struct xval *v = bpcc_xarg(a, 1, "dim");
-    return !v || v->k == XV_NONE;
-}
-
 /* one element of a line being sorted: its value and its position along the dimension */
 struct keyed {
     float v;
@@ -458,7 +447,7 @@ static enum bpcc_status kth(const struct xargs *a, bool median, struct xval *out
 {
     const struct xtensor *x;
     int64_t k = 0, dim = -1;
-    bool keep = false, all = median && absent_dim(a);
+    bool keep = false, all = median && bpcc_xarg_absent(a, 1, "dim");
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || (!median && !bpcc_xarg_int(a, 1, "k", 0, &k)) ||
         (!all && (!bpcc_xarg_int(a, median ? 1 : 2, "dim", -1, &dim) || !bpcc_xdim(a, &dim, x->ndim) ||
                   !bpcc_xarg_bool(a, median ? 2 : 3, "keepdim", false, &keep))))

@@ -942,6 +942,12 @@ static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x
 }
 
 
+/* x's row-major strides */
+static void strides_of(const struct xtensor *x, int64_t *st)
+{
+    for (int d = (int)x->ndim - 1; d >= 0; d--) st[d] = d == (int)x->ndim - 1 ? 1 : st[d + 1] * x->dims[d + 1];
+}
+
 /* an index tensor's element as a position along a dimension of `size`: integral, in [0, size) */
 static bool position(const struct xargs *a, float f, int64_t size, int64_t *at)
 {
@@ -981,7 +987,7 @@ static enum bpcc_status k_gather(const struct xargs *a, struct xval *out)
     struct xtensor *y = bpcc_xlike(ix);
     if (!y) return bpcc_diag_nomem(a->d);
     int64_t st[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0}; /* x's strides; the position in index */
-    for (int d = (int)x->ndim - 1; d >= 0; d--) st[d] = d == (int)x->ndim - 1 ? 1 : st[d + 1] * x->dims[d + 1];
+    strides_of(x, st);
     for (uint64_t e = 0; e < ix->numel; e++) {
         int64_t at, off = 0;
         if (!position(a, ix->data[e], x->ndim ? x->dims[dim] : 1, &at)) {
@@ -1248,12 +1254,6 @@ static enum bpcc_status k_numel(const struct xargs *a, struct xval *out)
     return BPCC_OK;
 }
 
-/* x's row-major strides */
-static void strides_of(const struct xtensor *x, int64_t *st)
-{
-    for (int d = (int)x->ndim - 1; d >= 0; d--) st[d] = d == (int)x->ndim - 1 ? 1 : st[d + 1] * x->dims[d + 1];
-}
-
 /* diagonal(input, offset=0, dim1=0, dim2=1): the other dimensions, then the diagonal's */
 static enum bpcc_status k_diagonal(const struct xargs *a, struct xval *out)
 {
@@ -1342,9 +1342,8 @@ static enum bpcc_status k_diff(const struct xargs *a, struct xval *out)
     int64_t n, dim;
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "n", 1, &n) || !bpcc_xarg_int(a, 2, "dim", -1, &dim))
         return BPCC_ERR_GRAPH;
-    const struct xval *pv = bpcc_xarg(a, 3, "prepend"), *av = bpcc_xarg(a, 4, "append");
-    if ((pv && pv->k != XV_NONE && !bpcc_xarg_tensor(a, 3, "prepend", &pre)) ||
-        (av && av->k != XV_NONE && !bpcc_xarg_tensor(a, 4, "append", &app)))
+    if ((!bpcc_xarg_absent(a, 3, "prepend") && !bpcc_xarg_tensor(a, 3, "prepend", &pre)) ||
+        (!bpcc_xarg_absent(a, 4, "append") && !bpcc_xarg_tensor(a, 4, "append", &app)))
         return BPCC_ERR_GRAPH;
     if (!x->ndim) return bpcc_xerr(a, "diff needs a tensor of 1 dimension or more");
     if (n < 0) return bpcc_xerr(a, "diff's order must be non-negative, not %lld", (long long)n);
@@ -1394,8 +1393,7 @@ static enum bpcc_status k_take_along_dim(const struct xargs *a, struct xval *out
 {
     const struct xtensor *x, *ix;
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !index_tensor(a, 1, &ix)) return BPCC_ERR_GRAPH;
-    const struct xval *dv = bpcc_xarg(a, 2, "dim");
-    if (!dv || dv->k == XV_NONE) { /* flattened: indices into all of x, in their own shape flattened */
+    if (bpcc_xarg_absent(a, 2, "dim")) { /* flattened: indices into all of x, in their own shape flattened */
         struct xtensor *y = bpcc_xtensor_new(1, (int64_t[]){(int64_t)ix->numel});
         if (!y) return bpcc_diag_nomem(a->d);
         for (uint64_t e = 0; e < ix->numel; e++) {

@@ -33,18 +33,11 @@ static void py_slice(int64_t start, int64_t stop, int64_t n, int64_t *lo, int64_
     *hi = stop < 0 ? 0 : stop > n ? n : stop;
 }
 
-/* an argument that is absent or None */
-static bool absent(const struct xargs *a, uint32_t i, const char *name)
-{
-    const struct xval *v = bpcc_xarg(a, i, name);
-    return !v || v->k == XV_NONE;
-}
-
 /* an optional tensor argument of n elements: *out NULL when absent */
 static bool opt_tensor(const struct xargs *a, uint32_t i, const char *name, uint64_t n, const struct xtensor **out)
 {
     *out = NULL;
-    if (absent(a, i, name)) return true;
+    if (bpcc_xarg_absent(a, i, name)) return true;
     if (!bpcc_xarg_tensor(a, i, name, out)) return false;
     if ((*out)->numel != n) {
         bpcc_xerr(a, "%s has %llu elements where %llu are needed", name, (unsigned long long)(*out)->numel,
@@ -185,7 +178,7 @@ static enum bpcc_status k_shifted_window_attention(const struct xargs *a, struct
         !bpcc_xarg_ints(a, 6, "shift_size", 2, NULL, shift, NULL) ||
         !bpcc_xarg_float(a, 7, "attention_dropout", 0.0, &adrop) || !bpcc_xarg_float(a, 8, "dropout", 0.0, &drop))
         return BPCC_ERR_GRAPH;
-    if (absent(a, 5, "num_heads")) return bpcc_xerr(a, "argument num_heads is missing");
+    if (bpcc_xarg_absent(a, 5, "num_heads")) return bpcc_xerr(a, "argument num_heads is missing");
     if (adrop > 0 || drop > 0)
         return bpcc_xerr(a, "dropout with p > 0 drops at random here, in eval mode too (the function calls "
                             "F.dropout in training mode); export the model with its dropouts at 0");
