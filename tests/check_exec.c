@@ -768,6 +768,22 @@ static void refused_with(const char *text, const char *node, uint32_t ndim, cons
     bpcc_graph_free(g);
 }
 
+/* one case of a table of refusals: `call` becomes node %y, after the placeholder %x and `nodes`
+** (lines of other nodes reading it), and is refused with a message holding msg */
+struct refusal {
+    const char *call, *msg;
+};
+
+static void refusals(const char *nodes, const struct refusal *cases, size_t n, uint32_t ndim, const int64_t *dims)
+{
+    for (size_t i = 0; i < n; i++) {
+        char text[1024];
+        snprintf(text, sizeof text, "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n%s  %%y = %s\n  %%output = output output (%%y,)\n",
+                 nodes, cases[i].call);
+        refused_with(text, "y", ndim, dims, cases[i].msg, i);
+    }
+}
+
 /* what pooling refuses: indices it does not compute, an input of the wrong rank, an empty output */
 START_TEST(pooling_refuses_indices_and_inputs_of_the_wrong_rank)
 {
@@ -956,9 +972,7 @@ END_TEST
 
 START_TEST(ops_refuse_what_pytorch_refuses)
 {
-    static const struct {
-        const char *call, *msg;
-    } cases[] = {
+    static const struct refusal cases[] = {
         {"call_function torch.nn.functional.pad (%x, [5, 0], \"reflect\")", "reflect padding (5, 0) is too large for a dimension of 5"},
         {"call_function torch.nn.functional.pad (%x, [6, 0], \"circular\")", "circular padding (6, 0) is too large"},
         {"call_function torch.nn.functional.pad (%x, [1, 1, 1, 1, 1, 1], \"reflect\")", "reflect padding of 3 dimensions needs a 4-d or 5-d input"},
@@ -1026,17 +1040,10 @@ START_TEST(ops_refuse_what_pytorch_refuses)
         {"call_method triu (%w,)", "triu needs a tensor of 2 or more dimensions"},
         {"call_function torch.pow (%x,) {exponent: %x}", "pow with a tensor exponent takes both operands by position"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[512];
-        snprintf(text, sizeof text,
-                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n"
-                 "  %%e = call_function operator.getitem (%%x, (..., slice(0, 0, None)))\n"
-                 "  %%w = call_function operator.getitem (%%x, (0, 0, slice(0, 2, None)))\n"
-                 "  %%m = call_function operator.getitem (%%x, 0)\n  %%y = %s\n"
-                 "  %%output = output output (%%y,)\n",
-                 cases[i].call);
-        refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
-    }
+    refusals("  %e = call_function operator.getitem (%x, (..., slice(0, 0, None)))\n"
+             "  %w = call_function operator.getitem (%x, (0, 0, slice(0, 2, None)))\n"
+             "  %m = call_function operator.getitem (%x, 0)\n",
+             cases, sizeof cases / sizeof cases[0], 3, (int64_t[]){1, 4, 5});
 }
 END_TEST
 
@@ -1115,10 +1122,9 @@ static float ones(uint64_t i) { return (float)i * 0.0f + 1.0f; }
 ** PyTorch's (tests/conformance/test_calibrate.py), and one case here is worked out by hand */
 START_TEST(swin_functions_refuse_what_they_cannot_run)
 {
-#define SWA "torchvision.models.swin_transformer.shifted_window_attention"
-    static const struct {
-        const char *call, *msg;
-    } cases[] = {
+#define SWA "call_function torchvision.models.swin_transformer.shifted_window_attention"
+#define SW "call_function torchvision.models.swin_transformer."
+    static const struct refusal cases[] = {
         {SWA " (%x, %w, %x, %x, [2, 2], 3) {shift_size: [1, 1]}", "4 channels do not split into 3 heads"},
         {SWA " (%x, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1], attention_dropout: 0.1}",
          "dropout with p > 0 drops at random here"},
@@ -1135,23 +1141,166 @@ START_TEST(swin_functions_refuse_what_they_cannot_run)
         {SWA " (%x, %w, %x, %x, [2, 2], 1)", "argument shift_size is missing"},
         {SWA " (%x, %w, %x, %x, [2, 2], 0) {shift_size: [1, 1]}", "4 channels do not split into 0 heads"},
         {SWA " (%v, %w, %x, %x, [2, 2], 1) {shift_size: [1, 1]}", "the input must be [B, H, W, C], not of 2 dimensions"},
-        {"torchvision.models.swin_transformer._get_relative_position_bias (%x, %x, [2, 2])",
-         "the bias table must have 2 dimensions, not 4"},
-        {"torchvision.models.swin_transformer._get_relative_position_bias (%v, %w, [2, 2])",
-         "the index has 48 elements; a window of 2 x 2 needs 16"},
-        {"torchvision.models.swin_transformer._get_relative_position_bias (%v, %x, [2, 2])",
-         "index -1.375 at 0 is out of the bias table's 4 rows"},
-        {"torchvision.models.swin_transformer._patch_merging_pad (%v,)", "the input must have 3 dimensions or more, not 2"},
+        {SW "_get_relative_position_bias (%x, %x, [2, 2])", "the bias table must have 2 dimensions, not 4"},
+        {SW "_get_relative_position_bias (%v, %w, [2, 2])", "the index has 48 elements; a window of 2 x 2 needs 16"},
+        {SW "_get_relative_position_bias (%v, %x, [2, 2])", "index -1.375 at 0 is out of the bias table's 4 rows"},
+        {SW "_patch_merging_pad (%v,)", "the input must have 3 dimensions or more, not 2"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[768];
-        snprintf(text, sizeof text,
-                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%w = call_method repeat (%%x, 3, 1, 1, 1)\n"
-                 "  %%v = call_method view (%%x, 4, 4)\n  %%y = call_function %s\n  %%output = output output (%%y,)\n",
-                 cases[i].call);
-        refused_with(text, "y", 4, (int64_t[]){1, 2, 2, 4}, cases[i].msg, i);
-    }
+    refusals("  %w = call_method repeat (%x, 3, 1, 1, 1)\n  %v = call_method view (%x, 4, 4)\n", cases,
+             sizeof cases / sizeof cases[0], 4, (int64_t[]){1, 2, 2, 4});
 #undef SWA
+#undef SW
+}
+END_TEST
+
+/* torchvision's MViT functions (mvit.c) and tensor_split: what each refuses; their values are
+** PyTorch's (tests/conformance/test_calibrate.py), and the cases below are worked out by hand */
+START_TEST(mvit_functions_refuse_what_they_cannot_run)
+{
+#define MV "call_function torchvision.models.video.mvit."
+    static const struct refusal cases[] = {
+        {MV "_unsqueeze (%x, 6, 1)", "a tensor of 4 dimensions where 5 or 6 are expected"},
+        {MV "_unsqueeze (%v, 3, 7)", "expand_dim 7 is out of range for a tensor of 2 dimensions"},
+        {MV "_unsqueeze (%v, 3)", "argument expand_dim is missing"},
+        {MV "_squeeze (%v, 3, 5, 2)", "dimension 5 is out of range"},
+        {MV "_add_shortcut (%x, %x)", "argument residual_with_cls_embed is missing"},
+        {MV "_add_shortcut (%v, %v, False)", "x[:, :, 1:, :] needs 4 dimensions or more (x 2, the shortcut 2)"},
+        {MV "_add_shortcut (%x, %v, False)", "x[:, :, 1:, :] needs 4 dimensions or more (x 4, the shortcut 2)"},
+        {MV "_add_shortcut (%x, %u, False)", "the shortcut has 5 dimensions, x 4"},
+        {MV "_add_shortcut (%v, %x, True)", "the shortcut has 4 dimensions, more than x's 2"},
+        {MV "_add_shortcut (%x, %w, True)",
+         "the shortcut's extent 3 does not broadcast to x's 5 at dimension 2"},
+        {MV "_add_shortcut (%x, %w, False)",
+         "the shortcut[:, :, 1:, :]'s extent 2 does not broadcast to x[:, :, 1:, :]'s 4 at dimension 2"},
+        {MV "_add_rel_pos (%x, %v, [1, 2, 2], [1, 2, 2], %t, %t, %t)", "q must be [B, heads, tokens, C], not of 2 dimensions"},
+        {MV "_add_rel_pos (%x, %x, [1, 2, 3], [1, 2, 2], %t, %t, %t)",
+         "q has 5 tokens; q_thw (1, 2, 3) and the class token need 7"},
+        {MV "_add_rel_pos (%x, %x, [1, 2, 2], [1, 3, 3], %t, %t, %t)", "attn must be [1, 2, 5, 10] for q and k_thw"},
+        {MV "_add_rel_pos (%x, %x, [1, 0, 2], [1, 2, 2], %t, %t, %t)", "must be positive sizes"},
+        {MV "_add_rel_pos (%x, %x, [1, 2, 2], [1, 2, 2], %v, %t, %t)",
+         "rel_pos_h must be [rows, 5], not of 2 dimensions with another width"},
+        {MV "_add_rel_pos (%x, %x, [1, 2, 2], [1, 2, 2], %t, %t, %x)", "rel_pos_t must be [rows, 5], not of 4 dimensions"},
+        {MV "_add_rel_pos (%x, %x, [1, 2, 2], [1, 2, 2], %t, %t)", "argument 6 / rel_pos_t"},
+        {"call_function torch.tensor_split (%x, 0, 2)", "tensor_split's sections must be positive, not 0"},
+        {"call_function torch.tensor_split (%x, [1, 2.5], 2)", "tensor_split's indices must be ints"},
+        {"call_function torch.tensor_split (%x, \"a\")", "tensor_split takes a number of sections, a list of indices"},
+        {"call_method tensor_split (%x, %x)", "tensor_split takes a number of sections, a list of indices"},
+    };
+    refusals("  %v = call_method view (%x, 5, 10)\n  %t = call_method view (%x, 10, 5)\n"
+             "  %u = call_method unsqueeze (%x, 0)\n  %w = call_function operator.getitem (%x, "
+             "(slice(None, None, None), slice(None, None, None), slice(None, 3, None)))\n",
+             cases, sizeof cases / sizeof cases[0], 4, (int64_t[]){1, 2, 5, 5});
+#undef MV
+}
+END_TEST
+
+/* _add_rel_pos by hand: one head of one channel, queries at (t, h, w) = (0, 0, 0) and (0, 0, 1)
+** (q_thw (1, 1, 2)) and one key (k_thw (1, 1, 1)). Along w, q_w = 2 and k_w = 1: the table needs
+** 2 max(2, 1) - 1 = 3 rows, and the distance i * max(1/2, 1) - (j + 1 - 1) * max(2/1, 1) = i picks
+** row i for query i; along h and t one row each. So attn[1 + i][1] += q_i (h + w_i + t), and the
+** class token's row and column stay. A w table of 5 rows [0, 3, 6, 9, 12] is interpolated to 3
+** first: rows at 5/3 (o + 1/2) - 1/2 = 1/3, 2, 11/3, so [1, 6, 11]. _add_shortcut, whose result
+** nothing reads, changes its argument for the node that reads it later; _unsqueeze and _squeeze
+** give the token sequence a head dimension and take it away. */
+static float rel_q(uint64_t i) { return (float)i * 0.0f + (i == 1 ? 2.0f : i == 2 ? 3.0f : 5.0f); }
+static float rel_w3(uint64_t i) { return (float)(i == 0 ? 10 : i == 1 ? 100 : 1000); }
+static float rel_w5(uint64_t i) { return 3.0f * (float)i; }
+static float rel_h(uint64_t i) { return (float)i + 1.0f; }
+static float rel_t(uint64_t i) { return (float)i + 10000.0f; }
+
+START_TEST(mvit_functions_add_the_relative_position_bias_and_the_shortcut)
+{
+    for (int rows = 3; rows <= 5; rows += 2) {
+        struct bpcc_graph *g = parse(
+            "bpcc-model 1\n\nmodule a : torch.nn.Module {}\n\ngraph\n  %q = placeholder q ()\n"
+            "  %a0 = get_attr a.attn ()\n  %h = get_attr a.h ()\n  %w = get_attr a.w ()\n  %t = get_attr a.t ()\n"
+            "  %attn = call_function operator.mul (%a0, 1.0)\n"
+            "  %r = call_function torchvision.models.video.mvit._add_rel_pos (%attn, %q, (1, 1, 2), (1, 1, 1), %h, %w, %t)\n"
+            "  %s = call_function torchvision.models.video.mvit._add_shortcut (%r, %q, False)\n"
+            "  %u = call_function torchvision.models.video.mvit._unsqueeze (%r, 4, 1)\n"
+            "  %u0 = call_function operator.getitem (%u, 0)\n  %u1 = call_function operator.getitem (%u, 1)\n"
+            "  %z = call_function torchvision.models.video.mvit._squeeze (%u0, 4, 1, %u1)\n"
+            "  %output = output output ((%r, %u0, %z),)\n");
+        set_tensor(g, "a", "attn", 4, (int64_t[]){1, 1, 3, 2}, zeros);
+        set_tensor(g, "a", "h", 2, (int64_t[]){1, 1}, rel_h);
+        set_tensor(g, "a", "w", 2, (int64_t[]){rows, 1}, rows == 3 ? rel_w3 : rel_w5);
+        set_tensor(g, "a", "t", 2, (int64_t[]){1, 1}, rel_t);
+        struct xtensor *q = input(4, (int64_t[]){1, 1, 3, 1}, rel_q);
+        struct xval out;
+        RUN(g, q, &out);
+        const struct xtensor *r = out.u.seq.items[0].u.t;
+        ck_assert_int_eq(r->ndim, 4);
+        ck_assert_int_eq(r->dims[2], 3);
+        ck_assert_int_eq(r->dims[3], 2);
+        /* the bias (h 1, t 10000, w row i); then the shortcut adds q's rows past the class token to
+        ** every column of attn's rows past it (broadcast over the last dimension of 1) */
+        float w0 = rows == 3 ? 10.0f : 1.0f, w1 = rows == 3 ? 100.0f : 6.0f;
+        float want[6] = {0, 0, 2, 2 * (1 + w0 + 10000) + 2, 3, 3 * (1 + w1 + 10000) + 3};
+        for (int i = 0; i < 6; i++)
+            ck_assert_msg(fabsf(r->data[i] - want[i]) <= 1e-5f * fabsf(want[i]), "rows %d: attn[%d] %g, not %g", rows, i,
+                          (double)r->data[i], (double)want[i]);
+        const struct xtensor *u0 = out.u.seq.items[1].u.t, *z = out.u.seq.items[2].u.t;
+        ck_assert_int_eq(u0->ndim, 4); /* the target's 4 dimensions already: taken as it is, and kept */
+        ck_assert_int_eq(z->ndim, 4);
+        bpcc_xval_release(&out);
+        bpcc_xtensor_free(q);
+        bpcc_graph_free(g);
+    }
+    /* a 3-d sequence gets its head dimension and loses it again */
+    struct bpcc_graph *g = parse(
+        "bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+        "  %u = call_function torchvision.models.video.mvit._unsqueeze (%x, 4, 1)\n"
+        "  %u0 = call_function operator.getitem (%u, 0)\n  %u1 = call_function operator.getitem (%u, 1)\n"
+        "  %z = call_function torchvision.models.video.mvit._squeeze (%u0, 4, 1, %u1)\n"
+        "  %output = output output ((%u0, %u1, %z),)\n");
+    struct xtensor *x = input(3, (int64_t[]){2, 5, 4}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    const struct xtensor *u0 = out.u.seq.items[0].u.t, *z = out.u.seq.items[2].u.t;
+    ck_assert_int_eq(u0->ndim, 4);
+    ck_assert_int_eq(u0->dims[1], 1);
+    ck_assert_int_eq(out.u.seq.items[1].k, XV_INT);
+    ck_assert_int_eq(out.u.seq.items[1].u.i, 3);
+    ck_assert_int_eq(z->ndim, 3);
+    ck_assert_int_eq(z->dims[1], 5);
+    ck_assert(!memcmp(z->data, x->data, x->numel * sizeof *x->data));
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
+}
+END_TEST
+
+/* tensor_split: sections (the first size % n pieces one longer) and indices (negative ones from the
+** end, clamped, a piece empty where they do not increase) */
+START_TEST(tensor_split_cuts_sections_and_at_indices)
+{
+    struct bpcc_graph *g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n"
+                                 "  %a = call_function torch.tensor_split (%x, 3)\n"
+                                 "  %b = call_method tensor_split (%x, [2, -1, 1, 9])\n"
+                                 "  %c = call_function torch.tensor_split (%x,) {indices: (1,), dim: 0}\n"
+                                 "  %output = output output ((%a, %b, %c),)\n");
+    struct xtensor *x = input(1, (int64_t[]){7}, ramp);
+    struct xval out;
+    RUN(g, x, &out);
+    static const int64_t a[3][2] = {{0, 3}, {3, 2}, {5, 2}}, b[5][2] = {{0, 2}, {2, 4}, {6, 0}, {1, 6}, {7, 0}},
+                         c[2][2] = {{0, 1}, {1, 6}};
+    const struct {
+        const int64_t (*want)[2];
+        uint32_t n;
+    } parts[3] = {{a, 3}, {b, 5}, {c, 2}};
+    for (int k = 0; k < 3; k++) {
+        const struct xval *v = &out.u.seq.items[k];
+        ck_assert_int_eq(v->k, XV_SEQ);
+        ck_assert_uint_eq(v->u.seq.n, parts[k].n);
+        for (uint32_t i = 0; i < parts[k].n; i++) {
+            const struct xtensor *t = v->u.seq.items[i].u.t;
+            ck_assert_msg(t->dims[0] == parts[k].want[i][1], "split %d piece %u: %lld elements", k, i, (long long)t->dims[0]);
+            ck_assert(!memcmp(t->data, x->data + parts[k].want[i][0], (size_t)t->dims[0] * sizeof *t->data));
+        }
+    }
+    bpcc_xval_release(&out);
+    bpcc_xtensor_free(x);
+    bpcc_graph_free(g);
 }
 END_TEST
 
@@ -1159,9 +1308,7 @@ END_TEST
 ** each with its reason; their values are PyTorch's (tests/conformance/test_calibrate.py) */
 START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
 {
-    static const struct {
-        const char *call, *msg;
-    } cases[] = {
+    static const struct refusal cases[] = {
         {"call_method t (%x,)", "t() expects a tensor of at most 2 dimensions, not 3"},
         {"call_function torch.diagonal (%x, 0, 1, 1)", "diagonal dimensions cannot be identical (1)"},
         {"call_function torch.rot90 (%x, 1, [1, -2])", "rot90's dims must differ"},
@@ -1195,16 +1342,9 @@ START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
         /* an in-place op whose result would not fit its input (the input broadcast to more) */
         {"call_method add_ (%x, %s2)", "the in-place result's shape differs from its input's, which PyTorch refuses"},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char text[768];
-        snprintf(text, sizeof text,
-                 "bpcc-model 1\n\ngraph\n  %%x = placeholder x ()\n  %%v = call_method view (%%x, 4, 5)\n"
-                 "  %%w = call_method view (%%x, 5, 4)\n  %%i = call_method argsort (%%x, -1)\n"
-                 "  %%s2 = call_function torch.stack ([%%v, %%v],)\n  %%y = %s\n"
-                 "  %%output = output output (%%y,)\n",
-                 cases[i].call);
-        refused_with(text, "y", 3, (int64_t[]){1, 4, 5}, cases[i].msg, i);
-    }
+    refusals("  %v = call_method view (%x, 4, 5)\n  %w = call_method view (%x, 5, 4)\n"
+             "  %i = call_method argsort (%x, -1)\n  %s2 = call_function torch.stack ([%v, %v],)\n",
+             cases, sizeof cases / sizeof cases[0], 3, (int64_t[]){1, 4, 5});
 }
 END_TEST
 
@@ -1358,7 +1498,7 @@ START_TEST(every_op_of_every_kernel_table_finds_its_own_kernel)
     const struct xop *const tables[] = {bpcc_elementwise_ops, bpcc_shape_ops,     bpcc_reduce_ops,
                                         bpcc_quantize_ops,    bpcc_einsum_ops,    bpcc_nn_ops,
                                         bpcc_resize_ops,      bpcc_attention_ops, bpcc_recurrent_ops,
-                                        bpcc_swin_ops,        bpcc_distance_ops};
+                                        bpcc_swin_ops,        bpcc_mvit_ops,      bpcc_distance_ops};
     uint32_t n = 0;
     for (size_t t = 0; t < sizeof tables / sizeof *tables; t++)
         for (const struct xop *e = tables[t]; e->op; e++, n++) {
@@ -2747,6 +2887,9 @@ int main(void)
     tcase_add_test(tc, ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, attention_refuses_what_it_cannot_run);
     tcase_add_test(tc, swin_functions_refuse_what_they_cannot_run);
+    tcase_add_test(tc, mvit_functions_refuse_what_they_cannot_run);
+    tcase_add_test(tc, mvit_functions_add_the_relative_position_bias_and_the_shortcut);
+    tcase_add_test(tc, tensor_split_cuts_sections_and_at_indices);
     tcase_add_test(tc, more_tensor_ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, in_place_ops_change_their_argument_and_views_are_refused);
     tcase_add_test(tc, shifted_window_attention_averages_each_region_of_a_window);

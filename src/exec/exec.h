@@ -75,9 +75,9 @@ struct xop {
 };
 
 /* Each kernel file's ops, ended by {0}: elementwise.c, shape.c, reduce.c, quantize.c, einsum.c,
-** nn.c, resize.c, attention.c, recurrent.c, swin.c, distance.c. kernels.c indexes them all. */
+** nn.c, resize.c, attention.c, recurrent.c, swin.c, mvit.c, distance.c. kernels.c indexes them all. */
 BPCC_INTERNAL extern const struct xop bpcc_elementwise_ops[], bpcc_shape_ops[], bpcc_reduce_ops[], bpcc_quantize_ops[],
-    bpcc_einsum_ops[], bpcc_nn_ops[], bpcc_resize_ops[], bpcc_attention_ops[], bpcc_recurrent_ops[], bpcc_swin_ops[],
+    bpcc_einsum_ops[], bpcc_nn_ops[], bpcc_resize_ops[], bpcc_attention_ops[], bpcc_recurrent_ops[], bpcc_swin_ops[], bpcc_mvit_ops[],
     bpcc_distance_ops[];
 
 /* the kernel for op `op` of a node of kind `kind` (a module type for CALL_MODULE), NULL if none */
@@ -96,6 +96,9 @@ BPCC_INTERNAL enum bpcc_status bpcc_k_adaptive_avg_pool3d(const struct xargs *a,
 ** PyTorch's addmm does it: y starts as the bias and the product is added to it */
 BPCC_INTERNAL void bpcc_project(const float *x, int64_t rows, int64_t in, const float *w, const float *b, int64_t out,
                                 float *y);
+/* resize.c: each of `planes` rows of `in` floats at x linearly interpolated to `out` floats at y
+** (F.interpolate(mode="linear"), align_corners False, no scale factor); false when out of memory */
+BPCC_INTERNAL bool bpcc_resize_linear(const float *x, int64_t planes, int64_t in, int64_t out, float *y);
 BPCC_INTERNAL struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t start, int64_t len);
 BPCC_INTERNAL enum bpcc_status bpcc_xnonzero(const struct xargs *a, const struct xtensor *x, bool as_tuple, struct xval *out);
 

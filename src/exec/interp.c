@@ -739,21 +739,6 @@ static bool has_quantized(const struct xval *pos, uint32_t np, const struct xval
     return false;
 }
 
-/* Whether n changes its first argument in place, as PyTorch runs it: a method or function named with
-** one trailing underscore (x.add_(y), torch.relu_(x)), a call with inplace=True (F.relu(x,
-** inplace=True)), or a module whose inplace attribute is True (nn.ReLU(inplace=True)). */
-static bool mutates_first(const struct bpcc_node *n, const struct bpcc_module *m)
-{
-    if (n->kind == BPCC_NODE_CALL_MODULE) {
-        const struct bpcc_value *v = m ? bpcc_module_attr(m, "inplace") : NULL;
-        return v && v->kind == BPCC_VAL_BOOL && v->u.b;
-    }
-    size_t len = strlen(n->target);
-    if (len >= 2 && n->target[len - 1] == '_' && n->target[len - 2] != '_') return true;
-    const struct bpcc_value *v = bpcc_value_get(bpcc_node_kwargs(n), "inplace");
-    return v && v->kind == BPCC_VAL_BOOL && v->u.b;
-}
-
 /* The node v's value is, in PyTorch, a view of its first argument's tensor (which it returns): the
 ** view ops, and indexing by ints, slices, None and ... alone. NULL when it is not, or v is no node. */
 static const struct bpcc_node *view_source(const struct bpcc_node *v)
@@ -901,7 +886,7 @@ static enum bpcc_status run_node(struct bpcc_exec *e, const struct bpcc_node *n,
         }
     }
     if (!s && a.consume && out.k == XV_TENSOR && out.u.t == e->slot[src0].u.t) e->slot[src0] = (struct xval){0};
-    if (!s && src0 < e->n_ids && out.k == XV_TENSOR && mutates_first(n, a.module)) s = write_back(e, &a, src0, out.u.t);
+    if (!s && src0 < e->n_ids && out.k == XV_TENSOR && bpcc_node_in_place(n)) s = write_back(e, &a, src0, out.u.t);
     for (uint32_t i = 0; i < done_p; i++) free_arg(&pos[i]);
     for (uint32_t i = 0; i < done_k; i++) free_arg(&kw[i]);
     bpcc_xfree(pos);

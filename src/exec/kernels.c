@@ -9,7 +9,7 @@
 static const struct xop *const tables[] = {bpcc_elementwise_ops, bpcc_shape_ops,     bpcc_reduce_ops,
                                            bpcc_quantize_ops,    bpcc_einsum_ops,    bpcc_nn_ops,
                                            bpcc_resize_ops,      bpcc_attention_ops, bpcc_recurrent_ops,
-                                           bpcc_swin_ops,        bpcc_distance_ops};
+                                           bpcc_swin_ops,        bpcc_mvit_ops,      bpcc_distance_ops};
 
 /* open addressing, a slot holding the op's entry (NULL = empty); at most half full, which
 ** check_exec's test of the tables holds */

@@ -130,6 +130,24 @@ static void lerp_plane(const float *p, const int64_t in[3], const int64_t on[3],
         }
 }
 
+bool bpcc_resize_linear(const float *x, int64_t planes, int64_t in, int64_t out, float *y)
+{
+    int64_t *idx = bpcc_malloc((size_t)(out ? out : 1) * 2 * sizeof *idx);
+    float *lam = bpcc_malloc((size_t)(out ? out : 1) * 2 * sizeof *lam);
+    if (!idx || !lam) {
+        bpcc_xfree(idx);
+        bpcc_xfree(lam);
+        return false;
+    }
+    struct taps t[3] = {[2] = {idx, idx + out, lam, lam + out}};
+    linear_taps(in, out, false, false, 0.0, &t[2]);
+    const int64_t n[3] = {1, 1, in}, on[3] = {1, 1, out};
+    for (int64_t p = 0; p < planes; p++) lerp_plane(x + p * in, n, on, t, 2, NULL, y + p * out);
+    bpcc_xfree(idx);
+    bpcc_xfree(lam);
+    return true;
+}
+
 /* Bicubic interpolation (2-d only, as in PyTorch), Keys' kernel with A = -0.75 over the 4 source
 ** indices around each output position (clamped to the edge). PyTorch 1.13's kernel (ATen's
 ** generic one with HelperInterpCubic) computes the position in double from the float scale, takes

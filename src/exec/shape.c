@@ -633,11 +633,73 @@ struct xtensor *bpcc_xnarrow(const struct xtensor *x, uint32_t dim, int64_t star
     return y;
 }
 
-/* chunk(input, chunks, dim=0), split(tensor, split_size_or_sections, dim=0) and unbind(input,
-** dim=0): a tuple of pieces along dim. chunk: pieces of ceil(size / chunks), the last shorter,
-** possibly fewer than asked; split: pieces of the given size (the last shorter) or of the listed
-** sizes, which must sum to size; unbind: every index, dim removed */
-enum piecing { P_CHUNK, P_SPLIT, P_UNBIND };
+/* chunk(input, chunks, dim=0), split(tensor, split_size_or_sections, dim=0), unbind(input,
+** dim=0) and tensor_split(input, indices_or_sections, dim=0): a tuple of pieces along dim. chunk:
+** pieces of ceil(size / chunks), the last shorter, possibly fewer than asked; split: pieces of the
+** given size (the last shorter) or of the listed sizes, which must sum to size; unbind: every
+** index, dim removed; tensor_split: n pieces of size / n, the first size % n one longer, or the
+** pieces between the listed indices (Python's slice rules: negative from the end, clamped) */
+enum piecing { P_CHUNK, P_SPLIT, P_UNBIND, P_TENSOR_SPLIT };
+
+/* tensor_split's pieces as (start, length) pairs into *out (n of them); false with an error */
+static bool tensor_split_bounds(const struct xargs *a, int64_t size, int64_t **out, int64_t *n)
+{
+    const struct xval *v = bpcc_xarg(a, 1, "indices_or_sections");
+    if (!v) v = bpcc_xarg(a, 1, "sections");
+    if (!v) v = bpcc_xarg(a, 1, "indices");
+    if (!v) v = bpcc_xarg(a, 1, "tensor_indices_or_sections");
+    int64_t sections = 0, n_idx = 0;
+    const struct xval *list = NULL;
+    const struct xtensor *t = NULL;
+    if (v && v->k == XV_INT) sections = v->u.i;
+    else if (v && v->k == XV_SEQ) list = v, n_idx = v->u.seq.n;
+    else if (v && v->k == XV_TENSOR && v->u.t->ndim <= 1 && !v->u.t->qdtype) {
+        t = v->u.t;
+        if (t->ndim == 0) {
+            if (t->data[0] != floorf(t->data[0])) return bpcc_xerr(a, "tensor_split's sections must be an integer"), false;
+            sections = (int64_t)t->data[0], t = NULL;
+        } else n_idx = (int64_t)t->numel;
+    } else
+        return bpcc_xerr(a, "tensor_split takes a number of sections, a list of indices or a 0-d or 1-d tensor of "
+                            "them"),
+               false;
+    if (!list && !t && sections <= 0) return bpcc_xerr(a, "tensor_split's sections must be positive, not %lld", (long long)sections), false;
+    *n = list || t ? n_idx + 1 : sections;
+    if (*n > (int64_t)(UINT32_MAX / 4)) return bpcc_xerr(a, "%lld pieces are too many", (long long)*n), false;
+    int64_t *b = *out = bpcc_malloc((size_t)*n * 2 * sizeof *b);
+    if (!b) return bpcc_diag_nomem(a->d), false;
+    if (!list && !t) {
+        for (int64_t i = 0, at = 0; i < sections; i++) {
+            int64_t len = size / sections + (i < size % sections);
+            b[2 * i] = at, b[2 * i + 1] = len;
+            at += len;
+        }
+        return true;
+    }
+    int64_t start = 0;
+    for (int64_t i = 0; i <= n_idx; i++) {
+        int64_t end = size;
+        if (i < n_idx) {
+            if (list && list->u.seq.items[i].k != XV_INT) {
+                bpcc_xfree(b);
+                return bpcc_xerr(a, "tensor_split's indices must be ints"), false;
+            }
+            double f = list ? (double)list->u.seq.items[i].u.i : (double)t->data[i];
+            if (f != floor(f) || fabs(f) > 9e15) {
+                bpcc_xfree(b);
+                return bpcc_xerr(a, "tensor_split's indices must be integers"), false;
+            }
+            end = (int64_t)f;
+        }
+        /* at::slice: a negative bound from the end, both clamped to [0, size], end at least start */
+        int64_t lo = start < 0 ? start + size : start, hi = end < 0 ? end + size : end;
+        lo = lo < 0 ? 0 : lo > size ? size : lo;
+        hi = hi < lo ? lo : hi > size ? size : hi;
+        b[2 * i] = lo, b[2 * i + 1] = hi - lo;
+        start = end;
+    }
+    return true;
+}
 
 static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct xval *out)
 {
@@ -646,11 +708,14 @@ static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct x
     if (!bpcc_xarg_tensor(a, 0, how == P_SPLIT ? "tensor" : "input", &x) ||
         !bpcc_xarg_int(a, how == P_UNBIND ? 1 : 2, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))
         return BPCC_ERR_GRAPH;
-    if (how == P_UNBIND && !x->ndim) return bpcc_xerr(a, "unbind of a 0-d tensor");
+    if ((how == P_UNBIND || how == P_TENSOR_SPLIT) && !x->ndim)
+        return bpcc_xerr(a, "%s of a 0-d tensor", how == P_UNBIND ? "unbind" : "tensor_split");
     int64_t size = x->ndim ? x->dims[dim] : 1;
     const struct xval *v = NULL, *sections = NULL;
-    int64_t piece = 1, n;
-    if (how != P_UNBIND) {
+    int64_t piece = 1, n, *bounds = NULL;
+    if (how == P_TENSOR_SPLIT) {
+        if (!tensor_split_bounds(a, size, &bounds, &n)) return BPCC_ERR_GRAPH;
+    } else if (how != P_UNBIND) {
         v = bpcc_xarg(a, 1, how == P_CHUNK ? "chunks" : "split_size_or_sections");
         if (!v) v = bpcc_xarg(a, 1, "split_size");
     }
@@ -665,7 +730,7 @@ static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct x
         n = v->u.seq.n;
     } else if (how == P_UNBIND) {
         n = size;
-    } else {
+    } else if (how != P_TENSOR_SPLIT) {
         if (!v || v->k != XV_INT || v->u.i < (how == P_CHUNK ? 1 : 0) || (how == P_SPLIT && !v->u.i && size))
             return bpcc_xerr(a, how == P_CHUNK ? "chunks must be a positive int" : "split_size must be a positive int");
         piece = how == P_CHUNK ? (size + v->u.i - 1) / v->u.i : v->u.i;
@@ -674,12 +739,20 @@ static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct x
     }
     if (n > UINT32_MAX / 2) return bpcc_xerr(a, "%lld pieces are too many", (long long)n);
     struct xval *items = bpcc_malloc((n ? (size_t)n : 1) * sizeof *items);
-    if (!items) return bpcc_diag_nomem(a->d);
+    if (!items) {
+        bpcc_xfree(bounds);
+        return bpcc_diag_nomem(a->d);
+    }
     *out = (struct xval){.k = XV_SEQ, .u.seq = {0, items}};
     for (int64_t at = 0; out->u.seq.n < n;) {
         int64_t len = sections ? sections->u.seq.items[out->u.seq.n].u.i : size - at < piece ? size - at : piece;
+        if (bounds) {
+            at = bounds[2 * out->u.seq.n];
+            len = bounds[2 * out->u.seq.n + 1];
+        }
         struct xtensor *t = bpcc_xnarrow(x, (uint32_t)dim, at, len);
         if (!t) {
+            bpcc_xfree(bounds);
             bpcc_xval_release(out);
             return bpcc_diag_nomem(a->d);
         }
@@ -690,12 +763,14 @@ static enum bpcc_status pieces(const struct xargs *a, enum piecing how, struct x
         items[out->u.seq.n++] = (struct xval){.k = XV_TENSOR, .u.t = t};
         at += len;
     }
+    bpcc_xfree(bounds);
     return BPCC_OK;
 }
 
 static enum bpcc_status k_chunk(const struct xargs *a, struct xval *out) { return pieces(a, P_CHUNK, out); }
 static enum bpcc_status k_split(const struct xargs *a, struct xval *out) { return pieces(a, P_SPLIT, out); }
 static enum bpcc_status k_unbind(const struct xargs *a, struct xval *out) { return pieces(a, P_UNBIND, out); }
+static enum bpcc_status k_tensor_split(const struct xargs *a, struct xval *out) { return pieces(a, P_TENSOR_SPLIT, out); }
 
 /* pixel_shuffle(input, upscale_factor): [*, C r^2, H, W] -> [*, C, H r, W r];
 ** pixel_unshuffle(input, downscale_factor) the inverse */
@@ -1671,5 +1746,6 @@ const struct xop bpcc_shape_ops[] = {
     {'m', "torch.nn.ChannelShuffle", k_channel_shuffle}, {'f', "torch.nn.functional.unfold", k_unfold},
     {'m', "torch.nn.Unfold", k_unfold}, {'f', "torch.argwhere", k_argwhere}, {'t', "argwhere", k_argwhere},
     {'f', "torch.bucketize", k_bucketize}, {'f', "torch.broadcast_to", k_expand}, {'t', "broadcast_to", k_expand},
-    {'t', "split_with_sizes", k_split}, {'f', "torch.split_with_sizes", k_split}, {0}
+    {'t', "split_with_sizes", k_split}, {'f', "torch.split_with_sizes", k_split},
+    {'f', "torch.tensor_split", k_tensor_split}, {'t', "tensor_split", k_tensor_split}, {0}
 };

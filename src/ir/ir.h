@@ -161,6 +161,7 @@ struct bpcc_graph {
     const char *weights_name;  /* interned: as written on the weights line */
     uint32_t weights_line, weights_col;
     bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes keep no undo log */
+    bool erase_unused_in_place; /* bpcc_graph_set_erase_unused_in_place(g, true): convert as PyTorch's */
     /* with rollback off, erased nodes' memory is used again (graph.c: recycling): the nodes erased
     ** since the last pass ended wait in `erased` (that pass may still hold them), those erased
     ** before are in `free_nodes`, linked through `next` */
@@ -324,6 +325,13 @@ BPCC_INTERNAL bool bpcc_undo_module_made(struct bpcc_graph *g, struct bpcc_modul
 ** 1M-node graph each pass walks the nodes several times asking for their modules' types; reading
 ** the module itself each time was a cache miss per node per walk. */
 BPCC_INTERNAL struct bpcc_module *bpcc_node_module(const struct bpcc_node *n);
+/* Whether n changes its first argument in place, as PyTorch runs it: a method or function named
+** with one trailing underscore (x.add_(y), torch.relu_(x)), a call with inplace=True (F.relu(x,
+** inplace=True)), a module whose inplace attribute is True (nn.ReLU(inplace=True)), or one of
+** the functions torchvision wraps for tracing that change their first argument (MViT's
+** _add_rel_pos and _add_shortcut). The interpreter writes such a result back into the argument;
+** convert keeps such a node whose result nothing reads. */
+BPCC_INTERNAL bool bpcc_node_in_place(const struct bpcc_node *n);
 /* the type of bpcc_node_module(n) (NULL when none), from the node alone while its cache is good */
 BPCC_INTERNAL const char *bpcc_node_module_type(const struct bpcc_node *n);
 /* m->type = type (interned in m's graph); the nodes remembering m forget its type */

@@ -734,3 +734,20 @@ uint64_t bpcc_tensor_numel(const struct bpcc_tensor *t)
     for (uint32_t i = 0; i < t->ndim; i++) n *= (uint64_t)t->dims[i];
     return n;
 }
+
+bool bpcc_node_in_place(const struct bpcc_node *n)
+{
+    if (n->kind == BPCC_NODE_CALL_MODULE) {
+        const struct bpcc_module *m = bpcc_node_module(n);
+        const struct bpcc_value *v = m ? bpcc_module_attr(m, "inplace") : NULL;
+        return v && v->kind == BPCC_VAL_BOOL && v->u.b;
+    }
+    if (n->kind != BPCC_NODE_CALL_FUNCTION && n->kind != BPCC_NODE_CALL_METHOD) return false;
+    size_t len = strlen(n->target);
+    if (len >= 2 && n->target[len - 1] == '_' && n->target[len - 2] != '_') return true;
+    if (n->kind == BPCC_NODE_CALL_FUNCTION && (!strcmp(n->target, "torchvision.models.video.mvit._add_rel_pos") ||
+                                               !strcmp(n->target, "torchvision.models.video.mvit._add_shortcut")))
+        return true;
+    const struct bpcc_value *v = bpcc_value_get(bpcc_node_kwargs(n), "inplace");
+    return v && v->kind == BPCC_VAL_BOOL && v->u.b;
+}

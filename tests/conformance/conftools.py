@@ -58,6 +58,32 @@ def graph_of(gm):
     return [(n.op, n.name, str(n.target), arg(n.args), arg(tuple(sorted(n.kwargs.items())))) for n in gm.graph.nodes]
 
 
+def small_mvit(v2, residual_with_cls_embed=False, spatial=(32, 32), frames=8, seed=0):
+    """torchvision's MViT (the class mvit_v1_b and mvit_v2_s build) with three small blocks: pooled
+    keys and values, a pooled query (stride 2) in the second, 8 to 24 channels, one or two heads.
+    v1: absolute positional embedding (PositionalEncoding's in-place adds); v2: the relative
+    position bias (_add_rel_pos), residual pooling (_add_shortcut) and the projection after the
+    attention. The tables and embeddings torchvision starts at zero are drawn at random, so that
+    they count. The input: [N, 3, frames, *spatial]."""
+    import torch
+    from torchvision.models.video.mvit import MViT, MSBlockConfig
+    cfg = [MSBlockConfig(num_heads=1, input_channels=8, output_channels=16, kernel_q=[], kernel_kv=[3, 3, 3],
+                         stride_q=[], stride_kv=[1, 2, 2]),
+           MSBlockConfig(num_heads=2, input_channels=16, output_channels=16, kernel_q=[3, 3, 3], kernel_kv=[3, 3, 3],
+                         stride_q=[1, 2, 2], stride_kv=[1, 1, 1]),
+           MSBlockConfig(num_heads=2, input_channels=16, output_channels=24, kernel_q=[], kernel_kv=[3, 3, 3],
+                         stride_q=[], stride_kv=[1, 1, 1])]
+    torch.manual_seed(seed)
+    m = MViT(spatial_size=tuple(spatial), temporal_size=frames, block_setting=cfg, residual_pool=v2,
+             residual_with_cls_embed=residual_with_cls_embed, rel_pos_embed=v2, proj_after_attn=v2,
+             num_classes=5, dropout=0.0).eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "rel_pos" in n or "pos" in n or "class_token" in n:
+                p.normal_()
+    return m
+
+
 def run(*cases):
     """Run the test cases, print the summary line, exit 0 or 1."""
     suite = unittest.TestSuite()
