@@ -896,6 +896,18 @@ BPCC_API enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_c
                                        const struct bpcc_qconfig_mapping *m, uint32_t *n_quantized_out,
                                        uint32_t *n_modules_out, struct bpcc_diag *d);
 
+/*
+** Convert ends as PyTorch's does, erasing each node that nothing reads (Graph.eliminate_dead_code:
+** an unused x.shape, a quantize point nothing reads), but for one kind: an op that changes its
+** first argument in place (x.add_(y), F.relu(x, inplace=True), nn.ReLU(inplace=True), MViT's
+** _add_shortcut) is kept, with a warning, where its result is unused. PyTorch 1.13 takes such a
+** node for pure and erases it, so its converted model no longer computes what the float one does
+** (MViT v1 loses its positional embedding, v2 its residual pooling). On, convert erases them as
+** PyTorch does (bpcc convert/quantize --erase-unused-in-place; docs/PYTORCH_DIFFERENCES.md).
+** Off for every new graph.
+*/
+BPCC_API void bpcc_graph_set_erase_unused_in_place(struct bpcc_graph *g, bool on);
+
 /* }==================================================================================== */
 
 /* {====================================================================================

@@ -749,6 +749,58 @@ START_TEST(convert_erases_dead_code_as_pytorch_does)
 }
 END_TEST
 
+/* An in-place op whose result nothing reads changes a value later nodes read: convert keeps it, with
+** one warning naming the first, where PyTorch's eliminate_dead_code takes it for pure and erases it
+** (its converted model then computes other values than the float one); asked to, convert erases it
+** as PyTorch does. A pure op nothing reads goes either way. */
+START_TEST(convert_keeps_in_place_ops_nothing_reads_unless_asked_to_erase_them_as_pytorch_does)
+{
+    static const char *const model =
+        "bpcc-model 1\n\n" CONV("conv", 3, 4) "module r : torch.nn.ReLU {inplace: True}\n"
+        "module r2 : torch.nn.ReLU {inplace: False}\n\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %conv = call_module conv (%x,)\n"
+        "  %neg = call_method neg (%conv,)\n"                                              /* pure: goes */
+        "  %add_ = call_method add_ (%conv, 1.0)\n"                                        /* in place: stays */
+        "  %relu = call_function torch.nn.functional.relu (%conv,) {inplace: True}\n"     /* in place: stays */
+        "  %r = call_module r (%conv,)\n"                                                  /* in place: stays */
+        "  %r2 = call_module r2 (%conv,)\n"                                                /* pure: goes */
+        "  %abs = call_function torch.abs (%conv,)\n"
+        "  %output = output output (%abs,)\n";
+    for (int erase = 0; erase < 2; erase++) {
+        struct prepared p;
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        ck_assert_msg(calibrated_text(model, "global: " QC_A "\n", &p, &d, true) == BPCC_OK, "%s", tu_msg(&d));
+        bpcc_diag_init(&d);
+        bpcc_graph_set_erase_unused_in_place(p.g, erase);
+        uint32_t nq = 0, nm = 0;
+        ck_assert_msg(bpcc_convert(p.g, p.c, p.m, &nq, &nm, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_int_eq(bpcc_graph_verify(p.g, &d), BPCC_OK);
+        ck_assert_ptr_null(bpcc_graph_find_node(p.g, "neg"));
+        ck_assert_ptr_null(bpcc_graph_find_node(p.g, "r2"));
+        static const char *const in_place[] = {"add_", "relu", "r"};
+        for (size_t i = 0; i < 3; i++)
+            ck_assert_msg((bpcc_graph_find_node(p.g, in_place[i]) == NULL) == (erase == 1), "%s, erase %d", in_place[i], erase);
+        if (erase) {
+            ck_assert_uint_eq(d.n_warnings, 0);
+        } else {
+            ck_assert_uint_eq(d.n_warnings, 1);
+            ck_assert_int_eq(d.entries[0].severity, BPCC_SEV_WARNING);
+            ck_assert_msg(strstr(d.entries[0].msg, "kept 3 in-place ops whose result nothing reads ('add_' (add_) first), "
+                                                   "which PyTorch 1.13's convert erases"),
+                          "%s", d.entries[0].msg);
+            ck_assert_uint_eq(d.entries[0].line, 13); /* add_'s line */
+            ck_assert_ptr_nonnull(strstr(d.entries[0].note, "--erase-unused-in-place erases them as PyTorch does"));
+            /* the kept ops read conv's dequantized value, which they change for abs's read */
+            const struct bpcc_node *add = bpcc_graph_find_node(p.g, "add_");
+            ck_assert_str_eq(bpcc_node_target(bpcc_node_args(add)->u.seq.items[0].u.node), "dequantize");
+        }
+        prepared_free(&p);
+    }
+}
+END_TEST
+
 /* PyTorch's observed_node_names: prepare records the weighted-module nodes it observed (their
 ** pattern not refused) on the root module, and convert swaps those and no others, then drops the
 ** record. conv's pattern [Conv2d, relu] is refused: `size` reads relu, so 1.13 takes relu's dtype as
@@ -1712,6 +1764,7 @@ int main(void)
     tcase_add_test(tc, quant_stub_observes_and_dequant_stub_goes_away);
     tcase_add_test(tc, convert_turns_observers_into_quantize_dequantize_and_weighted_modules_into_reference_modules);
     tcase_add_test(tc, convert_erases_dead_code_as_pytorch_does);
+    tcase_add_test(tc, convert_keeps_in_place_ops_nothing_reads_unless_asked_to_erase_them_as_pytorch_does);
     tcase_add_test(tc, convert_swaps_the_modules_prepare_observed);
     tcase_add_test(tc, convert_gives_each_weight_of_a_recurrent_module_its_qparams_and_embeddings_theirs);
     tcase_add_test(tc, convert_names_each_qparam_buffer_with_the_first_free_number_of_its_prefix);

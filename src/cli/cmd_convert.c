@@ -9,19 +9,21 @@
 #include <time.h>
 
 static const char convert_help[] =
-    "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT [--sync]\n"
+    "usage: bpcc convert CALIBRATED -b BACKEND -q QCONFIG -o OUT [--erase-unused-in-place] [--sync]\n"
     "\n"
     "Turn a calibrated model (bpcc calibrate) into PyTorch's reference quantized model, as\n"
     "convert_to_reference_fx does: observers become quantize/dequantize pairs, weighted modules the\n"
     "backend's reference quantized modules with quantized-weight parameters (docs/CONVERT.md).\n"
     "BACKEND and QCONFIG must be those the model was prepared with; a warning when nothing was\n"
-    "quantized. --sync waits for the disk\n"
-    "before renaming the output over its target (see bpcc --help).\n";
+    "quantized. An in-place op whose result nothing reads (x.add_(y) as a statement) is kept, with a\n"
+    "warning, where PyTorch 1.13's convert erases it and its model computes other values than the\n"
+    "float one; --erase-unused-in-place erases it as PyTorch does (docs/PYTORCH_DIFFERENCES.md).\n"
+    "--sync waits for the disk before renaming the output over its target (see bpcc --help).\n";
 
 static const char quantize_help[] =
     "usage: bpcc quantize MODEL -b BACKEND -q QCONFIG [--data FILE|DIR...] -o OUT [--plan PLAN.json]\n"
     "                     [--input-quantized I,J...] [--output-quantized] [--explain] [--threads N]\n"
-    "                     [--no-sqnr] [--time] [--sync]\n"
+    "                     [--no-sqnr] [--time] [--erase-unused-in-place] [--sync]\n"
     "\n"
     "fuse -> prepare -> calibrate -> convert in one process: the reference quantized model of MODEL\n"
     "for BACKEND with QCONFIG, calibrated on the batches (see bpcc calibrate --help for the data).\n"
@@ -36,14 +38,15 @@ static const char quantize_help[] =
     "per-node report, --plan writes prepare's plan. --no-sqnr skips the SQNR check (two more\n"
     "forward passes per batch). --time also prints how long each step took (wall clock): loading\n"
     "the configs and the model, fuse, prepare, calibrate, convert, the SQNR check, saving; and the\n"
-    "process's peak resident memory (its mapped weights files included). --sync\n"
-    "waits for the disk before renaming the outputs over their targets (see bpcc --help).\n";
+    "process's peak resident memory (its mapped weights files included). --erase-unused-in-place:\n"
+    "as bpcc convert's. --sync waits for the disk before renaming the outputs over their targets\n"
+    "(see bpcc --help).\n";
 
 struct cargs {
     const char *model, *out, *backend, *qconfig, *plan;
     int threads;
     unsigned write_flags; /* --sync */
-    bool explain, no_sqnr, time;
+    bool explain, no_sqnr, time, erase_in_place;
     struct cli_files data;
     struct cli_quantized_io qio;
 };
@@ -70,6 +73,11 @@ static int parse(const char *verb, int argc, char **argv, const char *help, stru
         int rc = want_data ? cli_quantized_io_option(verb, argc, argv, &i, &a->qio) : -1;
         if (rc > 0) return rc;
         if (!rc) {
+            in_data = false;
+            continue;
+        }
+        if (!strcmp(o, "--erase-unused-in-place")) {
+            a->erase_in_place = true;
             in_data = false;
             continue;
         }
@@ -166,7 +174,10 @@ static int run(struct cargs *a, bool one_shot)
     enum bpcc_status s = bpcc_config_load(a->backend, NULL, &c, &d);
     if (!s) s = bpcc_qconfig_load(a->qconfig, NULL, &m, &d);
     if (!s) s = bpcc_graph_load(a->model, &g, &d);
-    if (!s) bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
+    if (!s) {
+        bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
+        bpcc_graph_set_erase_unused_in_place(g, a->erase_in_place);
+    }
     lap(&k, STEP_LOAD);
     if (!s && one_shot) {
         n0 = bpcc_graph_n_nodes(g);

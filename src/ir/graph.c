@@ -98,6 +98,8 @@ static void release_tables(struct bpcc_graph *g)
     bpcc_intern_release(&g->intern);
 }
 
+void bpcc_graph_set_erase_unused_in_place(struct bpcc_graph *g, bool on) { g->erase_unused_in_place = on; }
+
 void bpcc_graph_free(struct bpcc_graph *g)
 {
     if (!g) return;

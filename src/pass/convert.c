@@ -264,15 +264,35 @@ static bool impure(const struct bpcc_node *n)
 ** user and is not impure is erased, so that what only it used may go in turn (an unused x.shape;
 ** a quantize point nothing reads: its dequantize, quantize and qparam get_attr nodes). What the
 ** erased nodes named stays, as in PyTorch's converted module, which copied its attributes before:
-** a module called, a root buffer read. */
+** a module called, a root buffer read.
+** PyTorch takes an in-place op (`x.add_(y)` as a statement) for pure too, and erases it: its
+** converted model then computes other values than the float one, silently. bpcc keeps such a
+** node, with one warning for the pass, unless the graph asks for PyTorch's behaviour
+** (bpcc_graph_set_erase_unused_in_place). */
 static enum bpcc_status eliminate_dead_code(struct conv *cv)
 {
+    const struct bpcc_node *first_kept = NULL;
+    uint32_t n_kept = 0;
     for (struct bpcc_node *n = cv->g->last, *prev; n; n = prev) {
         prev = n->prev;
         if (n->n_users || impure(n)) continue;
+        if (!cv->g->erase_unused_in_place && bpcc_node_in_place(n)) {
+            first_kept = n; /* walking back: the last one met is the first in the graph */
+            n_kept++;
+            continue;
+        }
         if (n->mark == 1) cv->n_quantized--;
         enum bpcc_status s = bpcc_node_erase(n, cv->d);
         if (s) return s;
+    }
+    if (n_kept) {
+        bpcc_diag_warning(cv->d, cv->g->source_file, first_kept->src_line, first_kept->src_col,
+                          "kept %u in-place op%s whose result nothing reads ('%s' (%s)%s), which PyTorch 1.13's convert "
+                          "erases",
+                          n_kept, n_kept == 1 ? "" : "s", first_kept->name, first_kept->target, n_kept == 1 ? "" : " first");
+        bpcc_diag_note(cv->d, 0, 0,
+                       "the op changes a value later nodes read, so PyTorch's converted model computes other values than "
+                       "the float one; --erase-unused-in-place erases them as PyTorch does");
     }
     return BPCC_OK;
 }

@@ -302,6 +302,26 @@ run "convert before calibrate" 1 "$BPCC" convert "$WORK/cal_in.bpcc" -b fbgemm -
 run "quantize" 0 "$BPCC" quantize "$FIX/torch/tiny_resnet.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/quant.bpcc" &&
     has "quantize summary" "$OUT" "reference modules, output SQNR" &&
     run "quantized model runs" 0 "$BPCC" run "$WORK/quant.bpcc" --data "$WORK/batches/b1.safetensors" -o "$WORK/qout.safetensors"
+# an in-place op nothing reads (x.add_(1) as a statement): kept, with a warning at its line, or
+# erased as PyTorch 1.13's convert does with --erase-unused-in-place
+cat >"$WORK/in_place.bpcc" <<'MODEL'
+bpcc-model 1
+
+graph
+  %x = placeholder x () : f32[1, 3, 8, 8]
+  %mul = call_function operator.mul (%x, 2.0)
+  %add_ = call_method add_ (%mul, 1.0)
+  %relu = call_function torch.relu (%mul,)
+  %output = output output (%relu,)
+MODEL
+run "quantize keeps in-place ops" 0 "$BPCC" quantize "$WORK/in_place.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" -o "$WORK/in_place_q.bpcc" &&
+    has "in-place warning" "$ERR" "$WORK/in_place.bpcc:6:3: warning: kept 1 in-place op whose result nothing reads ('add_' (add_))" &&
+    has "in-place note" "$ERR" "note: the op changes a value later nodes read" &&
+    has "in-place op kept" "$(cat "$WORK/in_place_q.bpcc")" "call_method add_"
+run "quantize --erase-unused-in-place" 0 "$BPCC" quantize "$WORK/in_place.bpcc" -b fbgemm -q fbgemm --data "$WORK/batches" \
+    -o "$WORK/in_place_e.bpcc" --erase-unused-in-place &&
+    lacks "no in-place warning" "$ERR" "warning" &&
+    lacks "in-place op erased" "$(cat "$WORK/in_place_e.bpcc")" "add_"
 # every built-in backend with the mapping of its name runs the whole flow on a residual model;
 # onednn fuses each block's conv, batch norm, add and relu into one ConvAddReLU2d, which takes
 # the block's input, itself fused just before, as its second input

@@ -332,10 +332,10 @@ def reference_modules(gm):
 
 
 class Convert(conftools.TmpCase):
-    def quantize_both(self, model, batches, name, mname, mapping, backend, no_grad=False):
-        """`bpcc quantize` and PyTorch's prepare_fx + the batches + convert_to_reference_fx (under
-        no_grad when asked) on the same model: bpcc's output path, PyTorch's model, bpcc's model
-        loaded in PyTorch"""
+    def quantize_both(self, model, batches, name, mname, mapping, backend, no_grad=False, extra=()):
+        """`bpcc quantize` (with the `extra` options) and PyTorch's prepare_fx + the batches +
+        convert_to_reference_fx (under no_grad when asked) on the same model: bpcc's output path,
+        PyTorch's model, bpcc's model loaded in PyTorch"""
         inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
         src = self.path(name + ".bpcc")
         bpcc_torch.export(model, (batches[0],), src)
@@ -348,7 +348,7 @@ class Convert(conftools.TmpCase):
             files.append(self.path("b%d.safetensors" % i))
             st.write(files[-1], [(inp, b)])
         out = self.path("q.bpcc")
-        r = subprocess.run([BPCC, "quantize", src, "-b", backend, "-q", spec, "--data", *files, "-o", out],
+        r = subprocess.run([BPCC, "quantize", src, "-b", backend, "-q", spec, "--data", *files, "-o", out, *extra],
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, "%s / %s / %s: %s" % (name, mname, backend, r.stderr))
         tmap = get_default_qconfig_mapping(mapping) if isinstance(mapping, str) else mapping
@@ -362,13 +362,14 @@ class Convert(conftools.TmpCase):
         want = convert_to_reference_fx(p, backend_config=bcfg.get_backend_config(backend))
         return out, want, bpcc_torch.load(out)
 
-    def check(self, model, shape, name, mname, mapping, backend, batch=None):
-        """`batch(i)`: the i-th calibration batch, when not normal values of `shape`"""
+    def check(self, model, shape, name, mname, mapping, backend, batch=None, extra=()):
+        """`batch(i)`: the i-th calibration batch, when not normal values of `shape`; `extra`:
+        options for bpcc quantize"""
         what = "%s / %s / %s" % (name, mname, backend)
         inp = list(inspect.signature(model.forward).parameters)[0]  # the placeholder's name
         torch.manual_seed(1)
         batches = [batch(i) if batch else torch.randn(*shape) * (i + 1) for i in range(2)]
-        out, want, got = self.quantize_both(model, batches, name, mname, mapping, backend)
+        out, want, got = self.quantize_both(model, batches, name, mname, mapping, backend, extra=extra)
         wq, gq = quantize_points(want), quantize_points(got)
         self.assertEqual(sorted(gq), sorted(wq), "%s: quantize points differ" % what)
         hist = mname == "fbgemm"
@@ -620,8 +621,58 @@ class Convert(conftools.TmpCase):
 
         torch.manual_seed(0)
         model = M().eval()
-        self.check(model, (1, 3, 8, 8), "in_place", "minmax", minmax_mapping(), "fbgemm")
-        self.check(model, (1, 3, 8, 8), "in_place", "fbgemm", "fbgemm", "fbgemm")
+        erase = ("--erase-unused-in-place",)
+        self.check(model, (1, 3, 8, 8), "in_place", "minmax", minmax_mapping(), "fbgemm", extra=erase)
+        self.check(model, (1, 3, 8, 8), "in_place", "fbgemm", "fbgemm", "fbgemm", extra=erase)
+        self.check_keeps_in_place(model, (1, 3, 8, 8), "in_place", {"add_", "mul_"})
+
+    def test_mvit(self):
+        """torchvision's MViT, small (conftools.small_mvit): v1 with its positional embedding, v2
+        with the relative position bias, residual pooling and, once, the class token in the
+        residual. The functions torchvision wraps for tracing (_unsqueeze, _squeeze, _add_rel_pos,
+        _add_shortcut) run in the interpreter, and tensor_split. With --erase-unused-in-place, the
+        model is PyTorch's; without, bpcc keeps what PyTorch's convert erases: v1's in-place adds
+        of the positional embedding, v2's _add_shortcut calls (the residual pooling), whose
+        results nothing reads"""
+        erase = ("--erase-unused-in-place",)
+        for v2, cls in ((False, False), (True, False), (True, True)):
+            model = conftools.small_mvit(v2, cls)
+            name = "mvit_v%d%s" % (2 if v2 else 1, "_cls" if cls else "")
+            self.check(model, (1, 3, 8, 32, 32), name, "minmax", minmax_mapping(), "fbgemm", extra=erase)
+            self.check(model, (1, 3, 8, 32, 32), name, "fbgemm", "fbgemm", "fbgemm", extra=erase)
+            kept = {"_add_shortcut", "_add_shortcut_1", "_add_shortcut_2"} if v2 else {"add_", "add__1"}
+            self.check_keeps_in_place(model, (1, 3, 8, 32, 32), name, kept)
+
+    def check_keeps_in_place(self, model, shape, name, kept):
+        """PyTorch's convert erases an in-place op whose result nothing reads (`w.add_(y)` as a
+        statement: eliminate_dead_code takes it for pure), so its converted model computes other
+        values than the float one. bpcc's keeps exactly those nodes (`kept`: their names) and
+        PyTorch's graph otherwise, and its model, run by PyTorch, follows the float model where
+        PyTorch's does not: its SQNR against the float output is 5 dB above PyTorch's model's or more.
+        PyTorch's erases what only those nodes read too (the positional embedding's computation
+        and quantize points), which bpcc's keeps"""
+        torch.manual_seed(1)
+        batches = [torch.randn(*shape) * (i + 1) for i in range(2)]
+        out, want, got = self.quantize_both(model, batches, name, "minmax", minmax_mapping(), "fbgemm")
+        names = lambda gm: {n.name for n in gm.graph.nodes}
+        extra = names(got) - names(want)
+        self.assertEqual(names(want) - names(got), set(), name)
+        self.assertEqual(kept - extra, set(), name)
+        feeds, todo = set(), [n for n in got.graph.nodes if n.name in kept]
+        while todo:  # what the kept nodes read, transitively
+            for a in todo.pop().all_input_nodes:
+                if a.name not in feeds:
+                    feeds.add(a.name)
+                    todo.append(a)
+        self.assertEqual(extra - kept - feeds, set(), "%s: bpcc keeps more than the in-place ops and their inputs" % name)
+        for n in got.graph.nodes:
+            if n.name in kept:
+                self.assertEqual(len(n.users), 0, "%s: %s" % (name, n.name))
+        sqnr = lambda f, q: (20 * torch.log10(f.norm() / (f - q).norm())).item()
+        with torch.no_grad():
+            f, mine, theirs = model(batches[0]), got(batches[0]), want(batches[0])
+        print("%s: SQNR against the float model: bpcc's %.1f dB, PyTorch's %.1f dB" % (name, sqnr(f, mine), sqnr(f, theirs)))
+        self.assertGreater(sqnr(f, mine), sqnr(f, theirs) + 5, name)
 
     def test_small_transformer(self):
         """attention written out (Block): quantize points on linears, matmuls and the masked
