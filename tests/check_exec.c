@@ -1348,6 +1348,46 @@ START_TEST(more_tensor_ops_refuse_what_pytorch_refuses)
 }
 END_TEST
 
+/* what the stacks, index updates and the other ops of the latest sweep refuse, each with its reason;
+** their values are PyTorch's (tests/conformance/test_calibrate.py) */
+START_TEST(stacks_index_updates_and_more_ops_refuse_what_pytorch_refuses)
+{
+    static const struct refusal cases[] = {
+        {"call_function torch.hstack ([],)", "needs a non-empty list of tensors"},
+        {"call_function torch.vstack ([%x, %v],)", "tensors of different rank"},
+        {"call_function torch.block_diag (%x, %v)", "block_diag takes tensors of 2 dimensions or fewer; argument 0 has 3"},
+        {"call_method index_add (%x, 1, %r2, %x)", "the source must have the input's shape with 2 along dimension 1"},
+        {"call_method index_copy (%x, 1, %i, %x)", "the index must be 1-d, not 3-d"},
+        {"call_method index_fill (%x, 1, %r, %x)", "index_fill's value must be a number or a 0-dimensional tensor"},
+        {"call_method index_fill (%x, 2, %r7, 0.0)", "index 5 is out of bounds for a dimension of size 5"},
+        {"call_method masked_scatter (%x, %x, %x)", "masked_scatter's mask must be a bool tensor"},
+        {"call_method masked_scatter (%x, %b, %r)", "the source has 4 elements, fewer than the mask selects"},
+        {"call_function torch.aminmax (%x, 1)", "aminmax takes dim and keepdim by keyword only"},
+        {"call_function torch.isclose (%x, %x, -1.0)", "rtol and atol must be non-negative (-1, 1e-08)"},
+        {"call_function torch.cross (%x, %v)", "cross takes two tensors of one shape here"},
+        {"call_function torch.linalg.cross (%x, %x)", "dimension 2 has size 5, not 3"},
+        {"call_function torch.cross (%v, %v)", "no dimension of size 3 in the input"},
+        {"call_function torch.tensordot (%x, %x, 4)", "tensordot's dims 4 is out of range for tensors of 3 and 3 dimensions"},
+        {"call_function torch.tensordot (%x, %x, [[0, 1], [0]])", "tensordot's two lists of dims differ in length (2, 1)"},
+        {"call_function torch.tensordot (%x, %x, [[0, 1], [0, 0]])", "tensordot pairs dimension 0 of b twice"},
+        {"call_function torch.tensordot (%x, %x, [[2], [1]])", "einsum subscript 'c' has sizes 5 and 4"},
+        {"call_function torch.logcumsumexp (%x,)", "argument dim is missing"},
+        {"call_method cumsum (%x,)", "argument dim is missing"}, /* it took dim 0 until this release */
+        {"call_function torch.trapezoid (%x, %v)", "the points x must be 1-d of 5 or of y's shape"},
+        {"call_function torch.nn.functional.instance_norm (%v,)", "instance norm takes [N, C, *] with one dimension or more past C"},
+        {"call_function torch.nn.functional.instance_norm (%x, %m, %m)",
+         "instance norm with use_input_stats updates running_mean and running_var in place"},
+        {"call_function torch.nn.functional.instance_norm (%o,)", "instance norm needs more than 1 spatial element"},
+    };
+    refusals("  %v = call_method view (%x, 4, 5)\n  %i = call_method argsort (%x, 1)\n"
+             "  %r = call_function operator.getitem (%i, (0, slice(None, None, None), 0))\n  %r7 = call_function operator.add (%r, 5)\n"
+             "  %r2 = call_function operator.getitem (%r, slice(0, 2, None))\n"
+             "  %b = call_function operator.gt (%x, -10.0)\n  %m = call_function operator.getitem (%x, (0, 0))\n"
+             "  %o = call_function operator.getitem (%x, (slice(None, None, None), slice(None, None, None), slice(0, 1, None)))\n",
+             cases, sizeof cases / sizeof cases[0], 3, (int64_t[]){1, 4, 5});
+}
+END_TEST
+
 /* An in-place op changes its argument for the nodes that read it later (and the nodes it was changed
 ** in place from); one on a view whose tensor is read later is refused, as the interpreter's views are
 ** copies: PyTorch would change both */
@@ -2890,6 +2930,7 @@ int main(void)
     tcase_add_test(tc, mvit_functions_refuse_what_they_cannot_run);
     tcase_add_test(tc, mvit_functions_add_the_relative_position_bias_and_the_shortcut);
     tcase_add_test(tc, tensor_split_cuts_sections_and_at_indices);
+    tcase_add_test(tc, stacks_index_updates_and_more_ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, more_tensor_ops_refuse_what_pytorch_refuses);
     tcase_add_test(tc, in_place_ops_change_their_argument_and_views_are_refused);
     tcase_add_test(tc, shifted_window_attention_averages_each_region_of_a_window);

@@ -1,5 +1,5 @@
 /*
-** einsum.c — torch.einsum.
+** einsum.c — torch.einsum, and tensordot through it.
 */
 #include "exec.h"
 
@@ -191,6 +191,67 @@ static enum bpcc_status k_einsum(const struct xargs *a, struct xval *out)
     return bpcc_xput(a, y, out);
 }
 
+/* tensordot(a, b, dims=2): a's last `dims` dimensions against b's first ones, or the dimensions
+** two lists pair ([da...], [db...]), summed: einsum's contraction with a's free letters, then b's */
+static enum bpcc_status k_tensordot(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *y;
+    if (!bpcc_xarg_tensor(a, 0, "a", &x) || !bpcc_xarg_tensor(a, 1, "b", &y)) return BPCC_ERR_GRAPH;
+    int64_t da[BPCC_MAX_DIMS], db[BPCC_MAX_DIMS];
+    uint32_t n = 0, nb = 0;
+    const struct xval *dv = bpcc_xarg(a, 2, "dims");
+    if (!dv || dv->k == XV_INT) {
+        int64_t k = dv ? dv->u.i : 2;
+        if (k < 0 || k > x->ndim || k > y->ndim)
+            return bpcc_xerr(a, "tensordot's dims %lld is out of range for tensors of %u and %u dimensions", (long long)k,
+                             x->ndim, y->ndim);
+        for (n = 0; n < (uint32_t)k; n++) {
+            da[n] = (int64_t)x->ndim - k + n;
+            db[n] = n;
+        }
+    } else if (dv->k == XV_SEQ && dv->u.seq.n == 2) {
+        struct xargs sub = *a; /* each list read as an argument of its own */
+        sub.pos = dv->u.seq.items;
+        sub.n = 2;
+        sub.n_kw = 0;
+        if (!bpcc_xarg_ints(&sub, 0, "dims[0]", 0, NULL, da, &n) || !bpcc_xarg_ints(&sub, 1, "dims[1]", 0, NULL, db, &nb))
+            return BPCC_ERR_GRAPH;
+        if (n != nb) return bpcc_xerr(a, "tensordot's two lists of dims differ in length (%u, %u)", n, nb);
+    } else {
+        return bpcc_xerr(a, "tensordot's dims must be an int or two lists of dimensions");
+    }
+    char letter[2][BPCC_MAX_DIMS];
+    for (uint32_t i = 0; i < x->ndim; i++) letter[0][i] = (char)('a' + i);
+    for (uint32_t i = 0; i < y->ndim; i++) letter[1][i] = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (!bpcc_xdim(a, &da[k], x->ndim) || !bpcc_xdim(a, &db[k], y->ndim)) return BPCC_ERR_GRAPH;
+        if (letter[1][db[k]]) return bpcc_xerr(a, "tensordot pairs dimension %lld of b twice", (long long)db[k]);
+        letter[1][db[k]] = letter[0][da[k]];
+    }
+    for (uint32_t i = 0, next = x->ndim; i < y->ndim; i++)
+        if (!letter[1][i]) letter[1][i] = (char)('a' + next++);
+    char eq[3 * BPCC_MAX_DIMS + 8], *p = eq;
+    bool summed[2][BPCC_MAX_DIMS] = {{0}};
+    for (uint32_t k = 0; k < n; k++) {
+        if (summed[0][da[k]]) return bpcc_xerr(a, "tensordot pairs dimension %lld of a twice", (long long)da[k]);
+        summed[0][da[k]] = summed[1][db[k]] = true;
+    }
+    memcpy(p, letter[0], x->ndim), p += x->ndim, *p++ = ',';
+    memcpy(p, letter[1], y->ndim), p += y->ndim, *p++ = '-', *p++ = '>';
+    for (int t = 0; t < 2; t++)
+        for (uint32_t i = 0; i < (t ? y->ndim : x->ndim); i++)
+            if (!summed[t][i]) *p++ = letter[t][i];
+    *p = 0;
+    struct xval pos[3] = {{.k = XV_STR, .u.s = eq}, {.k = XV_TENSOR, .u.t = (struct xtensor *)x},
+                          {.k = XV_TENSOR, .u.t = (struct xtensor *)y}};
+    struct xargs sub = *a;
+    sub.pos = pos;
+    sub.n = 3;
+    sub.n_kw = 0;
+    sub.consume = false;
+    return k_einsum(&sub, out);
+}
+
 const struct xop bpcc_einsum_ops[] = {
-    {'f', "torch.einsum", k_einsum}, {0}
+    {'f', "torch.einsum", k_einsum}, {'f', "torch.tensordot", k_tensordot}, {0}
 };

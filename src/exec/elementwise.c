@@ -15,7 +15,30 @@ enum unop { U_RELU, U_RELU6, U_HARDTANH, U_LEAKY, U_ELU, U_HARDSWISH, U_HARDSIGM
             U_MISH, U_ERF, U_FLOOR, U_CEIL, U_ROUND, U_TRUNC, U_SIGN, U_SIN, U_COS, U_LOG1P, U_EXPM1, U_SQUARE, U_SELU,
             U_CELU, U_SOFTSIGN, U_HARDSHRINK, U_SOFTSHRINK, U_TANHSHRINK, U_LOGSIGMOID, U_LOG2, U_LOG10, U_EXP2,
             U_TAN, U_ATAN, U_ASIN, U_ACOS, U_SINH, U_COSH, U_ASINH, U_ACOSH, U_ATANH, U_FRAC, U_ERFC, U_LGAMMA, U_SINC,
-            U_LOGIT, U_THRESHOLD, U_NOT, U_ISNAN, U_ISINF, U_ISFINITE, U_ISPOSINF, U_ISNEGINF, U_SIGNBIT };
+            U_LOGIT, U_THRESHOLD, U_NOT, U_ISNAN, U_ISINF, U_ISFINITE, U_ISPOSINF, U_ISNEGINF, U_SIGNBIT, U_ERFINV };
+
+/* erfinv in double: Giles's single-precision approximation ("Approximating the erfinv function",
+** 2010) refined by two Newton steps on erf(x) - y; y outside [-1, 1] (or NaN) gives NaN, +-1 +-inf */
+static double erfinv_of(double y)
+{
+    if (!(y >= -1.0 && y <= 1.0)) return NAN;
+    if (fabs(y) == 1.0) return copysign(INFINITY, y);
+    double w = -log((1.0 - y) * (1.0 + y)), p;
+    if (w < 5.0) {
+        w -= 2.5;
+        p = 2.81022636e-08;
+        p = 3.43273939e-07 + p * w, p = -3.5233877e-06 + p * w, p = -4.39150654e-06 + p * w, p = 0.00021858087 + p * w;
+        p = -0.00125372503 + p * w, p = -0.00417768164 + p * w, p = 0.246640727 + p * w, p = 1.50140941 + p * w;
+    } else {
+        w = sqrt(w) - 3.0;
+        p = -0.000200214257;
+        p = 0.000100950558 + p * w, p = 0.00134934322 + p * w, p = -0.00367342844 + p * w, p = 0.00573950773 + p * w;
+        p = -0.0076224613 + p * w, p = 0.00943887047 + p * w, p = 1.00167406 + p * w, p = 2.83297682 + p * w;
+    }
+    double x = p * y;
+    for (int k = 0; k < 2; k++) x -= (erf(x) - y) / (1.1283791670955126 * exp(-x * x));
+    return x;
+}
 
 static float apply(enum unop op, float x, float p0, float p1)
 {
@@ -89,6 +112,7 @@ static float apply(enum unop op, float x, float p0, float p1)
     case U_FRAC: return x - truncf(x); /* ATen's: NaN and infinities give NaN */
     case U_ERFC: return erfcf(x);
     case U_LGAMMA: return lgammaf(x);
+    case U_ERFINV: return (float)erfinv_of(x);
     case U_SINC: { /* sin(pi x) / (pi x), 1 at 0 */
         if (x == 0.0f) return 1.0f;
         float px = (float)M_PI * x;
@@ -264,6 +288,7 @@ UNARY(k_acosh, U_ACOSH)
 UNARY(k_atanh, U_ATANH)
 UNARY(k_frac, U_FRAC)
 UNARY(k_erfc, U_ERFC)
+UNARY(k_erfinv, U_ERFINV)
 UNARY(k_lgamma, U_LGAMMA)
 UNARY(k_sinc, U_SINC)
 
@@ -849,7 +874,7 @@ static bool operand_of(const struct xargs *a, uint32_t i, const char *name, stru
 /* the ops over three operands: where's c ? x : y; addcmul's input + value * t1 * t2 and addcdiv's
 ** input + value * t1 / t2, in ATen's order; lerp's, in ATen's two forms by the weight's size;
 ** clamp's between tensor bounds (std::min(std::max(x, lo), hi), NaN inputs kept) */
-enum op3 { T_WHERE, T_ADDCMUL, T_ADDCDIV, T_LERP, T_CLAMP };
+enum op3 { T_WHERE, T_ADDCMUL, T_ADDCDIV, T_LERP, T_CLAMP, T_ISCLOSE, T_ISCLOSE_NAN };
 
 static float apply3(enum op3 op, float p, float q, float r, float v)
 {
@@ -861,6 +886,13 @@ static float apply3(enum op3 op, float p, float q, float r, float v)
     case T_CLAMP: {
         float m = p < q ? q : p;
         return isnan(p) ? p : r < m ? r : m;
+    }
+    case T_ISCLOSE:
+    case T_ISCLOSE_NAN: { /* isclose(p, q) with rtol r and atol v, in float as ATen computes it */
+        if (p == q) return 1.0f;
+        if (isnan(p) && isnan(q)) return op == T_ISCLOSE_NAN;
+        float allowed = v + fabsf(r * q), actual = fabsf(p - q);
+        return isfinite(actual) && actual <= allowed;
     }
     }
     return p;
@@ -947,6 +979,59 @@ static enum bpcc_status clamp_between(const struct xargs *a, uint32_t lo_at, con
         return BPCC_ERR_GRAPH;
     return map3(a, T_CLAMP, 0, &in, &lo, &hi, out);
 }
+
+/* isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False): a bool tensor */
+static enum bpcc_status k_isclose(const struct xargs *a, struct xval *out)
+{
+    struct operand x, y;
+    double rtol, atol;
+    bool equal_nan;
+    if (!operand_of(a, 0, "input", &x) || !operand_of(a, 1, "other", &y) || !bpcc_xarg_float(a, 2, "rtol", 1e-5, &rtol) ||
+        !bpcc_xarg_float(a, 3, "atol", 1e-8, &atol) || !bpcc_xarg_bool(a, 4, "equal_nan", false, &equal_nan))
+        return BPCC_ERR_GRAPH;
+    if (rtol < 0 || atol < 0) return bpcc_xerr(a, "rtol and atol must be non-negative (%g, %g)", rtol, atol);
+    struct operand r = {0, NULL, NULL, (float)rtol};
+    enum bpcc_status s = map3(a, equal_nan ? T_ISCLOSE_NAN : T_ISCLOSE, (float)atol, &x, &y, &r, out);
+    if (!s) out->u.t->boolean = true;
+    return s;
+}
+
+/* cross(input, other, dim=None) and linalg.cross(input, other, dim=-1): the cross product of the
+** 3-vectors along dim (cross without dim: the first dimension of size 3); equal shapes */
+static enum bpcc_status cross(const struct xargs *a, bool linalg, struct xval *out)
+{
+    const struct xtensor *x, *y;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &y)) return BPCC_ERR_GRAPH;
+    if (x->ndim != y->ndim || memcmp(x->dims, y->dims, x->ndim * sizeof *x->dims))
+        return bpcc_xerr(a, "cross takes two tensors of one shape here");
+    int64_t dim = -1;
+    if (!linalg && bpcc_xarg_absent(a, 2, "dim")) {
+        for (dim = 0; dim < (int64_t)x->ndim && x->dims[dim] != 3; dim++) {}
+        if (dim == (int64_t)x->ndim) return bpcc_xerr(a, "no dimension of size 3 in the input");
+    } else if (!bpcc_xarg_int(a, 2, "dim", -1, &dim) || !bpcc_xdim(a, &dim, x->ndim)) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (!x->ndim || x->dims[dim] != 3)
+        return bpcc_xerr(a, "dimension %lld has size %lld, not 3", (long long)dim, (long long)(x->ndim ? x->dims[dim] : 0));
+    struct xtensor *z = bpcc_xlike(x);
+    if (!z) return bpcc_diag_nomem(a->d);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t i = 0; i < inner; i++) {
+            const float *p = x->data + o * 3 * inner + i, *q = y->data + o * 3 * inner + i;
+            float *r = z->data + o * 3 * inner + i;
+            for (int c = 0; c < 3; c++) {
+                int c1 = (c + 1) % 3, c2 = (c + 2) % 3;
+                /* as ATen's kernel rounds it (its build contracts the first product into the subtraction) */
+                r[c * inner] = fmaf(p[c1 * inner], q[c2 * inner], -(p[c2 * inner] * q[c1 * inner]));
+            }
+        }
+    return bpcc_xput(a, z, out);
+}
+static enum bpcc_status k_cross(const struct xargs *a, struct xval *out) { return cross(a, false, out); }
+static enum bpcc_status k_linalg_cross(const struct xargs *a, struct xval *out) { return cross(a, true, out); }
 
 /* lerp(input, end, weight): weight a number or a tensor */
 static enum bpcc_status k_lerp(const struct xargs *a, struct xval *out)
@@ -1221,7 +1306,9 @@ const struct xop bpcc_elementwise_ops[] = {
     {'t', "clamp_min_", k_clamp_min}, {'t', "clamp_max_", k_clamp_max}, {'t', "floor_", k_floor},
     {'t', "round_", k_round}, {'t', "reciprocal_", k_reciprocal}, {'t', "addcmul_", k_addcmul},
     {'t', "addcdiv_", k_addcdiv}, {'t', "lerp_", k_lerp}, {'t', "nan_to_num_", k_nan_to_num},
-    {'f', "torch.erfc", k_erfc}, {'t', "erfc", k_erfc}, {'f', "torch.special.erfc", k_erfc}, {'f', "torch.lgamma", k_lgamma},
+    {'f', "torch.erfc", k_erfc}, {'t', "erfc", k_erfc}, {'f', "torch.special.erfc", k_erfc}, {'f', "torch.erfinv", k_erfinv},
+    {'t', "erfinv", k_erfinv}, {'f', "torch.special.erfinv", k_erfinv}, {'f', "torch.isclose", k_isclose},
+    {'t', "isclose", k_isclose}, {'f', "torch.cross", k_cross}, {'t', "cross", k_cross}, {'f', "torch.linalg.cross", k_linalg_cross}, {'f', "torch.lgamma", k_lgamma},
     {'t', "lgamma", k_lgamma}, {'f', "torch.special.gammaln", k_lgamma}, {'f', "torch.sinc", k_sinc}, {'t', "sinc", k_sinc},
     {'f', "torch.special.sinc", k_sinc}, {'f', "torch.logit", k_logit}, {'t', "logit", k_logit},
     {'f', "torch.special.logit", k_logit}, {'f', "torch.signbit", k_signbit}, {'t', "signbit", k_signbit},

@@ -878,6 +878,32 @@ static enum bpcc_status k_instance_norm(const struct xargs *a, struct xval *out)
     return s;
 }
 
+/* F.instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+** use_input_stats=True, momentum=0.1, eps=1e-5): as InstanceNorm, each (sample, channel) over its
+** own elements; without use_input_stats, by the running statistics as batch norm in eval (the same
+** arguments in the same places). With running statistics and use_input_stats PyTorch updates
+** them in place, a change kept for the next batch: refused. */
+static enum bpcc_status k_instance_norm_f(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x;
+    bool own;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_bool(a, 5, "use_input_stats", true, &own)) return BPCC_ERR_GRAPH;
+    if (x->ndim < 3) return bpcc_xerr(a, "instance norm takes [N, C, *] with one dimension or more past C, not %u-d", x->ndim);
+    bool stats = !bpcc_xarg_absent(a, 1, "running_mean") || !bpcc_xarg_absent(a, 2, "running_var");
+    if (!own) return k_batch_norm(a, out);
+    if (stats)
+        return bpcc_xerr(a, "instance norm with use_input_stats updates running_mean and running_var in place, which PyTorch "
+                            "keeps for the next batch and the interpreter does not");
+    if (x->numel / bpcc_nz((uint64_t)(x->dims[0] * x->dims[1])) <= 1)
+        return bpcc_xerr(a, "instance norm needs more than 1 spatial element, as PyTorch does");
+    const float *w, *b;
+    double eps;
+    if (!param_n(a, 3, "weight", &w, x->dims[1], false) || !param_n(a, 4, "bias", &b, x->dims[1], false) ||
+        !bpcc_xarg_float(a, 7, "eps", 1e-5, &eps))
+        return BPCC_ERR_GRAPH;
+    return group_normalize(a, x, x->dims[1], w, b, eps, out);
+}
+
 static enum bpcc_status k_layer_norm(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
@@ -1469,7 +1495,7 @@ const struct xop bpcc_nn_ops[] = {
     {'f', "operator.matmul", k_matmul}, {'f', "torch.bmm", k_matmul}, {'t', "matmul", k_matmul},
     {'m', "torch.nn.GroupNorm", k_group_norm}, {'f', "torch.nn.functional.group_norm", k_group_norm},
     {'m', "torch.nn.InstanceNorm1d", k_instance_norm}, {'m', "torch.nn.InstanceNorm2d", k_instance_norm},
-    {'m', "torch.nn.InstanceNorm3d", k_instance_norm}, {'m', "torch.nn.PReLU", k_prelu},
+    {'m', "torch.nn.InstanceNorm3d", k_instance_norm}, {'f', "torch.nn.functional.instance_norm", k_instance_norm_f}, {'m', "torch.nn.PReLU", k_prelu},
     {'f', "torch.nn.functional.prelu", k_prelu}, {'f', "torch.prelu", k_prelu}, {'f', "torch.addmm", k_addmm},
     {'t', "addmm", k_addmm}, {'f', "torch.baddbmm", k_addmm}, {'t', "baddbmm", k_addmm}, {'t', "bmm", k_matmul},
     {'f', "torch.linalg.matmul", k_matmul}, {'m', "torch.nn.Embedding", k_embedding},

@@ -7,12 +7,13 @@
 
 #include <math.h>
 
-enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD, RO_LSE, RO_COUNT };
+enum rop { RO_SUM, RO_MEAN, RO_AMAX, RO_AMIN, RO_VAR, RO_STD, RO_LSE, RO_COUNT, RO_NANSUM, RO_NANMEAN };
 
 /* acc[o] op= x[i] over x in order, o the output element of i (ostride 0 on reduced dimensions);
 ** RO_VAR / RO_STD add the squared distance from mean[o], RO_LSE exp(x[i] - mean[o]) (mean: the
-** maxima), RO_COUNT whether x[i] is nonzero */
-static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum rop op, const double *mean, double *acc)
+** maxima), RO_COUNT whether x[i] is nonzero; RO_NANSUM and RO_NANMEAN skip NaNs, RO_NANMEAN
+** counting the others in mean[o] */
+static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum rop op, double *mean, double *acc)
 {
     int64_t idx[BPCC_MAX_DIMS] = {0}, o = 0;
     for (uint64_t i = 0; i < x->numel; i++) {
@@ -26,6 +27,13 @@ static void reduce_pass(const struct xtensor *x, const int64_t *ostride, enum ro
         case RO_STD: acc[o] += (v - mean[o]) * (v - mean[o]); break;
         case RO_LSE: acc[o] += exp(v - mean[o]); break;
         case RO_COUNT: acc[o] += v != 0.0; break;
+        case RO_NANSUM: acc[o] += isnan(v) ? 0.0 : v; break;
+        case RO_NANMEAN:
+            if (!isnan(v)) {
+                acc[o] += v;
+                mean[o] += 1.0;
+            }
+            break;
         }
         for (int k = (int)x->ndim - 1; k >= 0; k--) {
             idx[k]++;
@@ -113,7 +121,7 @@ static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_
         }
         return bpcc_xput(a, y, out);
     }
-    bool need_mean = spread || op == RO_LSE; /* the means, or logsumexp's maxima */
+    bool need_mean = spread || op == RO_LSE || op == RO_NANMEAN; /* the means, logsumexp's maxima, nanmean's counts */
     double *acc = bpcc_malloc(n_out * sizeof *acc), *mean = need_mean ? bpcc_malloc(n_out * sizeof *mean) : NULL;
     if (!acc || (need_mean && !mean)) {
         bpcc_xfree(acc);
@@ -132,6 +140,7 @@ static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_
         reduce_pass(x, ostride, RO_SUM, NULL, mean);
         for (uint64_t i = 0; i < n_out; i++) mean[i] /= (double)count;
     }
+    if (op == RO_NANMEAN) memset(mean, 0, n_out * sizeof *mean);
     if (op == RO_LSE) { /* ATen's: the maxima, infinite ones taken as 0, out of the exponents and back after the log */
         for (uint64_t i = 0; i < n_out; i++) mean[i] = -INFINITY;
         reduce_pass(x, ostride, RO_AMAX, NULL, mean);
@@ -144,6 +153,7 @@ static enum bpcc_status reduce_to(const struct xargs *a, enum rop op, bool with_
         if (op == RO_MEAN) v /= (double)count;
         else if (spread) v = dof > 0 ? v / dof : NAN;
         else if (op == RO_LSE) v = log(v) + mean[i];
+        else if (op == RO_NANMEAN) v /= mean[i]; /* no value but NaNs: 0 / 0, NaN as in PyTorch */
         y->data[i] = (float)(op == RO_STD ? sqrt(v) : v);
     }
     bpcc_xfree(acc);
@@ -171,6 +181,23 @@ static enum bpcc_status k_std_mean(const struct xargs *a, struct xval *out) { re
 static enum bpcc_status k_logsumexp(const struct xargs *a, struct xval *out) { return reduce(a, RO_LSE, out); }
 /* count_nonzero(input, dim=None): the counts, as floats */
 static enum bpcc_status k_count_nonzero(const struct xargs *a, struct xval *out) { return reduce(a, RO_COUNT, out); }
+/* nansum / nanmean (input, dim=None, keepdim=False): NaNs taken as absent */
+static enum bpcc_status k_nansum(const struct xargs *a, struct xval *out) { return reduce(a, RO_NANSUM, out); }
+static enum bpcc_status k_nanmean(const struct xargs *a, struct xval *out) { return reduce(a, RO_NANMEAN, out); }
+
+/* aminmax(input, *, dim=None, keepdim=False) -> (min, max), as amin and amax; without dim over all */
+static enum bpcc_status k_aminmax(const struct xargs *a, struct xval *out)
+{
+    if (a->n > 1) return bpcc_xerr(a, "aminmax takes dim and keepdim by keyword only");
+    struct xval lo, hi;
+    enum bpcc_status s = reduce(a, RO_AMIN, &lo);
+    if (s) return s;
+    if ((s = reduce(a, RO_AMAX, &hi))) {
+        bpcc_xval_release(&lo);
+        return s;
+    }
+    return values_indices(a, lo.u.t, hi.u.t, out);
+}
 
 static enum bpcc_status softmax(const struct xargs *a, bool log, struct xval *out)
 {
@@ -295,14 +322,28 @@ static enum bpcc_status k_min(const struct xargs *a, struct xval *out) { return 
 static enum bpcc_status k_argmax(const struct xargs *a, struct xval *out) { return extreme(a, true, true, out); }
 static enum bpcc_status k_argmin(const struct xargs *a, struct xval *out) { return extreme(a, false, true, out); }
 
-/* cumsum / cumprod (input, dim): running sums / products along dim, accumulated in double and
-** rounded at each element, as PyTorch's CPU kernel does (bit-equal) */
-static enum bpcc_status cumulate(const struct xargs *a, bool prod, struct xval *out)
+/* cumsum / cumprod / logcumsumexp (input, dim): running sums, products or log-sum-exps along dim,
+** accumulated in double and rounded at each element; sums and products as PyTorch's CPU kernel
+** does (bit-equal), each log-sum-exp step log(e^s + e^x) about the larger of the two */
+enum cumulation { C_SUM, C_PROD, C_LSE };
+
+static double cumulated(enum cumulation how, double s, double v)
+{
+    if (how == C_SUM) return s + v;
+    if (how == C_PROD) return s * v;
+    double hi = v > s ? v : s, lo = v > s ? s : v;
+    if (isnan(v) || isnan(s)) return NAN;
+    if (hi == -INFINITY || (isinf(hi) && hi == lo)) return hi; /* no inf - inf */
+    return hi + log1p(exp(lo - hi));
+}
+
+static enum bpcc_status cumulate(const struct xargs *a, enum cumulation how, struct xval *out)
 {
     const struct xtensor *x;
     int64_t dim;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim))
-        return BPCC_ERR_GRAPH;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
+    if (!bpcc_xarg(a, 1, "dim")) return bpcc_xerr(a, "argument dim is missing");
+    if (!bpcc_xarg_int(a, 1, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
     struct xtensor *y = bpcc_xlike(x);
     if (!y) return bpcc_diag_nomem(a->d);
     uint64_t outer, inner;
@@ -310,18 +351,57 @@ static enum bpcc_status cumulate(const struct xargs *a, bool prod, struct xval *
     bpcc_xaround(x, dim, &outer, &n, &inner);
     for (uint64_t o = 0; o < outer; o++)
         for (uint64_t in = 0; in < inner; in++) {
-            double s = prod ? 1 : 0;
+            double s = how == C_PROD ? 1 : how == C_SUM ? 0 : -INFINITY;
             for (int64_t k = 0; k < n; k++) {
                 uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in;
-                s = prod ? s * x->data[i] : s + x->data[i];
+                s = cumulated(how, s, x->data[i]);
                 y->data[i] = (float)s;
             }
         }
     return bpcc_xput(a, y, out);
 }
 
-static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out) { return cumulate(a, false, out); }
-static enum bpcc_status k_cumprod(const struct xargs *a, struct xval *out) { return cumulate(a, true, out); }
+static enum bpcc_status k_cumsum(const struct xargs *a, struct xval *out) { return cumulate(a, C_SUM, out); }
+static enum bpcc_status k_cumprod(const struct xargs *a, struct xval *out) { return cumulate(a, C_PROD, out); }
+static enum bpcc_status k_logcumsumexp(const struct xargs *a, struct xval *out) { return cumulate(a, C_LSE, out); }
+
+/* trapezoid / trapz (y, x=None, *, dx=1, dim=-1): the trapezoidal rule along dim, with sample
+** spacing dx or at the points x (1-d, or y's shape) */
+static enum bpcc_status k_trapezoid(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *y, *x = NULL;
+    int64_t dim;
+    double dx;
+    if (!bpcc_xarg_tensor(a, 0, "y", &y) || !bpcc_xarg_int(a, UINT32_MAX, "dim", -1, &dim) ||
+        !bpcc_xarg_float(a, UINT32_MAX, "dx", 1.0, &dx))
+        return BPCC_ERR_GRAPH;
+    const struct xval *xv = bpcc_xarg(a, 1, "x");
+    if (xv && xv->k == XV_TENSOR) x = xv->u.t;
+    else if (xv && !bpcc_xscalar(xv, &dx)) return bpcc_xerr(a, "trapezoid's second argument must be the points x or dx");
+    if (!y->ndim) return bpcc_xerr(a, "trapezoid of a 0-d tensor");
+    if (!bpcc_xdim(a, &dim, y->ndim)) return BPCC_ERR_GRAPH;
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(y, dim, &outer, &n, &inner);
+    bool same = x && x->ndim == y->ndim && !memcmp(x->dims, y->dims, y->ndim * sizeof *y->dims);
+    if (x && !same && !(x->ndim == 1 && x->dims[0] == n))
+        return bpcc_xerr(a, "the points x must be 1-d of %lld or of y's shape", (long long)n);
+    int64_t dims[BPCC_MAX_DIMS];
+    uint32_t nd = dims_without(y, dim, false, dims);
+    struct xtensor *r = bpcc_xtensor_new(nd, dims);
+    if (!r) return bpcc_diag_nomem(a->d);
+    for (uint64_t o = 0; o < outer; o++)
+        for (uint64_t in = 0; in < inner; in++) {
+            double s = 0;
+            for (int64_t k = 1; k < n; k++) {
+                uint64_t i = (o * (uint64_t)n + (uint64_t)k) * inner + in, p = i - inner;
+                double h = !x ? dx : same ? (double)x->data[i] - x->data[p] : (double)x->data[k] - x->data[k - 1];
+                s += h * ((double)y->data[i] + y->data[p]) / 2;
+            }
+            r->data[o * inner + in] = (float)s;
+        }
+    return bpcc_xput(a, r, out);
+}
 
 /* any / all (input) -> a 0-d bool, (input, dim, keepdim=False): whether any / every element is
 ** nonzero (NaN is) */
@@ -717,6 +797,9 @@ const struct xop bpcc_reduce_ops[] = {
     {'f', "torch.var_mean", k_var_mean}, {'f', "torch.std_mean", k_std_mean}, {'f', "torch.logsumexp", k_logsumexp},
     {'t', "logsumexp", k_logsumexp}, {'f', "torch.special.logsumexp", k_logsumexp},
     {'f', "torch.count_nonzero", k_count_nonzero}, {'t', "count_nonzero", k_count_nonzero},
+    {'f', "torch.nansum", k_nansum}, {'t', "nansum", k_nansum}, {'f', "torch.nanmean", k_nanmean}, {'t', "nanmean", k_nanmean},
+    {'f', "torch.aminmax", k_aminmax}, {'t', "aminmax", k_aminmax}, {'f', "torch.logcumsumexp", k_logcumsumexp},
+    {'t', "logcumsumexp", k_logcumsumexp}, {'f', "torch.trapezoid", k_trapezoid}, {'f', "torch.trapz", k_trapezoid},
     {'f', "torch.kthvalue", k_kthvalue}, {'t', "kthvalue", k_kthvalue}, {'f', "torch.median", k_median},
     {'t', "median", k_median}, {'f', "torch.cummax", k_cummax}, {'t', "cummax", k_cummax}, {'f', "torch.cummin", k_cummin},
     {'t', "cummin", k_cummin}, {0}

@@ -215,6 +215,9 @@ static enum bpcc_status k_getattr(const struct xargs *a, struct xval *out)
     if (obj->k == XV_SEQ && obj->u.seq.n == 2 && (!strcmp(name->u.s, "values") || !strcmp(name->u.s, "indices")))
         /* max / min along a dimension: torch.return_types (values, indices) */
         return bpcc_xval_copy(&obj->u.seq.items[name->u.s[0] == 'i'], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    if (obj->k == XV_SEQ && obj->u.seq.n == 2 && (!strcmp(name->u.s, "min") || !strcmp(name->u.s, "max")))
+        /* aminmax: torch.return_types (min, max) */
+        return bpcc_xval_copy(&obj->u.seq.items[name->u.s[1] == 'a'], out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
     if (obj->k == XV_TENSOR && !strcmp(name->u.s, "ndim")) {
         *out = (struct xval){.k = XV_INT, .u.i = obj->u.t->ndim};
         return BPCC_OK;
@@ -964,6 +967,118 @@ static enum bpcc_status repeated(const struct xargs *a, const struct xtensor *x,
 static enum bpcc_status k_cat_(const struct xargs *a, struct xval *out) { return k_cat(a, out, false); }
 static enum bpcc_status k_stack(const struct xargs *a, struct xval *out) { return k_cat(a, out, true); }
 
+/* hstack, vstack (row_stack), dstack and column_stack (tensors): cat after giving each tensor at
+** least 1, 2 or 3 dimensions (atleast_1d/2d/3d: [n] -> [1, n] -> [1, n, 1], [m, n] -> [m, n, 1]),
+** along dimension 0 (hstack of 1-d tensors, vstack), 1 (hstack, column_stack: 0-d and 1-d tensors
+** as columns [n, 1]) or 2 (dstack). The tensors are read through headers of their own shape. */
+enum stacking { S_H, S_V, S_D, S_COLUMN };
+
+static enum bpcc_status stack_along(const struct xargs *a, enum stacking how, struct xval *out)
+{
+    const struct xval *l = bpcc_xarg(a, 0, "tensors");
+    if (!l || l->k != XV_SEQ || !l->u.seq.n) return bpcc_xerr(a, "needs a non-empty list of tensors");
+    uint32_t n = l->u.seq.n;
+    struct xtensor *views = bpcc_malloc(n * sizeof *views);
+    struct xval *items = bpcc_malloc(n * sizeof *items);
+    if (!views || !items) {
+        bpcc_xfree(views);
+        bpcc_xfree(items);
+        return bpcc_diag_nomem(a->d);
+    }
+    enum bpcc_status s = BPCC_OK;
+    for (uint32_t k = 0; k < n && !s; k++) {
+        if (l->u.seq.items[k].k != XV_TENSOR) {
+            s = bpcc_xerr(a, "element %u is not a tensor", k);
+            break;
+        }
+        struct xtensor *v = &views[k];
+        *v = *l->u.seq.items[k].u.t;
+        int64_t d0 = v->ndim ? v->dims[0] : 1, d1 = v->ndim > 1 ? v->dims[1] : 1;
+        if (how == S_COLUMN && v->ndim <= 1) *v = (struct xtensor){.ndim = 2, .dims = {d0, 1}, .numel = v->numel, .data = v->data, .boolean = v->boolean};
+        else if (how == S_H && !v->ndim) v->ndim = 1, v->dims[0] = 1;
+        else if (how == S_V && v->ndim < 2) v->ndim = 2, v->dims[0] = 1, v->dims[1] = d0;
+        else if (how == S_D && v->ndim < 3) {
+            if (v->ndim < 2) v->dims[0] = 1, v->dims[1] = d0; /* [1, n, 1] */
+            else v->dims[0] = d0, v->dims[1] = d1;
+            v->dims[2] = 1;
+            v->ndim = 3;
+        }
+        items[k] = (struct xval){.k = XV_TENSOR, .borrowed = true, .u.t = v};
+    }
+    if (!s) {
+        int64_t dim = how == S_V ? 0 : how == S_D ? 2 : how == S_H && views[0].ndim == 1 ? 0 : 1;
+        struct xval pos[2] = {{.k = XV_SEQ, .borrowed = true, .u.seq = {n, items}}, {.k = XV_INT, .u.i = dim}};
+        struct xargs sub = *a;
+        sub.pos = pos;
+        sub.n = 2;
+        sub.n_kw = 0;
+        sub.consume = false;
+        s = k_cat(&sub, out, false);
+    }
+    bpcc_xfree(views);
+    bpcc_xfree(items);
+    return s;
+}
+
+static enum bpcc_status k_hstack(const struct xargs *a, struct xval *out) { return stack_along(a, S_H, out); }
+static enum bpcc_status k_vstack(const struct xargs *a, struct xval *out) { return stack_along(a, S_V, out); }
+static enum bpcc_status k_dstack(const struct xargs *a, struct xval *out) { return stack_along(a, S_D, out); }
+static enum bpcc_status k_column_stack(const struct xargs *a, struct xval *out) { return stack_along(a, S_COLUMN, out); }
+
+/* block_diag(*tensors): the tensors (0-d as [1, 1], 1-d [n] as [1, n], 2-d) on the diagonal of a
+** zero matrix, in order */
+static enum bpcc_status k_block_diag(const struct xargs *a, struct xval *out)
+{
+    int64_t rows = 0, cols = 0;
+    for (uint32_t k = 0; k < a->n; k++) {
+        const struct xtensor *t;
+        if (!bpcc_xarg_tensor(a, k, "tensors", &t)) return BPCC_ERR_GRAPH;
+        if (t->ndim > 2) return bpcc_xerr(a, "block_diag takes tensors of 2 dimensions or fewer; argument %u has %u", k, t->ndim);
+        rows += t->ndim == 2 ? t->dims[0] : 1;
+        cols += t->ndim == 2 ? t->dims[1] : t->ndim == 1 ? t->dims[0] : 1;
+    }
+    struct xtensor *y = bpcc_xtensor_new(2, (int64_t[]){rows, cols});
+    if (!y) return bpcc_diag_nomem(a->d);
+    memset(y->data, 0, y->numel * sizeof *y->data);
+    int64_t r0 = 0, c0 = 0;
+    for (uint32_t k = 0; k < a->n; k++) {
+        const struct xtensor *t = a->pos[k].u.t;
+        int64_t r = t->ndim == 2 ? t->dims[0] : 1, c = t->ndim == 2 ? t->dims[1] : t->ndim == 1 ? t->dims[0] : 1;
+        for (int64_t i = 0; i < r; i++) memcpy(y->data + (r0 + i) * cols + c0, t->data + i * c, (size_t)c * sizeof *y->data);
+        r0 += r, c0 += c;
+    }
+    return bpcc_xput(a, y, out);
+}
+
+/* kron(input, other): the Kronecker product; the two shapes aligned at the last dimension (the
+** shorter padded with 1s before), each output dimension the product of theirs:
+** y[i * B + j] = a[i] b[j] along each */
+static enum bpcc_status k_kron(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *z;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "other", &z)) return BPCC_ERR_GRAPH;
+    uint32_t nd = x->ndim > z->ndim ? x->ndim : z->ndim;
+    int64_t xd[BPCC_MAX_DIMS], zd[BPCC_MAX_DIMS], dims[BPCC_MAX_DIMS];
+    for (uint32_t d = 0; d < nd; d++) {
+        xd[d] = d + x->ndim >= nd ? x->dims[d + x->ndim - nd] : 1;
+        zd[d] = d + z->ndim >= nd ? z->dims[d + z->ndim - nd] : 1;
+        dims[d] = xd[d] * zd[d];
+    }
+    struct xtensor *y = bpcc_xtensor_new(nd, dims);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0};
+    for (uint64_t i = 0; i < y->numel; i++) {
+        int64_t xo = 0, zo = 0;
+        for (uint32_t d = 0; d < nd; d++) {
+            xo = xo * xd[d] + idx[d] / zd[d];
+            zo = zo * zd[d] + idx[d] % zd[d];
+        }
+        y->data[i] = x->data[xo] * z->data[zo];
+        for (int d = (int)nd - 1; d >= 0 && ++idx[d] == dims[d]; d--) idx[d] = 0;
+    }
+    return bpcc_xput(a, y, out);
+}
+
 static enum bpcc_status expand_to(const struct xargs *a, const struct xtensor *x, uint32_t nd, int64_t *want,
                                   struct xval *out);
 
@@ -1104,6 +1219,109 @@ static enum bpcc_status k_index_select(const struct xargs *a, struct xval *out)
                    inner * sizeof(float));
     }
     return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
+}
+
+/* index_add(input, dim, index, source, alpha=1), index_copy(input, dim, index, source),
+** index_fill(input, dim, index, value) (and their in-place forms): a copy of input whose slices at
+** the positions a 1-d index lists along dim get source's slices added (times alpha), put, or the
+** value. The slices of source follow the index's order; copies to one position twice keep the
+** last, as PyTorch's serial kernel does. */
+enum index_op { IX_ADD, IX_COPY, IX_FILL };
+
+static enum bpcc_status index_update(const struct xargs *a, enum index_op how, struct xval *out)
+{
+    const struct xtensor *x, *ix, *src = NULL;
+    int64_t dim;
+    double alpha = 1.0, value = 0.0;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_int(a, 1, "dim", 0, &dim) || !index_tensor(a, 2, &ix) ||
+        !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
+    if (how == IX_FILL) {
+        const struct xval *v = bpcc_xarg(a, 3, "value");
+        if (!v || !bpcc_xscalar(v, &value) || (v->k == XV_TENSOR && v->u.t->ndim))
+            return bpcc_xerr(a, "index_fill's value must be a number or a 0-dimensional tensor");
+    } else if (!bpcc_xarg_tensor(a, 3, "source", &src) ||
+               (how == IX_ADD && !bpcc_xarg_float(a, UINT32_MAX, "alpha", 1.0, &alpha))) {
+        return BPCC_ERR_GRAPH;
+    }
+    if (ix->ndim > 1) return bpcc_xerr(a, "the index must be 1-d, not %u-d", ix->ndim);
+    uint64_t outer, inner;
+    int64_t n;
+    bpcc_xaround(x, dim, &outer, &n, &inner);
+    if (src) { /* source: input's shape but ix->numel along dim (a 0-d input takes a 0-d or 1-element source) */
+        bool fits = src->ndim == x->ndim || (!x->ndim && src->ndim <= 1);
+        for (uint32_t d = 0; fits && d < x->ndim; d++)
+            fits = src->dims[d] == ((int64_t)d == dim ? (int64_t)ix->numel : x->dims[d]);
+        if (!fits || (!x->ndim && src->numel != ix->numel))
+            return bpcc_xerr(a, "the source must have the input's shape with %llu along dimension %lld",
+                             (unsigned long long)ix->numel, (long long)dim);
+    }
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    memcpy(y->data, x->data, x->numel * sizeof *y->data);
+    for (uint64_t j = 0; j < ix->numel; j++) {
+        int64_t at;
+        if (!position(a, ix->data[j], n, &at)) {
+            bpcc_xtensor_free(y);
+            return BPCC_ERR_GRAPH;
+        }
+        for (uint64_t o = 0; o < outer; o++) {
+            float *q = y->data + (o * (uint64_t)n + (uint64_t)at) * inner;
+            const float *p = src ? src->data + (o * ix->numel + j) * inner : NULL;
+            for (uint64_t i = 0; i < inner; i++)
+                q[i] = how == IX_FILL ? (float)value : how == IX_COPY ? p[i] : q[i] + (alpha == 1.0 ? p[i] : (float)alpha * p[i]);
+        }
+    }
+    y->boolean = x->boolean && how != IX_ADD && (!src || src->boolean);
+    return bpcc_xput(a, y, out);
+}
+
+static enum bpcc_status k_index_add(const struct xargs *a, struct xval *out) { return index_update(a, IX_ADD, out); }
+static enum bpcc_status k_index_copy(const struct xargs *a, struct xval *out) { return index_update(a, IX_COPY, out); }
+static enum bpcc_status k_index_fill(const struct xargs *a, struct xval *out) { return index_update(a, IX_FILL, out); }
+
+/* masked_scatter(input, mask, source): input's elements where mask (broadcast to input's shape)
+** is true replaced, in row-major order, by source's first elements */
+static enum bpcc_status k_masked_scatter(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *m, *src;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "mask", &m) || !bpcc_xarg_tensor(a, 2, "source", &src))
+        return BPCC_ERR_GRAPH;
+    if (!m->boolean) return bpcc_xerr(a, "masked_scatter's mask must be a bool tensor");
+    if (m->ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
+    int64_t mst[BPCC_MAX_DIMS], st = 1; /* the mask's strides over input's dimensions (0: broadcast) */
+    for (uint32_t d = x->ndim; d-- > 0;) {
+        int64_t md = d + m->ndim >= x->ndim ? m->dims[d + m->ndim - x->ndim] : 1;
+        if (md != x->dims[d] && md != 1)
+            return bpcc_xerr(a, "the mask's shape does not broadcast to the input's (dimension %u: %lld vs %lld)", d,
+                             (long long)md, (long long)x->dims[d]);
+        mst[d] = md == 1 ? 0 : st;
+        st *= md;
+    }
+    struct xtensor *y = bpcc_xlike(x);
+    if (!y) return bpcc_diag_nomem(a->d);
+    int64_t idx[BPCC_MAX_DIMS] = {0}, mo = 0;
+    uint64_t taken = 0;
+    for (uint64_t i = 0; i < x->numel; i++) {
+        if (m->data[mo] != 0.0f) {
+            if (taken == src->numel) {
+                bpcc_xtensor_free(y);
+                return bpcc_xerr(a, "the source has %llu elements, fewer than the mask selects",
+                                 (unsigned long long)src->numel);
+            }
+            y->data[i] = src->data[taken++];
+        } else {
+            y->data[i] = x->data[i];
+        }
+        for (int d = (int)x->ndim - 1; d >= 0; d--) {
+            mo += mst[d];
+            if (++idx[d] < x->dims[d]) break;
+            mo -= mst[d] * x->dims[d];
+            idx[d] = 0;
+        }
+    }
+    y->boolean = x->boolean && src->boolean;
+    return bpcc_xput(a, y, out);
 }
 
 /* narrow(input, dim, start, length) and select(input, dim, index) */
@@ -1747,5 +1965,12 @@ const struct xop bpcc_shape_ops[] = {
     {'m', "torch.nn.Unfold", k_unfold}, {'f', "torch.argwhere", k_argwhere}, {'t', "argwhere", k_argwhere},
     {'f', "torch.bucketize", k_bucketize}, {'f', "torch.broadcast_to", k_expand}, {'t', "broadcast_to", k_expand},
     {'t', "split_with_sizes", k_split}, {'f', "torch.split_with_sizes", k_split},
-    {'f', "torch.tensor_split", k_tensor_split}, {'t', "tensor_split", k_tensor_split}, {0}
+    {'f', "torch.tensor_split", k_tensor_split}, {'t', "tensor_split", k_tensor_split},
+    {'f', "torch.hstack", k_hstack}, {'f', "torch.vstack", k_vstack}, {'f', "torch.row_stack", k_vstack},
+    {'f', "torch.dstack", k_dstack}, {'f', "torch.column_stack", k_column_stack}, {'f', "torch.block_diag", k_block_diag},
+    {'f', "torch.kron", k_kron}, {'t', "kron", k_kron}, {'f', "torch.index_add", k_index_add}, {'t', "index_add", k_index_add},
+    {'t', "index_add_", k_index_add}, {'f', "torch.index_copy", k_index_copy}, {'t', "index_copy", k_index_copy},
+    {'t', "index_copy_", k_index_copy}, {'f', "torch.index_fill", k_index_fill}, {'t', "index_fill", k_index_fill},
+    {'t', "index_fill_", k_index_fill}, {'f', "torch.masked_scatter", k_masked_scatter},
+    {'t', "masked_scatter", k_masked_scatter}, {'t', "masked_scatter_", k_masked_scatter}, {0}
 };
