@@ -1414,6 +1414,21 @@ START_TEST(in_place_ops_change_their_argument_and_views_are_refused)
                  "  %v = call_function operator.getitem (%a, slice(1, 3, None))\n  %y = call_method relu_ (%v,)\n"
                  "  %z = call_function operator.add (%a, 1)\n  %output = output output ((%z, %y),)\n",
                  "y", 1, (int64_t[]){5}, "changes 'v', a view of 'a', in place", 1);
+    /* a view of a view is a view of the first tensor too (this ran, leaving 'a' unchanged, silently) */
+    refused_with("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
+                 "  %v = call_method view (%a, -1)\n  %g = call_function operator.getitem (%v, slice(1, 3, None))\n"
+                 "  %y = call_method mul_ (%g, 10)\n  %z = call_function operator.add (%a, 1)\n  %output = output output (%z,)\n",
+                 "y", 1, (int64_t[]){5}, "changes 'g', a view of 'a', in place, and 'a' is read later", 2);
+    /* so is a view of a parameter, whose change PyTorch keeps */
+    g = parse("bpcc-model 1\n\nmodule m : torch.nn.Module {}\n\ngraph\n  %x = placeholder x ()\n"
+              "  %w = get_attr m.w ()\n  %v = call_method view (%w, -1)\n  %y = call_method mul_ (%v, 10)\n"
+              "  %z = call_function operator.add (%x, %y)\n  %output = output output (%z,)\n");
+    set_tensor(g, "m", "w", 1, (int64_t[]){5}, ramp);
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    ck_assert_int_eq(run1(g, x, &out, &d), BPCC_ERR_GRAPH);
+    TU_ASSERT_DIAG(&d, 9, 3, "changes 'v', a view of m.w, in place, which PyTorch keeps for the next batch");
+    bpcc_graph_free(g);
     /* indexing by a list copies: no view, nothing refused */
     g = parse("bpcc-model 1\n\ngraph\n  %x = placeholder x ()\n  %a = call_function operator.mul (%x, 2)\n"
               "  %v = call_function operator.getitem (%a, [1, 2])\n  %y = call_method relu_ (%v,)\n"

@@ -781,14 +781,21 @@ static enum bpcc_status write_back(struct bpcc_exec *e, const struct xargs *a, u
     /* what the interpreter cannot follow: a parameter or buffer changed in place (PyTorch keeps the
     ** change for the next batch), or a view whose tensor is read later (PyTorch changes both; the
     ** interpreter's views are copies) */
-    const struct bpcc_node *arg0 = a->node->args.u.seq.items[0].u.node, *base = view_source(arg0);
+    const struct bpcc_node *arg0 = a->node->args.u.seq.items[0].u.node;
     if (arg0->kind == BPCC_NODE_GET_ATTR)
         return bpcc_xerr(a, "changes %s in place, which PyTorch keeps for the next batch and the interpreter does not",
                          arg0->target);
-    if (base && base->id < e->n_ids && e->uses[base->id])
-        return bpcc_xerr(a, "changes '%s', a view of '%s', in place, and '%s' is read later: PyTorch changes both, the "
-                            "interpreter's views are copies",
-                         arg0->name, base->name, base->name);
+    /* up the chain of views (y.view(-1)[1:3] is a view of y too) */
+    for (const struct bpcc_node *base = view_source(arg0); base; base = view_source(base)) {
+        if (base->kind == BPCC_NODE_GET_ATTR)
+            return bpcc_xerr(a, "changes '%s', a view of %s, in place, which PyTorch keeps for the next batch and the "
+                                "interpreter does not",
+                             arg0->name, base->target);
+        if (base->id < e->n_ids && e->uses[base->id])
+            return bpcc_xerr(a, "changes '%s', a view of '%s', in place, and '%s' is read later: PyTorch changes both, the "
+                                "interpreter's views are copies",
+                             arg0->name, base->name, base->name);
+    }
     /* the argument's tensor, unless the kernel took it (its last use) and changed it itself */
     const struct xtensor *arg = e->slot[src].k == XV_TENSOR ? e->slot[src].u.t : NULL;
     if (arg && (arg->ndim != res->ndim || memcmp(arg->dims, res->dims, arg->ndim * sizeof *arg->dims)))

@@ -758,6 +758,9 @@ class Calibrate(conftools.TmpCase):
                 if self.how == "buffer":  # PyTorch keeps the change for the next batch
                     self.count.add_(x[0])
                     return x + self.count
+                if self.how == "chain":   # a view of a view of x: x changes too
+                    x.view(-1)[1:3].mul_(2)
+                    return x + 1
                 v = x.view(-1)            # PyTorch changes x with v
                 v.mul_(2)
                 return x + 1
@@ -765,7 +768,8 @@ class Calibrate(conftools.TmpCase):
         x = torch.randn(2, 6)
         st.write(self.path("in.safetensors"), [("x", x)])
         for how, msg in (("buffer", "changes count in place, which PyTorch keeps for the next batch"),
-                         ("view", "changes 'view', a view of 'x', in place, and 'x' is read later")):
+                         ("view", "changes 'view', a view of 'x', in place, and 'x' is read later"),
+                         ("chain", "changes 'getitem', a view of 'x', in place, and 'x' is read later")):
             src = self.path("refused_%s.bpcc" % how)
             bpcc_torch.export(Refused(how).eval(), (x,), src)
             r = subprocess.run([BPCC, "run", src, "--data", self.path("in.safetensors"), "-o", self.path("r.safetensors")],
