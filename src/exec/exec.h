@@ -111,6 +111,17 @@ static inline bool bpcc_xarg_absent(const struct xargs *a, uint32_t i, const cha
     const struct xval *v = bpcc_xarg(a, i, name);
     return !v || v->k == XV_NONE;
 }
+/* argument i (or `name`) given and not None; false with "argument NAME is missing" otherwise */
+BPCC_INTERNAL bool bpcc_xarg_required(const struct xargs *a, uint32_t i, const char *name);
+/* Python's slice bounds [start:stop] over n elements as [*lo, *hi): a negative bound counts from
+** the end, both are clamped to [0, n] (hi may end below lo: an empty slice) */
+static inline void bpcc_slice_bounds(int64_t start, int64_t stop, int64_t n, int64_t *lo, int64_t *hi)
+{
+    start = start < 0 ? start + n : start;
+    stop = stop < 0 ? stop + n : stop;
+    *lo = start < 0 ? 0 : start > n ? n : start;
+    *hi = stop < 0 ? 0 : stop > n ? n : stop;
+}
 /* NULL when the tensor would have more than bpcc_exec_max_elements elements (or on OOM) */
 BPCC_INTERNAL extern uint64_t bpcc_exec_max_elements;
 BPCC_INTERNAL struct xtensor *bpcc_xtensor_new(uint32_t ndim, const int64_t *dims);

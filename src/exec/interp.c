@@ -230,6 +230,13 @@ static bool ints_of(const struct xval *v, uint32_t n_want, int64_t *out, uint32_
     return !n_want || *n_out == n_want;
 }
 
+bool bpcc_xarg_required(const struct xargs *a, uint32_t i, const char *name)
+{
+    if (!bpcc_xarg_absent(a, i, name)) return true;
+    bpcc_xerr(a, "argument %s is missing", name ? name : "?");
+    return false;
+}
+
 bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_t n_want, const int64_t *dflt,
                     int64_t *out, uint32_t *n_out)
 {
@@ -237,10 +244,7 @@ bool bpcc_xarg_ints(const struct xargs *a, uint32_t i, const char *name, uint32_
     uint32_t dummy;
     if (!n_out) n_out = &dummy;
     if (!v || v->k == XV_NONE) {
-        if (!dflt) {
-            bpcc_xerr(a, "argument %s is missing", name ? name : "?");
-            return false;
-        }
+        if (!dflt) return bpcc_xarg_required(a, i, name);
         for (uint32_t k = 0; k < n_want; k++) out[k] = dflt[k];
         *n_out = n_want;
         return true;

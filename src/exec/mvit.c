@@ -20,38 +20,16 @@
 
 #define MVIT "torchvision.models.video.mvit."
 
-/* argument i (or `name`) given: torchvision passes them all; false with an error */
-static bool given(const struct xargs *a, uint32_t i, const char *name)
+/* x.op(dim) for Tensor.unsqueeze / Tensor.squeeze, through the interpreter's own kernels */
+static enum bpcc_status with_dim(const struct xargs *a, const char *op, int64_t dim, struct xval *out)
 {
-    if (bpcc_xarg(a, i, name)) return true;
-    bpcc_xerr(a, "argument %s is missing", name);
-    return false;
-}
-
-enum reshape { R_COPY, R_INSERT, R_REMOVE };
-
-/* a copy of x (R_COPY), with dimension `dim` of extent 1 inserted (R_INSERT) or, where its extent
-** is 1, removed (R_REMOVE, as Tensor.squeeze(dim)) */
-static enum bpcc_status reshaped(const struct xargs *a, const struct xtensor *x, int64_t dim, enum reshape how,
-                                 struct xval *out)
-{
-    int64_t dims[BPCC_MAX_DIMS];
-    uint32_t nd = x->ndim;
-    memcpy(dims, x->dims, nd * sizeof *dims);
-    if (how == R_INSERT) {
-        if (nd == BPCC_MAX_DIMS) return bpcc_xerr(a, "unsqueeze past %d dimensions", BPCC_MAX_DIMS);
-        memmove(dims + dim + 1, dims + dim, (nd - (uint32_t)dim) * sizeof *dims);
-        dims[dim] = 1;
-        nd++;
-    } else if (how == R_REMOVE && nd && dims[dim] == 1) {
-        memmove(dims + dim, dims + dim + 1, (nd - (uint32_t)dim - 1) * sizeof *dims);
-        nd--;
-    }
-    struct xtensor *y = bpcc_xtensor_new(nd, dims);
-    if (!y) return bpcc_diag_nomem(a->d);
-    memcpy(y->data, x->data, x->numel * sizeof *y->data);
-    y->boolean = x->boolean;
-    return bpcc_xput(a, y, out);
+    struct xval pos[2] = {*bpcc_xarg(a, 0, "x"), {.k = XV_INT, .u.i = dim}};
+    struct xargs sub = *a;
+    sub.pos = pos;
+    sub.n = 2;
+    sub.n_kw = 0;
+    sub.consume = false;
+    return bpcc_exec_kernel(BPCC_NODE_CALL_METHOD, op)(&sub, out);
 }
 
 /* _unsqueeze(x, target_dim, expand_dim) -> (x, x.dim()): x.unsqueeze(expand_dim) when x has one
@@ -60,7 +38,7 @@ static enum bpcc_status k_unsqueeze(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     int64_t target, expand;
-    if (!bpcc_xarg_tensor(a, 0, "x", &x) || !given(a, 1, "target_dim") || !given(a, 2, "expand_dim") ||
+    if (!bpcc_xarg_tensor(a, 0, "x", &x) || !bpcc_xarg_required(a, 1, "target_dim") || !bpcc_xarg_required(a, 2, "expand_dim") ||
         !bpcc_xarg_int(a, 1, "target_dim", 0, &target) || !bpcc_xarg_int(a, 2, "expand_dim", 0, &expand))
         return BPCC_ERR_GRAPH;
     int64_t nd = (int64_t)x->ndim;
@@ -73,8 +51,8 @@ static enum bpcc_status k_unsqueeze(const struct xargs *a, struct xval *out)
                          (long long)nd);
     struct xval *items = bpcc_malloc(2 * sizeof *items);
     if (!items) return bpcc_diag_nomem(a->d);
-    enum bpcc_status s = nd == target - 1 ? reshaped(a, x, expand < 0 ? expand + nd + 1 : expand, R_INSERT, &items[0])
-                                          : reshaped(a, x, 0, R_COPY, &items[0]);
+    enum bpcc_status s = nd == target - 1 ? with_dim(a, "unsqueeze", expand, &items[0])
+                         : bpcc_xval_copy(bpcc_xarg(a, 0, "x"), &items[0]) ? bpcc_diag_nomem(a->d) : BPCC_OK;
     if (s) {
         bpcc_xfree(items);
         return s;
@@ -90,13 +68,12 @@ static enum bpcc_status k_squeeze(const struct xargs *a, struct xval *out)
 {
     const struct xtensor *x;
     int64_t target, expand, tdim;
-    if (!bpcc_xarg_tensor(a, 0, "x", &x) || !given(a, 1, "target_dim") || !given(a, 2, "expand_dim") ||
-        !given(a, 3, "tensor_dim") || !bpcc_xarg_int(a, 1, "target_dim", 0, &target) ||
+    if (!bpcc_xarg_tensor(a, 0, "x", &x) || !bpcc_xarg_required(a, 1, "target_dim") || !bpcc_xarg_required(a, 2, "expand_dim") ||
+        !bpcc_xarg_required(a, 3, "tensor_dim") || !bpcc_xarg_int(a, 1, "target_dim", 0, &target) ||
         !bpcc_xarg_int(a, 2, "expand_dim", 0, &expand) || !bpcc_xarg_int(a, 3, "tensor_dim", 0, &tdim))
         return BPCC_ERR_GRAPH;
-    if (tdim != target - 1) return reshaped(a, x, 0, R_COPY, out);
-    if (!bpcc_xdim(a, &expand, x->ndim)) return BPCC_ERR_GRAPH;
-    return reshaped(a, x, expand, R_REMOVE, out);
+    if (tdim != target - 1) return bpcc_xval_copy(bpcc_xarg(a, 0, "x"), out) ? bpcc_diag_nomem(a->d) : BPCC_OK;
+    return with_dim(a, "squeeze", expand, out);
 }
 
 /* y[region] += s[region] broadcast over it. The regions: y's and s's elements from index lo (y) and
@@ -145,7 +122,7 @@ static enum bpcc_status k_add_shortcut(const struct xargs *a, struct xval *out)
     const struct xtensor *x, *sc;
     bool with_cls;
     if (!bpcc_xarg_tensor(a, 0, "x", &x) || !bpcc_xarg_tensor(a, 1, "shortcut", &sc) ||
-        !given(a, 2, "residual_with_cls_embed") || !bpcc_xarg_bool(a, 2, "residual_with_cls_embed", false, &with_cls))
+        !bpcc_xarg_required(a, 2, "residual_with_cls_embed") || !bpcc_xarg_bool(a, 2, "residual_with_cls_embed", false, &with_cls))
         return BPCC_ERR_GRAPH;
     uint32_t nd = x->ndim;
     int64_t sd[BPCC_MAX_DIMS];

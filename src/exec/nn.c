@@ -889,9 +889,8 @@ static enum bpcc_status k_instance_norm_f(const struct xargs *a, struct xval *ou
     bool own;
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_bool(a, 5, "use_input_stats", true, &own)) return BPCC_ERR_GRAPH;
     if (x->ndim < 3) return bpcc_xerr(a, "instance norm takes [N, C, *] with one dimension or more past C, not %u-d", x->ndim);
-    bool stats = !bpcc_xarg_absent(a, 1, "running_mean") || !bpcc_xarg_absent(a, 2, "running_var");
     if (!own) return k_batch_norm(a, out);
-    if (stats)
+    if (!bpcc_xarg_absent(a, 1, "running_mean") || !bpcc_xarg_absent(a, 2, "running_var"))
         return bpcc_xerr(a, "instance norm with use_input_stats updates running_mean and running_var in place, which PyTorch "
                             "keeps for the next batch and the interpreter does not");
     if (x->numel / bpcc_nz((uint64_t)(x->dims[0] * x->dims[1])) <= 1)

@@ -341,9 +341,9 @@ static enum bpcc_status cumulate(const struct xargs *a, enum cumulation how, str
 {
     const struct xtensor *x;
     int64_t dim;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x)) return BPCC_ERR_GRAPH;
-    if (!bpcc_xarg(a, 1, "dim")) return bpcc_xerr(a, "argument dim is missing");
-    if (!bpcc_xarg_int(a, 1, "dim", 0, &dim) || !bpcc_xdim(a, &dim, x->ndim)) return BPCC_ERR_GRAPH;
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_required(a, 1, "dim") || !bpcc_xarg_int(a, 1, "dim", 0, &dim) ||
+        !bpcc_xdim(a, &dim, x->ndim))
+        return BPCC_ERR_GRAPH;
     struct xtensor *y = bpcc_xlike(x);
     if (!y) return bpcc_diag_nomem(a->d);
     uint64_t outer, inner;

@@ -282,11 +282,8 @@ static bool slice_range(const struct xval *slice, int64_t size, int64_t *first, 
     const struct xval *s = slice->u.seq.items;
     int64_t st = s[2].k == XV_INT ? s[2].u.i : 1;
     if (st <= 0) return false;
-    int64_t b = s[0].k == XV_INT ? s[0].u.i : 0, e = s[1].k == XV_INT ? s[1].u.i : size;
-    if (b < 0) b += size;
-    if (e < 0) e += size;
-    b = b < 0 ? 0 : b > size ? size : b;
-    e = e < 0 ? 0 : e > size ? size : e;
+    int64_t b, e;
+    bpcc_slice_bounds(s[0].k == XV_INT ? s[0].u.i : 0, s[1].k == XV_INT ? s[1].u.i : size, size, &b, &e);
     *first = b, *step = st, *count = e > b ? (e - b + st - 1) / st : 0;
     return true;
 }
@@ -405,44 +402,50 @@ static enum bpcc_status mask_getitem(const struct xargs *a, const struct xtensor
     return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
 }
 
-/* masked_select(input, mask): the input's elements where the mask (broadcast to the input's
-** shape) is true, in row-major order, as a 1-d tensor */
-static enum bpcc_status k_masked_select(const struct xargs *a, struct xval *out)
+/* the strides of a mask m over x's dimensions (aligned at the last; 0 where m broadcasts), for
+** masked_select and masked_scatter; false with an error when m does not broadcast to x's shape */
+static bool mask_strides(const struct xargs *a, const struct xtensor *x, const struct xtensor *m, int64_t *ms)
 {
-    const struct xtensor *x, *m;
-    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "mask", &m)) return BPCC_ERR_GRAPH;
-    if (m->ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
-    int64_t ms[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0}; /* the mask's strides over the input's dims (0: broadcast) */
+    if (m->ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input"), false;
     int64_t st = 1;
     for (int d = (int)x->ndim - 1; d >= 0; d--) {
         int j = d - (int)(x->ndim - m->ndim);
         int64_t md = j >= 0 ? m->dims[j] : 1;
         if (md != 1 && md != x->dims[d])
             return bpcc_xerr(a, "the mask's size %lld cannot be broadcast to the input's %lld in dimension %d", (long long)md,
-                             (long long)x->dims[d], d);
+                             (long long)x->dims[d], d),
+                   false;
         ms[d] = md == 1 ? 0 : st;
         st *= md;
     }
-    int64_t n = 0;
-    for (uint64_t i = 0, o = 0; i < x->numel; i++) {
-        n += m->data[o] != 0.0f;
-        for (int d = (int)x->ndim - 1; d >= 0; d--) {
-            o += (uint64_t)ms[d];
-            if (++idx[d] < x->dims[d]) break;
-            o -= (uint64_t)(ms[d] * x->dims[d]);
-            idx[d] = 0;
-        }
+    return true;
+}
+
+/* the next element of x in row-major order: its index idx moves on, and the mask's offset *o with it */
+static void mask_step(const struct xtensor *x, const int64_t *ms, int64_t *idx, uint64_t *o)
+{
+    for (int d = (int)x->ndim - 1; d >= 0; d--) {
+        *o += (uint64_t)ms[d];
+        if (++idx[d] < x->dims[d]) return;
+        *o -= (uint64_t)(ms[d] * x->dims[d]);
+        idx[d] = 0;
     }
+}
+
+/* masked_select(input, mask): the input's elements where the mask (broadcast to the input's
+** shape) is true, in row-major order, as a 1-d tensor */
+static enum bpcc_status k_masked_select(const struct xargs *a, struct xval *out)
+{
+    const struct xtensor *x, *m;
+    int64_t ms[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0};
+    if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "mask", &m) || !mask_strides(a, x, m, ms))
+        return BPCC_ERR_GRAPH;
+    int64_t n = 0;
+    for (uint64_t i = 0, o = 0; i < x->numel; i++, mask_step(x, ms, idx, &o)) n += m->data[o] != 0.0f;
     struct xtensor *y = bpcc_xtensor_new(1, &n);
     if (!y) return bpcc_diag_nomem(a->d);
-    for (uint64_t i = 0, o = 0, r = 0; i < x->numel; i++) {
+    for (uint64_t i = 0, o = 0, r = 0; i < x->numel; i++, mask_step(x, ms, idx, &o)) {
         if (m->data[o] != 0.0f) y->data[r++] = x->data[i];
-        for (int d = (int)x->ndim - 1; d >= 0; d--) {
-            o += (uint64_t)ms[d];
-            if (++idx[d] < x->dims[d]) break;
-            o -= (uint64_t)(ms[d] * x->dims[d]);
-            idx[d] = 0;
-        }
     }
     return bpcc_xput(a, bpcc_xmark(y, x->boolean), out);
 }
@@ -694,11 +697,9 @@ static bool tensor_split_bounds(const struct xargs *a, int64_t size, int64_t **o
             }
             end = (int64_t)f;
         }
-        /* at::slice: a negative bound from the end, both clamped to [0, size], end at least start */
-        int64_t lo = start < 0 ? start + size : start, hi = end < 0 ? end + size : end;
-        lo = lo < 0 ? 0 : lo > size ? size : lo;
-        hi = hi < lo ? lo : hi > size ? size : hi;
-        b[2 * i] = lo, b[2 * i + 1] = hi - lo;
+        int64_t lo, hi; /* at::slice: Python's bounds, the end at least the start */
+        bpcc_slice_bounds(start, end, size, &lo, &hi);
+        b[2 * i] = lo, b[2 * i + 1] = hi < lo ? 0 : hi - lo;
         start = end;
     }
     return true;
@@ -1288,22 +1289,13 @@ static enum bpcc_status k_masked_scatter(const struct xargs *a, struct xval *out
     if (!bpcc_xarg_tensor(a, 0, "input", &x) || !bpcc_xarg_tensor(a, 1, "mask", &m) || !bpcc_xarg_tensor(a, 2, "source", &src))
         return BPCC_ERR_GRAPH;
     if (!m->boolean) return bpcc_xerr(a, "masked_scatter's mask must be a bool tensor");
-    if (m->ndim > x->ndim) return bpcc_xerr(a, "the mask has more dimensions than the input");
-    int64_t mst[BPCC_MAX_DIMS], st = 1; /* the mask's strides over input's dimensions (0: broadcast) */
-    for (uint32_t d = x->ndim; d-- > 0;) {
-        int64_t md = d + m->ndim >= x->ndim ? m->dims[d + m->ndim - x->ndim] : 1;
-        if (md != x->dims[d] && md != 1)
-            return bpcc_xerr(a, "the mask's shape does not broadcast to the input's (dimension %u: %lld vs %lld)", d,
-                             (long long)md, (long long)x->dims[d]);
-        mst[d] = md == 1 ? 0 : st;
-        st *= md;
-    }
+    int64_t ms[BPCC_MAX_DIMS], idx[BPCC_MAX_DIMS] = {0};
+    if (!mask_strides(a, x, m, ms)) return BPCC_ERR_GRAPH;
     struct xtensor *y = bpcc_xlike(x);
     if (!y) return bpcc_diag_nomem(a->d);
-    int64_t idx[BPCC_MAX_DIMS] = {0}, mo = 0;
     uint64_t taken = 0;
-    for (uint64_t i = 0; i < x->numel; i++) {
-        if (m->data[mo] != 0.0f) {
+    for (uint64_t i = 0, o = 0; i < x->numel; i++, mask_step(x, ms, idx, &o)) {
+        if (m->data[o] != 0.0f) {
             if (taken == src->numel) {
                 bpcc_xtensor_free(y);
                 return bpcc_xerr(a, "the source has %llu elements, fewer than the mask selects",
@@ -1312,12 +1304,6 @@ static enum bpcc_status k_masked_scatter(const struct xargs *a, struct xval *out
             y->data[i] = src->data[taken++];
         } else {
             y->data[i] = x->data[i];
-        }
-        for (int d = (int)x->ndim - 1; d >= 0; d--) {
-            mo += mst[d];
-            if (++idx[d] < x->dims[d]) break;
-            mo -= mst[d] * x->dims[d];
-            idx[d] = 0;
         }
     }
     y->boolean = x->boolean && src->boolean;

@@ -27,10 +27,7 @@
 /* Python's slice [start:stop] of a dimension of n (None: stop = INT64_MAX) as [*lo, *hi) */
 static void py_slice(int64_t start, int64_t stop, int64_t n, int64_t *lo, int64_t *hi)
 {
-    start = start < 0 ? start + n : start;
-    stop = stop == INT64_MAX ? n : stop < 0 ? stop + n : stop;
-    *lo = start < 0 ? 0 : start > n ? n : start;
-    *hi = stop < 0 ? 0 : stop > n ? n : stop;
+    bpcc_slice_bounds(start, stop == INT64_MAX ? n : stop, n, lo, hi);
 }
 
 /* an optional tensor argument of n elements: *out NULL when absent */
@@ -178,7 +175,7 @@ static enum bpcc_status k_shifted_window_attention(const struct xargs *a, struct
         !bpcc_xarg_ints(a, 6, "shift_size", 2, NULL, shift, NULL) ||
         !bpcc_xarg_float(a, 7, "attention_dropout", 0.0, &adrop) || !bpcc_xarg_float(a, 8, "dropout", 0.0, &drop))
         return BPCC_ERR_GRAPH;
-    if (bpcc_xarg_absent(a, 5, "num_heads")) return bpcc_xerr(a, "argument num_heads is missing");
+    if (!bpcc_xarg_required(a, 5, "num_heads")) return BPCC_ERR_GRAPH;
     if (adrop > 0 || drop > 0)
         return bpcc_xerr(a, "dropout with p > 0 drops at random here, in eval mode too (the function calls "
                             "F.dropout in training mode); export the model with its dropouts at 0");
