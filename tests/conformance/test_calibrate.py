@@ -776,6 +776,8 @@ class Calibrate(conftools.TmpCase):
                                capture_output=True, text=True)
             self.assertEqual(r.returncode, 1, r.stderr)
             self.assertIn(msg, r.stderr)
+            self.assertRegex(r.stderr, r"refused_%s\.bpcc:\d+:3: error: " % how)  # the node's line, column 3
+            self.assertFalse(os.path.exists(self.path("r.safetensors")), "%s: an output file after the error" % how)
 
     def test_run_multihead_attention(self):
         """nn.MultiheadAttention (a leaf module quantize_fx leaves in float) as one op: self- and
