@@ -12,8 +12,9 @@
 **       "first_run_sys_ms": mostly the kernel zeroing fresh pages), and "weights_read_ms": one pass
 **       reading every weight (the floor for passes that must read them: batch-norm folding, weight
 **       observers).
-**       --no-rollback: the graph's passes keep no undo log (bpcc_graph_set_rollback), as in the
-**       bpcc tool.
+**       --no-rollback: as the bpcc tool runs them: the graph's passes keep no undo log
+**       (bpcc_graph_set_rollback) and convert leaves the qparams' get_attr nodes implicit
+**       (bpcc_graph_set_implicit_qparams).
 **   bench_passes --gen N OUT.bpcc
 **       writes a synthetic model of about N nodes: units of conv -> bn -> relu -> conv -> bn ->
 **       relu -> add (residual) -> cat -> conv -> relu on [1, 4, 4, 4] activations; convs without
@@ -260,6 +261,7 @@ int main(int argc, char **argv)
         p[0] = now_ms() - t0;
         if (!r) hwm[0] = peak_rss_kib();
         bpcc_graph_set_rollback(g, rollback);
+        bpcc_graph_set_implicit_qparams(g, !rollback);
         sink += read_weights(g, &wbytes); /* faulted in */
         t0 = now_ms();
         sink += read_weights(g, &wbytes);

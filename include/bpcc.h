@@ -226,6 +226,7 @@ enum bpcc_value_kind {
     BPCC_VAL_SYMBOL,    /* a named constant: torch.contiguous_format, torch.per_channel_affine */
     BPCC_VAL_DEVICE,    /* device("cpu")                                          */
     BPCC_VAL_TTYPE,     /* a tensor type, only in node metadata: f32[1, 3, 8, 8]  */
+    BPCC_VAL_ATTR,      /* a get_attr node left implicit (bpcc_graph_set_implicit_qparams) */
     BPCC_VAL_COUNT
 };
 
@@ -255,6 +256,9 @@ struct bpcc_value {
             enum bpcc_dtype dtype;
             const int64_t *dims;
         } ttype;
+        struct {                    /* ATTR: the implicit node's name and its target (both interned) */
+            const char *name, *target;
+        } attr;
     } u;
 };                                  /* 24 bytes: values are the bulk of a graph's memory */
 
@@ -907,6 +911,22 @@ BPCC_API enum bpcc_status bpcc_convert(struct bpcc_graph *g, const struct bpcc_c
 ** Off for every new graph.
 */
 BPCC_API void bpcc_graph_set_erase_unused_in_place(struct bpcc_graph *g, bool on);
+
+/*
+** For a caller that only saves or runs the converted model, as the bpcc tool does: convert leaves
+** implicit the get_attr nodes that read its quantize nodes' scales and zero points. Each such
+** argument of a quantize node is then a BPCC_VAL_ATTR value, which names the root buffer (its
+** `target`) and the get_attr node PyTorch makes for it (its `name`, reserved among the node names
+** as FX numbers them); the buffers themselves are made as ever. bpcc_graph_print / save write the
+** get_attr nodes where PyTorch's graph has them (just before their quantize node), so the text is
+** the same byte for byte, and the interpreter and bpcc_node_qparams read the buffers. What is
+** saved is two nodes per quantize point (about 320 bytes each pair: on a 1M-node model 11 % of
+** the peak) and their making. What differs: a walk over the node list meets no such get_attr node
+** (bpcc_graph_n_nodes does not count them, bpcc_graph_find_node does not find them), and a pass
+** run on the converted graph sees ATTR arguments where it would see nodes. Off for every new
+** graph.
+*/
+BPCC_API void bpcc_graph_set_implicit_qparams(struct bpcc_graph *g, bool on);
 
 /* }==================================================================================== */
 

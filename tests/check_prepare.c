@@ -1374,7 +1374,7 @@ static char *tiny_batch(void) { return tu_write_batch("x", 4, (int64_t[]){1, 3, 
 
 /* Each failure point of each pass in turn (heap allocations; with every_record, each record of
 ** the undo log as well): the pass fails with BPCC_ERR_NOMEM and leaves the graph as it was. */
-static void check_rollback(const char *model, const int64_t *batch_dims, bool every_record)
+static void check_rollback(const char *model, const int64_t *batch_dims, bool every_record, bool implicit)
 {
     bpcc_undo_grow_by_record(every_record);
     struct bpcc_diag d;
@@ -1386,6 +1386,8 @@ static void check_rollback(const char *model, const int64_t *batch_dims, bool ev
     /* the same passes on a graph that no allocation failure touched */
     struct flow ref = f;
     ck_assert_int_eq(bpcc_graph_load(model, &ref.g, &d), BPCC_OK);
+    bpcc_graph_set_implicit_qparams(f.g, implicit);
+    bpcc_graph_set_implicit_qparams(ref.g, implicit);
     static const char *const names[] = {"fuse", "prepare", "calibrate", "convert"};
     for (int k = PASS_FUSE; k <= PASS_CONVERT; k++) {
         ck_assert_int_eq(pass(&ref, (enum pass_kind)k, &d), BPCC_OK);
@@ -1443,9 +1445,163 @@ static void check_rollback(const char *model, const int64_t *batch_dims, bool ev
     bpcc_undo_grow_by_record(false);
 }
 
+/* the model's output on a ramp batch of `dims` (the interpreter) */
+static struct xval run_ramp(struct bpcc_graph *g, uint32_t ndim, const int64_t *dims)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct bpcc_exec *e;
+    ck_assert_msg(bpcc_exec_new(g, 1, &e, &d) == BPCC_OK, "%s", tu_msg(&d));
+    struct xtensor *x = bpcc_xtensor_new(ndim, dims);
+    ck_assert_ptr_nonnull(x);
+    for (uint64_t i = 0; i < x->numel; i++) x->data[i] = (float)((int)(i * 7919 % 23) - 11) / 8.0f;
+    struct xval in = {.k = XV_TENSOR, .u.t = x}, out = {0};
+    ck_assert_msg(bpcc_exec_run(e, &in, 1, &out, &d) == BPCC_OK, "%s", tu_msg(&d));
+    bpcc_exec_free(e);
+    bpcc_xtensor_free(x);
+    return out;
+}
+
+/* Two calibrated copies of a model, g[1] set to leave the qparams' get_attr nodes implicit: convert
+** each and check they are the same model (see below); the converted text of g[1] in *text1 */
+static void check_implicit_alike(struct bpcc_graph *g[2], const struct bpcc_config *c, const struct bpcc_qconfig_mapping *m,
+                                 const int64_t dims[4], char **text1)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    uint32_t nq[2];
+    char *text[2];
+    for (int i = 0; i < 2; i++) {
+        bpcc_graph_set_implicit_qparams(g[i], i == 1);
+        ck_assert_msg(bpcc_convert(g[i], c, m, &nq[i], NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_msg(bpcc_graph_verify(g[i], &d) == BPCC_OK, "%s", tu_msg(&d));
+        ck_assert_int_eq(bpcc_graph_print(g[i], "w.safetensors", &text[i], NULL, &d), BPCC_OK);
+    }
+    ck_assert_uint_gt(nq[0], 1);
+    ck_assert_uint_eq(nq[0], nq[1]);
+    ck_assert_msg(!strcmp(text[0], text[1]), "the text differs:\n%s\n---\n%s", text[0], text[1]);
+    /* the same quantize nodes; the qparams read through get_attr nodes and through ATTR arguments */
+    uint32_t n_quantize = 0, n_getattr = 0;
+    for (const struct bpcc_node *n = bpcc_graph_first(g[0]); n; n = bpcc_node_next(n)) {
+        const char *t = bpcc_node_target(n);
+        if (bpcc_node_kind(n) == BPCC_NODE_GET_ATTR && strstr(t, "_scale_")) n_getattr++;
+        if (strcmp(t, "torch.quantize_per_tensor") && strcmp(t, "torch.quantize_per_channel")) continue;
+        n_quantize++;
+        const struct bpcc_node *q = bpcc_graph_find_node(g[1], bpcc_node_name(n));
+        ck_assert_ptr_nonnull(q);
+        const struct bpcc_value *a = bpcc_node_args(q);
+        ck_assert_int_eq(a->u.seq.items[1].kind, BPCC_VAL_ATTR);
+        ck_assert_int_eq(a->u.seq.items[2].kind, BPCC_VAL_ATTR);
+        /* named as the node is; the name finds no node, and a node made under it is numbered */
+        const char *implicit = a->u.seq.items[1].u.attr.name;
+        ck_assert_str_eq(implicit, bpcc_node_name(bpcc_node_args(n)->u.seq.items[1].u.node));
+        ck_assert_ptr_null(bpcc_graph_find_node(g[1], implicit));
+        struct bpcc_qparams q0, q1;
+        ck_assert(bpcc_node_qparams(g[0], n, &q0));
+        ck_assert(bpcc_node_qparams(g[1], q, &q1));
+        ck_assert_int_eq(q0.kind, q1.kind);
+        ck_assert_uint_eq(q0.n, q1.n);
+        for (uint64_t k = 0; k < q0.n; k++) {
+            ck_assert(bpcc_qparams_scale(&q0, k) == bpcc_qparams_scale(&q1, k));
+            ck_assert(bpcc_qparams_zero_point(&q0, k) == bpcc_qparams_zero_point(&q1, k));
+        }
+        if (n_quantize == 1) {
+            struct bpcc_node *made;
+            ck_assert_int_eq(bpcc_graph_create_node(g[1], BPCC_NODE_GET_ATTR, implicit, implicit, NULL, NULL, &made, &d),
+                             BPCC_OK);
+            ck_assert_str_ne(bpcc_node_name(made), implicit);
+            ck_assert_int_eq(bpcc_node_erase(made, &d), BPCC_OK);
+        }
+    }
+    ck_assert_uint_eq(n_quantize, nq[0]);
+    ck_assert_uint_eq(n_getattr, nq[0]);
+    ck_assert_uint_eq(bpcc_graph_n_nodes(g[0]), bpcc_graph_n_nodes(g[1]) + 2 * nq[0]);
+    /* the same outputs, bit for bit */
+    struct xval o[2];
+    for (int i = 0; i < 2; i++) o[i] = run_ramp(g[i], 4, dims);
+    const struct xval *t0 = o[0].k == XV_SEQ ? &o[0].u.seq.items[0] : &o[0];
+    const struct xval *t1 = o[1].k == XV_SEQ ? &o[1].u.seq.items[0] : &o[1];
+    ck_assert_int_eq(t0->k, XV_TENSOR);
+    ck_assert_int_eq(t1->k, XV_TENSOR);
+    ck_assert_uint_eq(t0->u.t->numel, t1->u.t->numel);
+    ck_assert(!memcmp(t0->u.t->data, t1->u.t->data, t0->u.t->numel * sizeof(float)));
+    for (int i = 0; i < 2; i++) bpcc_xval_release(&o[i]);
+    bpcc_free(text[0]);
+    *text1 = text[1];
+}
+
+/* Convert leaving the qparams' get_attr nodes implicit (bpcc_graph_set_implicit_qparams, as the
+** bpcc tool converts) gives the model it gives with the nodes: the same text byte for byte (the
+** get_attr lines where PyTorch has them, numbered as FX numbers them where a node has the name), the
+** same qparams read off each quantize node, the same outputs bit for bit, two nodes fewer a
+** quantize point; their names are taken (a node made later under one is numbered) and find no node.
+** On models exported from PyTorch (per-tensor and per-channel quantize points, functional linear's
+** weight) and on one whose float nodes have the names the qparam nodes would get. */
+START_TEST(convert_with_implicit_qparams_prints_runs_and_reads_as_with_the_nodes)
+{
+    const struct {
+        const char *path;
+        int64_t dims[4];
+    } models[] = {{FIXTURES_DIR "/torch/tiny_resnet.bpcc", {1, 3, 8, 8}},
+                  {FIXTURES_DIR "/torch/tiny_functional.bpcc", {2, 3, 4, 4}},
+                  {FIXTURES_DIR "/torch/tiny_blocks.bpcc", {1, 4, 4, 4}}};
+    for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        struct flow f = {.batch = tu_write_batch("x", 4, models[k].dims, ramp23)};
+        ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &f.c, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &f.m, &d), BPCC_OK);
+        struct bpcc_graph *g[2];
+        for (int i = 0; i < 2; i++) {
+            ck_assert_msg(bpcc_graph_load(models[k].path, &f.g, &d) == BPCC_OK, "%s", tu_msg(&d));
+            for (int j = PASS_FUSE; j < PASS_CONVERT; j++) ck_assert_int_eq(pass(&f, (enum pass_kind)j, &d), BPCC_OK);
+            g[i] = f.g;
+        }
+        char *text;
+        check_implicit_alike(g, f.c, f.m, models[k].dims, &text);
+        bpcc_free(text);
+        for (int i = 0; i < 2; i++) bpcc_graph_free(g[i]);
+        bpcc_config_free(f.c);
+        bpcc_qconfig_free(f.m);
+        unlink(f.batch);
+        free((char *)f.batch);
+    }
+    static const char *const clash =
+        "bpcc-model 1\n\n" CONV("conv", 3, 4) "\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %_input_scale_0 = call_function torch.nn.functional.relu (%x,)\n"
+        "  %conv = call_module conv (%_input_scale_0,)\n"
+        "  %_scale_1 = call_function torch.nn.functional.relu (%conv,)\n"
+        "  %output = output output ((%_scale_1, %_input_scale_0),)\n";
+    struct prepared p[2];
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    for (int i = 0; i < 2; i++)
+        ck_assert_msg(calibrated_text(clash, "global: " QC_A "\n", &p[i], &d, true) == BPCC_OK, "%s", tu_msg(&d));
+    char *text;
+    check_implicit_alike((struct bpcc_graph *[2]){p[0].g, p[1].g}, p[0].c, p[0].m, (int64_t[]){1, 3, 4, 4}, &text);
+    /* FX numbers the qparam nodes whose names float nodes have, counting up from the name's number;
+    ** the buffers keep theirs (the model has no scopes: the stems are empty) */
+    ck_assert_msg(strstr(text, "%_input_scale_1 = get_attr _input_scale_0 ()\n") &&
+                      strstr(text, "%_scale_2 = get_attr _scale_1 ()\n") && strstr(text, "%_scale_0 = get_attr _scale_0 ()\n"),
+                  "%s", text);
+    bpcc_free(text);
+    for (int i = 0; i < 2; i++) prepared_free(&p[i]);
+}
+END_TEST
+
 #define TINY_RESNET FIXTURES_DIR "/torch/tiny_resnet.bpcc", (int64_t[]){1, 3, 8, 8}
 
-START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails) { check_rollback(TINY_RESNET, false); }
+START_TEST(every_pass_leaves_its_graph_untouched_when_an_allocation_fails) { check_rollback(TINY_RESNET, false, false); }
+END_TEST
+
+/* convert with implicit qparam nodes (bpcc_graph_set_implicit_qparams) reserves their names: a
+** failed convert gives them back, as it does the names of the nodes it made */
+START_TEST(convert_with_implicit_qparams_leaves_its_graph_untouched_when_an_allocation_fails)
+{
+    check_rollback(TINY_RESNET, false, true);
+    check_rollback(FIXTURES_DIR "/torch/tiny_functional.bpcc", (int64_t[]){2, 3, 4, 4}, true, true);
+}
 END_TEST
 
 /* A change whose undo record finds no memory is left out, and the pass fails and is played back:
@@ -1454,9 +1610,9 @@ END_TEST
 ** torch.cat, linear); blocks with shared modules and submodules. */
 START_TEST(every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow)
 {
-    check_rollback(TINY_RESNET, true);
-    check_rollback(FIXTURES_DIR "/torch/tiny_functional.bpcc", (int64_t[]){2, 3, 4, 4}, true);
-    check_rollback(FIXTURES_DIR "/torch/tiny_blocks.bpcc", (int64_t[]){1, 4, 4, 4}, true);
+    check_rollback(TINY_RESNET, true, false);
+    check_rollback(FIXTURES_DIR "/torch/tiny_functional.bpcc", (int64_t[]){2, 3, 4, 4}, true, false);
+    check_rollback(FIXTURES_DIR "/torch/tiny_blocks.bpcc", (int64_t[]){1, 4, 4, 4}, true, false);
 }
 END_TEST
 
@@ -1777,6 +1933,8 @@ int main(void)
     tcase_add_test(tc, convert_survives_every_allocation_failure);
     tcase_add_test(tc, prepare_survives_every_allocation_failure);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_an_allocation_fails);
+    tcase_add_test(tc, convert_with_implicit_qparams_leaves_its_graph_untouched_when_an_allocation_fails);
+    tcase_add_test(tc, convert_with_implicit_qparams_prints_runs_and_reads_as_with_the_nodes);
     tcase_add_test(tc, every_pass_leaves_its_graph_untouched_when_its_undo_log_cannot_grow);
     tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
     tcase_add_test(tc, prepare_without_a_report_makes_the_same_model);

@@ -177,6 +177,7 @@ static int run(struct cargs *a, bool one_shot)
     if (!s) {
         bpcc_graph_set_rollback(g, false); /* a failed pass ends the command: no undo log */
         bpcc_graph_set_erase_unused_in_place(g, a->erase_in_place);
+        bpcc_graph_set_implicit_qparams(g, true); /* the converted graph is only run and saved */
     }
     lap(&k, STEP_LOAD);
     if (!s && one_shot) {

@@ -579,6 +579,23 @@ const struct bpcc_module *bpcc_exec_observer_at(const struct bpcc_exec *e, uint3
     return e->ctx.obs[i].m;
 }
 
+/* the float32, integer or bool tensor that get_attr `target` reads, as a new runtime tensor in *out;
+** BPCC_ERR_GRAPH when there is none (NULL data: weights not read), BPCC_ERR_NOMEM */
+static enum bpcc_status attr_tensor(const struct bpcc_graph *g, const char *target, struct xval *out)
+{
+    const char *name; /* "a.b.c": module "a.b", tensor "c" */
+    const struct bpcc_module *m = bpcc_graph_attr_owner(g, target, &name);
+    const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
+    enum bpcc_dtype dt = bt ? bt->dtype : BPCC_DTYPE_NONE;
+    if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !bpcc_dtype_is_integral(dt))) return BPCC_ERR_GRAPH;
+    struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
+    if (!x) return BPCC_ERR_NOMEM;
+    if (dt == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
+    else bpcc_xtensor_from_integers(x, dt, bt->data);
+    *out = (struct xval){.k = XV_TENSOR, .u.t = x};
+    return BPCC_OK;
+}
+
 /* an IR value as a runtime value that borrows node values (sequences are allocated: free with
 ** free_arg) */
 static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *v, struct xval *out)
@@ -596,6 +613,11 @@ static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *
         *out = e->slot[v->u.node->id];
         out->borrowed = true;
         return BPCC_OK;
+    case BPCC_VAL_ATTR: { /* an implicit get_attr node (bpcc_graph_set_implicit_qparams): its tensor, owned */
+        enum bpcc_status s = attr_tensor(e->g, v->u.attr.target, out);
+        if (s == BPCC_ERR_GRAPH) out->k = XV_OTHER; /* none: the kernel says what it wanted */
+        return s == BPCC_ERR_NOMEM ? s : BPCC_OK;
+    }
     case BPCC_VAL_LIST:
     case BPCC_VAL_TUPLE:
     case BPCC_VAL_SLICE: {
@@ -633,13 +655,16 @@ static enum bpcc_status arg_value(struct bpcc_exec *e, const struct bpcc_value *
     }
 }
 
-/* free what arg_value allocated (the sequences; borrowed tensors stay) */
+/* free what arg_value allocated (the sequences, an implicit get_attr node's tensor; borrowed
+** tensors stay) */
 static void free_arg(struct xval *v)
 {
     if (v->borrowed) return;
     if (v->k == XV_SEQ || v->k == XV_SLICE || v->k == XV_DICT) {
         for (uint32_t i = 0; i < v->u.seq.n; i++) free_arg(&v->u.seq.items[i]);
         bpcc_xfree(v->u.seq.items);
+    } else if (v->k == XV_TENSOR) {
+        bpcc_xval_release(v);
     }
     v->k = XV_NONE;
 }
@@ -919,18 +944,12 @@ static void drop_use(struct bpcc_value *ref, void *ud)
 
 static enum bpcc_status get_attr_value(struct bpcc_exec *e, const struct bpcc_node *n, struct bpcc_diag *d)
 {
-    const char *t = n->target, *name; /* "a.b.c": module "a.b", tensor "c" */
-    const struct bpcc_module *m = bpcc_graph_attr_owner(e->g, t, &name);
-    const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
-    enum bpcc_dtype dt = bt ? bt->dtype : BPCC_DTYPE_NONE;
-    if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !bpcc_dtype_is_integral(dt)))
+    enum bpcc_status s = attr_tensor(e->g, n->target, &e->slot[n->id]);
+    if (s == BPCC_ERR_NOMEM) return bpcc_diag_nomem(d);
+    if (s)
         return bpcc_diag_error(d, BPCC_ERR_GRAPH, e->g->source_file, n->src_line, n->src_col,
-                               "node '%s': get_attr %s is not a float32, integer or bool tensor with data", n->name, t);
-    struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);
-    if (!x) return bpcc_diag_nomem(d);
-    if (dt == BPCC_DTYPE_F32) memcpy(x->data, bt->data, x->numel * sizeof(float));
-    else bpcc_xtensor_from_integers(x, dt, bt->data);
-    e->slot[n->id] = (struct xval){.k = XV_TENSOR, .u.t = x};
+                               "node '%s': get_attr %s is not a float32, integer or bool tensor with data", n->name,
+                               n->target);
     return BPCC_OK;
 }
 

@@ -68,6 +68,7 @@ json_t *bpcc_value_to_json(const struct bpcc_value *v, bool top)
         return tagged("float", json_string(isnan(v->u.f) ? "nan" : v->u.f > 0 ? "inf" : "-inf"));
     case BPCC_VAL_STR: return json_string(v->u.s);
     case BPCC_VAL_NODE: return tagged("node", json_string(v->u.node->name));
+    case BPCC_VAL_ATTR: return tagged("node", json_string(v->u.attr.name)); /* the node it stands for */
     case BPCC_VAL_DTYPE: return tagged("dtype", json_string(bpcc_dtype_name(v->u.dtype)));
     case BPCC_VAL_ELLIPSIS: return tagged("ellipsis", json_true());
     case BPCC_VAL_SYMBOL: return tagged("symbol", json_string(v->u.s));

@@ -99,6 +99,7 @@ static void release_tables(struct bpcc_graph *g)
 }
 
 void bpcc_graph_set_erase_unused_in_place(struct bpcc_graph *g, bool on) { g->erase_unused_in_place = on; }
+void bpcc_graph_set_implicit_qparams(struct bpcc_graph *g, bool on) { g->implicit_qparams = on; }
 
 void bpcc_graph_free(struct bpcc_graph *g)
 {
@@ -587,6 +588,24 @@ enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_
     if ((unsigned)kind >= BPCC_NODE_KIND_COUNT || !target || bpcc_name_node(*slot))
         return bpcc_diag_error(d, BPCC_ERR_INVALID, NULL, 0, 0, "invalid node kind, target or name");
     return node_make(g, kind, name, slot, target, args, kwargs, true, out, d);
+}
+
+/* what the name slot of an implicit get_attr node holds: a node that is never alive, so that the
+** name is taken for FX's numbering (unique_name) and finds no node (live) */
+static struct bpcc_node implicit_node = {.dead = true};
+
+enum bpcc_status bpcc_graph_implicit_name(struct bpcc_graph *g, const char *target, void **slot, const char **out,
+                                          struct bpcc_diag *d)
+{
+    *out = NULL;
+    if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
+    struct name nm = {.s = target};
+    if (slot ? !bpcc_name_make_room(g, slot) : !(slot = name_slot(g, BPCC_NODE_GET_ATTR, target, target, &nm)))
+        return bpcc_diag_nomem(d);
+    if (!bpcc_undo_name(g, nm.s)) return bpcc_diag_nomem(d);
+    bpcc_name_put_node(slot, &implicit_node);
+    *out = nm.s;
+    return BPCC_OK;
 }
 
 struct bpcc_node *bpcc_graph_first(const struct bpcc_graph *g) { return g->first; }

@@ -162,6 +162,7 @@ struct bpcc_graph {
     uint32_t weights_line, weights_col;
     bool no_rollback;          /* bpcc_graph_set_rollback(g, false): passes keep no undo log */
     bool erase_unused_in_place; /* bpcc_graph_set_erase_unused_in_place(g, true): convert as PyTorch's */
+    bool implicit_qparams;      /* bpcc_graph_set_implicit_qparams(g, true): convert makes BPCC_VAL_ATTR arguments */
     /* with rollback off, erased nodes' memory is used again (graph.c: recycling): the nodes erased
     ** since the last pass ended wait in `erased` (that pass may still hold them), those erased
     ** before are in `free_nodes`, linked through `next` */
@@ -256,6 +257,13 @@ BPCC_INTERNAL enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_n
 ** still valid slot that no node has (a module may: bpcc_name_node), a name bpcc_node_name_valid
 ** accepts. */
 BPCC_INTERNAL struct bpcc_node *bpcc_graph_slot_node(void *const *slot);
+/* The name of a get_attr node of `target` (interned in g) that convert leaves implicit
+** (bpcc_graph_set_implicit_qparams): named as bpcc_graph_node_new would name the node, taken among
+** the node names from now on (the name's slot holds a node that is never alive), in *out. `slot`:
+** the name's still valid slot when the caller has one that no node has (as for
+** bpcc_graph_node_new_named), else NULL. */
+BPCC_INTERNAL enum bpcc_status bpcc_graph_implicit_name(struct bpcc_graph *g, const char *target, void **slot,
+                                                        const char **out, struct bpcc_diag *d);
 BPCC_INTERNAL enum bpcc_status bpcc_graph_node_new_named(struct bpcc_graph *g, enum bpcc_node_kind kind,
                                                          const char *name, void **slot, const char *target,
                                                          const struct bpcc_value *args,

@@ -60,12 +60,15 @@ static bool from_tensors(const struct bpcc_tensor *s, const struct bpcc_tensor *
     return true;
 }
 
-/* a tensor-valued argument: a get_attr node naming a tensor of a module */
+/* a tensor-valued argument: a get_attr node naming a tensor of a module, or one left implicit */
 static const struct bpcc_tensor *arg_tensor(const struct bpcc_graph *g, const struct bpcc_value *v)
 {
-    if (v->kind != BPCC_VAL_NODE || v->u.node->kind != BPCC_NODE_GET_ATTR) return NULL;
+    const char *target = v->kind == BPCC_VAL_ATTR ? v->u.attr.target
+                         : v->kind == BPCC_VAL_NODE && v->u.node->kind == BPCC_NODE_GET_ATTR ? v->u.node->target
+                                                                                               : NULL;
+    if (!target) return NULL;
     const char *leaf;
-    const struct bpcc_module *m = bpcc_graph_attr_owner(g, v->u.node->target, &leaf);
+    const struct bpcc_module *m = bpcc_graph_attr_owner(g, target, &leaf);
     return m ? bpcc_module_tensor(m, leaf) : NULL;
 }
 

@@ -9,8 +9,9 @@ static const char *const kind_names[BPCC_VAL_COUNT] = {
     [BPCC_VAL_LIST] = "list",     [BPCC_VAL_TUPLE] = "tuple",     [BPCC_VAL_DICT] = "dict",
     [BPCC_VAL_SLICE] = "slice",   [BPCC_VAL_DTYPE] = "dtype",     [BPCC_VAL_ELLIPSIS] = "ellipsis",
     [BPCC_VAL_SYMBOL] = "symbol", [BPCC_VAL_DEVICE] = "device",   [BPCC_VAL_TTYPE] = "tensor type",
+    [BPCC_VAL_ATTR] = "get_attr",
 };
-_Static_assert(BPCC_VAL_COUNT == 15, "kind_names needs the new value kind");
+_Static_assert(BPCC_VAL_COUNT == 16, "kind_names needs the new value kind");
 
 const char *bpcc_value_kind_name(enum bpcc_value_kind k)
 {
@@ -117,6 +118,10 @@ static enum bpcc_status copy_rec(struct bpcc_graph *g, struct bpcc_value *dst,
     case BPCC_VAL_DEVICE:
         dst->u.s = bpcc_graph_intern(g, src->u.s);
         return dst->u.s ? BPCC_OK : BPCC_ERR_NOMEM;
+    case BPCC_VAL_ATTR:
+        dst->u.attr.name = bpcc_graph_intern(g, src->u.attr.name);
+        dst->u.attr.target = dst->u.attr.name ? bpcc_graph_intern(g, src->u.attr.target) : NULL;
+        return dst->u.attr.target ? BPCC_OK : BPCC_ERR_NOMEM;
     case BPCC_VAL_LIST:
     case BPCC_VAL_TUPLE:
     case BPCC_VAL_DICT:
@@ -181,6 +186,7 @@ bool bpcc_value_equal(const struct bpcc_value *a, const struct bpcc_value *b)
     case BPCC_VAL_SYMBOL:
     case BPCC_VAL_DEVICE: return strcmp(a->u.s, b->u.s) == 0;
     case BPCC_VAL_NODE: return a->u.node == b->u.node;
+    case BPCC_VAL_ATTR: return !strcmp(a->u.attr.name, b->u.attr.name) && !strcmp(a->u.attr.target, b->u.attr.target);
     case BPCC_VAL_DTYPE: return a->u.dtype == b->u.dtype;
     case BPCC_VAL_TTYPE:
         return a->u.ttype.dtype == b->u.ttype.dtype &&

@@ -163,13 +163,15 @@ static void **claim_name(struct conv *cv, struct bpcc_module *root, const char *
 }
 
 /* create_getattr_from_value: a root buffer <stem><suffix><n> for the first free n (PyTorch's
-** get_new_attr_name_with_prefix) and a get_attr node for it, before `before`. Most stems are used
-** once: n = 0 is tried first, and only when it is taken is the stem's counter looked up (a table
-** that on a big graph is a cache miss a lookup). The name is free among the root's tensors, so the
-** buffer is added without asking the root's index, and the node takes the name's slot unless a
-** node has the name already or it is no node name (then it is numbered or mended as FX does). */
+** get_new_attr_name_with_prefix) and a get_attr node for it, before `before`, as the argument that
+** refers to it in *out; with the graph's implicit qparams, the node's name only, in a BPCC_VAL_ATTR
+** argument (bpcc_graph_set_implicit_qparams). Most stems are used once: n = 0 is tried first, and
+** only when it is taken is the stem's counter looked up (a table that on a big graph is a cache miss
+** a lookup). The name is free among the root's tensors, so the buffer is added without asking the
+** root's index, and the node takes the name's slot unless a node has the name already or it is no
+** node name (then it is numbered or mended as FX does). */
 static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t stem_len, bool zero_point,
-                                     struct bpcc_tensor *t, struct bpcc_node *before, struct bpcc_node **out)
+                                     struct bpcc_tensor *t, struct bpcc_node *before, struct bpcc_value *out)
 {
     struct bpcc_module *root = root_module(cv);
     if (!root) return BPCC_ERR_NOMEM;
@@ -194,12 +196,21 @@ static enum bpcc_status getattr_node(struct conv *cv, const char *stem, size_t s
         }
     }
     if (!slot || bpcc_module_add_tensor(root, str, BPCC_TENSOR_BUFFER, t)) return bpcc_diag_nomem(cv->d);
-    enum bpcc_status s;
-    if (bpcc_name_node(*slot) || !bpcc_node_name_valid(str)) /* a node has the name, or it is none: named as FX names */
-        s = bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, out, cv->d);
-    else
-        s = bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, out, cv->d);
-    if (!s) bpcc_node_move_before(*out, before);
+    /* a node has the name, or it is none: named as FX names */
+    bool numbered = bpcc_name_node(*slot) || !bpcc_node_name_valid(str);
+    if (cv->g->implicit_qparams) {
+        const char *node_name;
+        enum bpcc_status s = bpcc_graph_implicit_name(cv->g, str, numbered ? NULL : slot, &node_name, cv->d);
+        if (!s) *out = (struct bpcc_value){.kind = BPCC_VAL_ATTR, .u.attr = {node_name, str}};
+        return s;
+    }
+    struct bpcc_node *n;
+    enum bpcc_status s = numbered ? bpcc_graph_create_node(cv->g, BPCC_NODE_GET_ATTR, str, str, NULL, NULL, &n, cv->d)
+                                  : bpcc_graph_node_new_named(cv->g, BPCC_NODE_GET_ATTR, str, slot, str, NULL, NULL, &n, cv->d);
+    if (!s) {
+        bpcc_node_move_before(n, before);
+        *out = bpcc_value_node(n);
+    }
     return s;
 }
 
@@ -350,16 +361,17 @@ static enum bpcc_status convert_observer(struct conv *cv, struct bpcc_node *obs)
         }
         qp_release(&qp);
         if (s) return s;
-        struct bpcc_node *ns, *nz, *q;
-        s = getattr_node(cv, stem, lp, false, ts, obs, &ns);
-        if (!s) s = getattr_node(cv, stem, lp, true, tz, obs, &nz);
+        struct bpcc_value vs, vz;
+        struct bpcc_node *q;
+        s = getattr_node(cv, stem, lp, false, ts, obs, &vs);
+        if (!s) s = getattr_node(cv, stem, lp, true, tz, obs, &vz);
         if (s) return s;
         struct bpcc_value args;
         uint32_t na = per_channel ? 5 : 4;
         if (bpcc_value_seq_new(g, BPCC_VAL_TUPLE, na, &args)) return bpcc_diag_nomem(cv->d);
         args.u.seq.items[0] = bpcc_value_node(in);
-        args.u.seq.items[1] = bpcc_value_node(ns);
-        args.u.seq.items[2] = bpcc_value_node(nz);
+        args.u.seq.items[1] = vs;
+        args.u.seq.items[2] = vz;
         if (per_channel) args.u.seq.items[3] = bpcc_value_int(spec.ch_axis);
         args.u.seq.items[na - 1] = bpcc_value_dtype(spec.dtype);
         s = bpcc_graph_node_new(g, BPCC_NODE_CALL_FUNCTION, per_channel ? "quantize_per_channel" : "quantize_per_tensor",

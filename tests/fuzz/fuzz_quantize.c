@@ -12,7 +12,8 @@
 #include <stdlib.h>
 
 /* the same flow as the bpcc tool runs it, with rollback off (the memory of erased nodes then
-** becomes later passes' nodes): it must end in `want`, the model made with rollback on */
+** becomes later passes' nodes) and the qparams' get_attr nodes left implicit: it must end in `want`,
+** the model made with rollback on and the nodes made, verify, and run */
 static bool same_without_rollback(const unsigned char *data, size_t size, const struct bpcc_config *c,
                                   const struct bpcc_qconfig_mapping *q, const struct bpcc_prepare_options *po,
                                   const char *want)
@@ -22,6 +23,7 @@ static bool same_without_rollback(const unsigned char *data, size_t size, const 
     struct bpcc_graph *g;
     if (bpcc_graph_parse((const char *)data, size, "fuzz.bpcc", &g, &d) != BPCC_OK) return false;
     bpcc_graph_set_rollback(g, false);
+    bpcc_graph_set_implicit_qparams(g, true);
     fuzz_bind_tensors(g);
     struct bpcc_exec *e = NULL;
     char *text = NULL;
@@ -29,6 +31,14 @@ static bool same_without_rollback(const unsigned char *data, size_t size, const 
                 !fuzz_run_twice(g, &e, &d) && !bpcc_calibrate_store(g, e, &d) &&
                 !bpcc_convert(g, c, q, NULL, NULL, &d) && !bpcc_graph_print(g, "w.safetensors", &text, NULL, &d) &&
                 !strcmp(text, want);
+    if (same) {
+        struct bpcc_diag dv;
+        bpcc_diag_init(&dv);
+        if (bpcc_graph_verify(g, &dv) != BPCC_OK) abort();
+        bpcc_exec_free(e);
+        e = NULL;
+        fuzz_run_twice(g, NULL, &d);
+    }
     bpcc_free(text);
     bpcc_exec_free(e);
     bpcc_graph_free(g);
