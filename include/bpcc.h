@@ -323,6 +323,9 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** pointer to such a node must not be used after that; likewise convert then gives the memory of
 ** each observer module it replaces (with the module's tensor headers) to what it makes next, so a
 ** pointer to an observer module or its tensors taken before convert must not be used after it;
+** fuse does so with each module it prunes (a batch norm folded away, a part a fused module copied),
+** which prepare's observers then take, so a pointer to such a module or its tensors taken before
+** fuse must not be used after it;
 ** and batch-norm folding gives the pages of each float weight and bias it replaces back to the
 ** kernel where they lie in the weights file's mapping (a model then holds one copy of its conv
 ** weights, not two), so such a tensor's data must not be read after fuse (it reads as the file's

@@ -1855,6 +1855,55 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
 }
 END_TEST
 
+/* Without rollback, fuse gives the memory of each module it prunes (the batch norms it folds away)
+** back to the graph's arena, and prepare's observer modules are made in it; the model is the one
+** made with rollback on. */
+START_TEST(fuse_without_rollback_gives_the_modules_it_prunes_to_prepares_observers)
+{
+    struct bpcc_diag d;
+    bpcc_diag_init(&d);
+    struct flow on = {0}, off;
+    ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &on.c, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &on.m, &d), BPCC_OK);
+    off = on;
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &on.g, &d), BPCC_OK);
+    ck_assert_int_eq(bpcc_graph_load(FIXTURES_DIR "/torch/tiny_resnet.bpcc", &off.g, &d), BPCC_OK);
+    bpcc_graph_set_rollback(off.g, false);
+    const struct bpcc_module *bn[16];
+    char bn_names[16][64];
+    uint32_t n_bn = 0;
+    for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++) {
+        const struct bpcc_module *m = bpcc_graph_module(off.g, k);
+        if (strcmp(bpcc_module_type(m), "torch.nn.BatchNorm2d")) continue;
+        ck_assert_uint_lt(n_bn, 16);
+        bn[n_bn] = m;
+        snprintf(bn_names[n_bn++], sizeof bn_names[0], "%s", bpcc_module_name(m));
+    }
+    ck_assert_uint_eq(n_bn, 2);
+    ck_assert_int_eq(pass(&on, PASS_FUSE, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&off, PASS_FUSE, &d), BPCC_OK);
+    for (uint32_t j = 0; j < n_bn; j++) ck_assert_ptr_null(bpcc_graph_find_module(off.g, bn_names[j]));
+    for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++)
+        for (uint32_t j = 0; j < n_bn; j++) ck_assert_ptr_ne(bpcc_graph_module(off.g, k), bn[j]);
+    ck_assert_int_eq(pass(&on, PASS_PREPARE, &d), BPCC_OK);
+    ck_assert_int_eq(pass(&off, PASS_PREPARE, &d), BPCC_OK);
+    uint32_t reused = 0;
+    for (uint32_t k = 0; k < bpcc_graph_n_modules(off.g); k++) {
+        const struct bpcc_module *m = bpcc_graph_module(off.g, k);
+        for (uint32_t j = 0; j < n_bn; j++) reused += m == bn[j] && bpcc_obs_module_class(m) >= 0;
+    }
+    ck_assert_uint_ge(reused, 1); /* a batch norm's memory is an observer now (the other's went to a smaller block) */
+    char *fon = fingerprint(on.g), *foff = fingerprint(off.g);
+    ck_assert_str_eq(fon, foff);
+    free(fon);
+    free(foff);
+    bpcc_graph_free(on.g);
+    bpcc_graph_free(off.g);
+    bpcc_config_free(on.c);
+    bpcc_qconfig_free(on.m);
+}
+END_TEST
+
 /* Without a report asked for, prepare keeps no observer records and makes the same model; with
 ** one, the report lists every observer the model has (a shared observer's record withdrawn). */
 START_TEST(prepare_without_a_report_makes_the_same_model)
@@ -1939,6 +1988,7 @@ int main(void)
     tcase_add_test(tc, passes_without_rollback_give_the_same_model_and_fail_into_a_freeable_graph);
     tcase_add_test(tc, prepare_without_a_report_makes_the_same_model);
     tcase_add_test(tc, convert_without_rollback_makes_buffers_in_the_memory_of_the_observers_it_replaced);
+    tcase_add_test(tc, fuse_without_rollback_gives_the_modules_it_prunes_to_prepares_observers);
     tcase_add_test(tc, folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives);
     suite_add_tcase(s, tc);
     return tu_run(s);

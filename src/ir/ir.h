@@ -406,13 +406,14 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m
 ** graph. */
 BPCC_INTERNAL void bpcc_graph_tensor_replaced(struct bpcc_graph *g, const struct bpcc_tensor *t);
 /* m's tensor headers and its array of them go back to its graph's arena (bpcc_arena_give), and m
-** has no tensors: for a module that nothing will read again, whose tensors no other module holds,
-** with rollback off (convert's replaced observers). The tensors' data stays where it is. */
+** has no tensors: for a module that nothing will read again, with rollback off (convert's replaced
+** observers, fusion's pruned modules). A header another module may hold too (BPCC_TENSOR_SHARED)
+** stays. The tensors' data stays where it is. */
 BPCC_INTERNAL void bpcc_module_give_tensors(struct bpcc_module *m);
 /* m, a module without submodules that no node calls or remembers and the table no longer lists,
 ** goes: unlinked, its name finding no module, its tensors' headers and array and then the module
 ** itself given back to the arena (with rollback off: convert's observers, once their last caller
-** is converted). m must not be used after. */
+** is converted; the modules fusion prunes). m must not be used after. */
 BPCC_INTERNAL void bpcc_module_give(struct bpcc_module *m);
 /* bpcc_module_set_tensor for a name interned in m's graph where room was reserved: cannot fail */
 BPCC_INTERNAL void bpcc_module_put_tensor(struct bpcc_module *m, const char *interned, enum bpcc_tensor_role role,

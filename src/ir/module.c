@@ -609,7 +609,9 @@ void bpcc_module_give_tensors(struct bpcc_module *m)
         struct bpcc_tensor *t = m->tensors[i].t;
         uint32_t k = 0;
         while (k < i && m->tensors[k].t != t) k++;
-        if (k == i) bpcc_arena_give(a, t, header_bytes(t->ndim, 0)); /* once, if held twice; a range after the dims stays */
+        /* once, if held twice; not one another module may hold too (a fused module's copy); a range after
+        ** the dims stays */
+        if (k == i && !(t->flags & BPCC_TENSOR_SHARED)) bpcc_arena_give(a, t, header_bytes(t->ndim, 0));
     }
     bpcc_arena_give(a, m->tensors, (size_t)m->cap_tensors * sizeof *m->tensors);
     bpcc_arena_give(a, m->tensor_slots, (size_t)m->n_tensor_slots * sizeof *m->tensor_slots);

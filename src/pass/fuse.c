@@ -665,6 +665,13 @@ static enum bpcc_status prune_modules(struct bpcc_graph *g, struct bpcc_diag *d)
     }
     for (uint32_t i = 0; i < n; i++)
         if (!g->modules[i]->mark) bpcc_graph_unlink_module(g, g->modules[i]);
+    /* Without rollback nothing reads a pruned module again (bpcc_graph_set_rollback): the memory of
+    ** each one without submodules (the batch norms folded away, the parts fused modules copied)
+    ** goes back to the arena, where prepare's observers take it. One with submodules stays: a kept
+    ** module may have it as its parent. */
+    if (g->no_rollback)
+        for (uint32_t i = 0; i < n; i++)
+            if (!g->modules[i]->mark && !g->modules[i]->first_child) bpcc_module_give(g->modules[i]);
     memcpy(g->modules, keep, k * sizeof *keep);
     g->n_modules = k;
     bpcc_xfree(keep);
