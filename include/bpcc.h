@@ -321,8 +321,9 @@ BPCC_API void bpcc_graph_free(struct bpcc_graph *g);
 ** then leaves the graph fit only for bpcc_graph_free, and the memory of the nodes erased while it
 ** is off (by a pass or by bpcc_node_erase) becomes the nodes made after the next pass ends, so a
 ** pointer to such a node must not be used after that; likewise convert then gives the memory of
-** each observer module it replaces (with the module's tensor headers) to what it makes next, so a
-** pointer to an observer module or its tensors taken before convert must not be used after it;
+** each observer module it replaces (with its tensors' headers and the data the graph made for
+** them) to what it makes next, so a pointer to an observer module or its tensors taken before
+** convert must not be used after it;
 ** fuse does so with each module it prunes (a batch norm folded away, a part a fused module copied),
 ** which prepare's observers then take, so a pointer to such a module or its tensors taken before
 ** fuse must not be used after it;

@@ -1810,7 +1810,7 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
         ck_assert_msg(quantize_text(model, q, &on, &d, true) == BPCC_OK, "%s", tu_msg(&d));
         ck_assert_msg(calibrated_text(model, q, &off, &d, true) == BPCC_OK, "%s", tu_msg(&d));
         bpcc_graph_set_rollback(off.g, false);
-        const void *was[64];
+        const void *was[64], *was_data[64];
         uint32_t n_was = 0, n_obs = 0;
         const struct bpcc_module *obs[16];
         char obs_names[16][64];
@@ -1820,8 +1820,10 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
             ck_assert_uint_lt(n_obs, 16);
             obs[n_obs] = m;
             snprintf(obs_names[n_obs++], sizeof obs_names[0], "%s", bpcc_module_name(m));
-            for (uint32_t j = 0; j < bpcc_module_n_tensors(m) && n_was < 64; j++)
+            for (uint32_t j = 0; j < bpcc_module_n_tensors(m) && n_was < 64; j++) {
+                was_data[n_was] = bpcc_module_tensor_at(m, j, NULL, NULL)->data;
                 was[n_was++] = bpcc_module_tensor_at(m, j, NULL, NULL);
+            }
         }
         ck_assert_int_eq(bpcc_convert(off.g, off.c, off.m, NULL, NULL, &d), BPCC_OK);
         ck_assert_msg(bpcc_graph_verify(off.g, &d) == BPCC_OK, "%s", tu_msg(&d));
@@ -1843,9 +1845,14 @@ START_TEST(convert_without_rollback_makes_buffers_in_the_memory_of_the_observers
         free(fon);
         free(foff);
         struct bpcc_module *root = bpcc_graph_find_module(off.g, "");
-        uint32_t reused = 0;
+        uint32_t reused = 0, reused_data = 0;
         for (uint32_t k = 0; k < bpcc_module_n_tensors(root); k++)
-            for (uint32_t j = 0; j < n_was; j++) reused += bpcc_module_tensor_at(root, k, NULL, NULL) == was[j];
+            for (uint32_t j = 0; j < n_was; j++) {
+                reused += bpcc_module_tensor_at(root, k, NULL, NULL) == was[j];
+                reused_data += bpcc_module_tensor_at(root, k, NULL, NULL)->data == was_data[j];
+            }
+        /* and the observers' statistics' memory (the graph's, not the weights file's) holds buffers' values */
+        ck_assert_uint_gt(reused_data, 0);
         /* every buffer but those of the observers converted before any memory came back */
         ck_assert_uint_eq(bpcc_module_n_tensors(root), want_buffers[i]);
         ck_assert_uint_eq(reused, want_reused[i]);
@@ -1901,6 +1908,53 @@ START_TEST(fuse_without_rollback_gives_the_modules_it_prunes_to_prepares_observe
     bpcc_graph_free(off.g);
     bpcc_config_free(on.c);
     bpcc_qconfig_free(on.m);
+}
+END_TEST
+
+/* A module called twice is fused from its original each time, into copies that hold its tensors:
+** the original and the first copy, pruned, give their memory back without rollback, but not those
+** tensors (made by the caller in the graph's arena, so the weights file does not mark them): a
+** second module entry marks a tensor shared. The model is the one made with rollback on, tensors'
+** bytes included. */
+START_TEST(fuse_without_rollback_keeps_the_tensors_a_pruned_module_shares_with_its_copies)
+{
+    static const char *const model =
+        "bpcc-model 1\n\n" CONV("conv", 3, 3) "\ngraph\n"
+        "  %x = placeholder x ()\n"
+        "  %conv = call_module conv (%x,)\n"
+        "  %relu = call_function torch.nn.functional.relu (%conv,)\n"
+        "  %conv_1 = call_module conv (%relu,)\n"
+        "  %relu_1 = call_function torch.nn.functional.relu (%conv_1,)\n"
+        "  %output = output output (%relu_1,)\n";
+    struct prepared p[2];
+    char *f[2];
+    for (int i = 0; i < 2; i++) {
+        struct bpcc_diag d;
+        bpcc_diag_init(&d);
+        memset(&p[i], 0, sizeof p[i]);
+        ck_assert_int_eq(bpcc_graph_parse(model, strlen(model), "m.bpcc", &p[i].g, &d), BPCC_OK);
+        ck_assert_int_eq(bind_tensors(&p[i], &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_config_load("fbgemm", NULL, &p[i].c, &d), BPCC_OK);
+        ck_assert_int_eq(bpcc_qconfig_load("fbgemm", NULL, &p[i].m, &d), BPCC_OK);
+        bpcc_graph_set_rollback(p[i].g, i == 0);
+        const struct bpcc_tensor *w = bpcc_module_tensor(bpcc_graph_find_module(p[i].g, "conv"), "weight");
+        ck_assert_int_eq(bpcc_fuse(p[i].g, p[i].c, NULL, NULL, &d), BPCC_OK);
+        /* the second fusion's module is left at conv's path (as in PyTorch), with a copy of conv
+        ** holding its weight; the original and the first fusion's copy are pruned */
+        uint32_t holders = 0;
+        for (uint32_t k = 0; k < bpcc_graph_n_modules(p[i].g); k++)
+            holders += bpcc_module_tensor(bpcc_graph_module(p[i].g, k), "weight") == w;
+        ck_assert_uint_eq(holders, 1);
+        ck_assert_str_eq(bpcc_module_type(bpcc_graph_find_module(p[i].g, "conv")), "torch.ao.nn.intrinsic.ConvReLU2d");
+        ck_assert(w->flags & BPCC_TENSOR_SHARED);
+        ck_assert_msg(bpcc_prepare(p[i].g, p[i].c, p[i].m, NULL, NULL, &d) == BPCC_OK, "%s", tu_msg(&d));
+        f[i] = fingerprint(p[i].g);
+    }
+    ck_assert_str_eq(f[0], f[1]);
+    for (int i = 0; i < 2; i++) {
+        free(f[i]);
+        prepared_free(&p[i]);
+    }
 }
 END_TEST
 
@@ -1989,6 +2043,7 @@ int main(void)
     tcase_add_test(tc, prepare_without_a_report_makes_the_same_model);
     tcase_add_test(tc, convert_without_rollback_makes_buffers_in_the_memory_of_the_observers_it_replaced);
     tcase_add_test(tc, fuse_without_rollback_gives_the_modules_it_prunes_to_prepares_observers);
+    tcase_add_test(tc, fuse_without_rollback_keeps_the_tensors_a_pruned_module_shares_with_its_copies);
     tcase_add_test(tc, folded_weights_keep_their_range_and_convert_gives_what_reading_them_gives);
     suite_add_tcase(s, tc);
     return tu_run(s);

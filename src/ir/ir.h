@@ -67,7 +67,7 @@ _Static_assert(offsetof(struct bpcc_node, src_col) > offsetof(struct bpcc_node, 
 struct bpcc_tensor {
     enum bpcc_dtype dtype;
     uint16_t ndim;
-    uint16_t flags; /* BPCC_TENSOR_RANGED, BPCC_TENSOR_SHARED */
+    uint16_t flags; /* BPCC_TENSOR_RANGED, _SHARED, _STORED, _ARENA */
     void *data;     /* NULL while unbound (parsed, weights not read) */
     size_t nbytes;
     uint32_t src_line, src_col;
@@ -85,11 +85,17 @@ static inline const float *bpcc_tensor_range(const struct bpcc_tensor *t)
 {
     return t->flags & BPCC_TENSOR_RANGED ? (const float *)(t->dims + t->ndim) : NULL;
 }
-/* A tensor of the weights file put in a module's entry after the load (by fusion copying a module,
-** a fuser or a caller): another entry may hold it too, so replacing it in one leaves it in use
-** (bpcc_graph_tensor_replaced). Set by every store of such a tensor; a load binds each to one
-** entry. */
+/* A tensor put in a second module entry (by fusion copying a module, a fuser or a caller), or one
+** of the weights file put in an entry after the load: another entry may hold it too, so replacing
+** it in one leaves it in use (bpcc_graph_tensor_replaced), and giving one module's tensors back
+** leaves it (bpcc_module_give_tensors). Set by such a store; a load binds each tensor of the file to
+** one entry. */
 #define BPCC_TENSOR_SHARED 2u
+/* in a module entry (store_tensor): a second store makes the tensor BPCC_TENSOR_SHARED */
+#define BPCC_TENSOR_STORED 4u
+/* the data is the graph arena's, allocated with the header (bpcc_tensor_new): a module's tensors
+** given back give it back too */
+#define BPCC_TENSOR_ARENA 8u
 
 struct module_tensor {
     const char *name;
@@ -405,10 +411,10 @@ BPCC_INTERNAL enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m
 ** 14 ms), which the library's default mode would pay in every fuse, for memory it frees with the
 ** graph. */
 BPCC_INTERNAL void bpcc_graph_tensor_replaced(struct bpcc_graph *g, const struct bpcc_tensor *t);
-/* m's tensor headers and its array of them go back to its graph's arena (bpcc_arena_give), and m
-** has no tensors: for a module that nothing will read again, with rollback off (convert's replaced
-** observers, fusion's pruned modules). A header another module may hold too (BPCC_TENSOR_SHARED)
-** stays. The tensors' data stays where it is. */
+/* m's tensor headers, the data of those made in the arena and its array of them go back to its
+** graph's arena (bpcc_arena_give), and m has no tensors: for a module that nothing will read again,
+** with rollback off (convert's replaced observers, fusion's pruned modules). A tensor another module
+** may hold too (BPCC_TENSOR_SHARED) stays, and so does data elsewhere (the weights file's). */
 BPCC_INTERNAL void bpcc_module_give_tensors(struct bpcc_module *m);
 /* m, a module without submodules that no node calls or remembers and the table no longer lists,
 ** goes: unlinked, its name finding no module, its tensors' headers and array and then the module

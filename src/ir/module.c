@@ -538,7 +538,9 @@ static bool grow_tensors(struct bpcc_module *m, uint32_t want, bool exact)
 static bool store_tensor(struct bpcc_module *m, int64_t at, const char *nm, enum bpcc_tensor_role role,
                          struct bpcc_tensor *t)
 {
-    if (t->data && bpcc_safetensors_holds(m->graph->weights, t->data, t->nbytes)) t->flags |= BPCC_TENSOR_SHARED;
+    if ((t->flags & BPCC_TENSOR_STORED) || (t->data && bpcc_safetensors_holds(m->graph->weights, t->data, t->nbytes)))
+        t->flags |= BPCC_TENSOR_SHARED;
+    t->flags |= BPCC_TENSOR_STORED;
     if (at >= 0) {
         if (!BPCC_UNDO_MODULE(m, m->tensors[at])) return false;
         m->tensors[at].role = role;
@@ -596,6 +598,11 @@ enum bpcc_status bpcc_module_reserve_tensors(struct bpcc_module *m, uint32_t ext
     return grow_tensors(m, m->n_tensors + extra, true) ? BPCC_OK : BPCC_ERR_NOMEM;
 }
 
+/* the bytes tensor_new allocates for `nbytes` of data: small data (a converted model has two scalars
+** per quantize node) in whole 8-byte words, 8-aligned, so that it fits the blocks given back (and
+** they it); cache-line aligned data beyond, for the kernels' vector loops */
+static size_t data_bytes(size_t nbytes) { return nbytes < 64 ? (nbytes + 7) / 8 * 8 + (nbytes == 0) * 8 : nbytes; }
+
 /* the bytes of a header of ndim dims and `extra` bytes after them */
 static size_t header_bytes(uint32_t ndim, size_t extra)
 {
@@ -611,7 +618,9 @@ void bpcc_module_give_tensors(struct bpcc_module *m)
         while (k < i && m->tensors[k].t != t) k++;
         /* once, if held twice; not one another module may hold too (a fused module's copy); a range after
         ** the dims stays */
-        if (k == i && !(t->flags & BPCC_TENSOR_SHARED)) bpcc_arena_give(a, t, header_bytes(t->ndim, 0));
+        if (k < i || (t->flags & BPCC_TENSOR_SHARED)) continue;
+        if ((t->flags & BPCC_TENSOR_ARENA) && t->data) bpcc_arena_give(a, t->data, data_bytes(t->nbytes));
+        bpcc_arena_give(a, t, header_bytes(t->ndim, 0));
     }
     bpcc_arena_give(a, m->tensors, (size_t)m->cap_tensors * sizeof *m->tensors);
     bpcc_arena_give(a, m->tensor_slots, (size_t)m->n_tensor_slots * sizeof *m->tensor_slots);
@@ -689,12 +698,10 @@ static enum bpcc_status tensor_new(struct bpcc_graph *g, enum bpcc_dtype dtype, 
     t->nbytes = bpcc_tensor_expected_bytes(t, &overflow);
     if (overflow || t->nbytes > ((size_t)1 << 40))
         return bpcc_diag_error(d, BPCC_ERR_LIMIT, NULL, 0, 0, "tensor size overflows or exceeds 1 TiB");
-    size_t n = t->nbytes ? t->nbytes : 1;
-    /* cache-line aligned data for the kernels' vector loops; 16 bytes for the small ones (a
-    ** converted model has two scalars per quantize node: 64 would waste more than they hold) */
-    size_t align = n >= 64 ? 64 : 16;
+    size_t n = data_bytes(t->nbytes), align = n >= 64 ? 64 : 8;
     t->data = zero ? bpcc_arena_alloc(&g->arena, n, align) : bpcc_arena_alloc_uninit(&g->arena, n, align);
     if (!t->data) return bpcc_diag_nomem(d);
+    t->flags |= BPCC_TENSOR_ARENA;
     *out = t;
     return BPCC_OK;
 }
