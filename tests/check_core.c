@@ -211,6 +211,34 @@ START_TEST(strmap_get_or_add_adds_once_and_finds_after)
 }
 END_TEST
 
+/* A table grown well past the step at which its old slots' pages go back to the kernel during a
+** rehash (65536 slots) keeps every key with its value: the pages are given back only once their
+** slots are placed. Growth one key at a time (doubling) and by reserve (to a size that is no power
+** of two). */
+START_TEST(strmap_keeps_every_key_through_big_growths)
+{
+    enum { N = 200000 };
+    static char keys[N][12];
+    for (int way = 0; way < 2; way++) {
+        struct bpcc_strmap m = {0};
+        for (int i = 0; i < N; i++) {
+            snprintf(keys[i], sizeof keys[i], "k%d", i);
+            if (way == 1 && i == N / 4) ck_assert_int_eq(bpcc_strmap_reserve(&m, N + 12345), BPCC_OK);
+            size_t n = strlen(keys[i]);
+            ck_assert_int_eq(bpcc_strmap_put(&m, keys[i], n, bpcc_str_hash(keys[i], n), &keys[i]), BPCC_OK);
+        }
+        ck_assert_uint_ge(m.cap, 4u * 65536u);
+        ck_assert_uint_eq(m.n, N);
+        for (int i = 0; i < N; i++) {
+            struct bpcc_strmap_slot *e = bpcc_strmap_get_str(&m, keys[i]);
+            ck_assert_msg(e && e->value == &keys[i], "%s lost", keys[i]);
+        }
+        ck_assert_ptr_null(bpcc_strmap_get_str(&m, "k-1"));
+        bpcc_strmap_release(&m);
+    }
+}
+END_TEST
+
 START_TEST(strmap_finds_removes_and_copies)
 {
     /* 5000 keys removed in a scattered order with lookups after each removal (backward shifts
@@ -643,6 +671,7 @@ int main(void)
     tcase_add_loop_test(tc, strmap_finds_removes_and_copies, 0, 2);
     tcase_add_test(tc, strmap_reserve_makes_room_at_once);
     tcase_add_test(tc, strmap_get_or_add_adds_once_and_finds_after);
+    tcase_add_test(tc, strmap_keeps_every_key_through_big_growths);
     tcase_add_test(tc, buf_appends_and_formats);
     tcase_add_test(tc, buf_stays_failed_after_an_allocation_fails);
     tcase_add_test(tc, str_cat_builds_and_truncates_like_snprintf);
