@@ -239,7 +239,8 @@ def document(res):
           "without affine parameters: 0.7 tensors per node); native backend, MinMax mapping "
           "(bench/minmax.yaml). Memory: the first flow's peak resident set above the process's before the first load, per input node. "
           "The passes as the library runs them by default (each keeps an undo log to roll back with if it fails), and "
-          "without rollback (bpcc_graph_set_rollback(g, false), as the bpcc tool runs them).",
+          "without rollback (bpcc_graph_set_rollback(g, false), and convert's qparam get_attr nodes left implicit, "
+          "bpcc_graph_set_implicit_qparams: as the bpcc tool runs them).",
           "", "| nodes | load | fuse | prepare | qparams | convert | print | total | per node | peak memory per node "
           "| without rollback: total | per node | peak memory per node |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
