@@ -93,8 +93,8 @@ static inline const float *bpcc_tensor_range(const struct bpcc_tensor *t)
 #define BPCC_TENSOR_SHARED 2u
 /* in a module entry (store_tensor): a second store makes the tensor BPCC_TENSOR_SHARED */
 #define BPCC_TENSOR_STORED 4u
-/* the data is the graph arena's, allocated with the header (bpcc_tensor_new): a module's tensors
-** given back give it back too */
+/* the data is in the graph's arena (made by bpcc_tensor_new, not the weights file's): a module's
+** tensors given back give it back too */
 #define BPCC_TENSOR_ARENA 8u
 
 struct module_tensor {
