@@ -923,8 +923,8 @@ BPCC_API void bpcc_graph_set_erase_unused_in_place(struct bpcc_graph *g, bool on
 ** `target`) and the get_attr node PyTorch makes for it (its `name`, reserved among the node names
 ** as FX numbers them); the buffers themselves are made as ever. bpcc_graph_print / save write the
 ** get_attr nodes where PyTorch's graph has them (just before their quantize node), so the text is
-** the same byte for byte, and the interpreter, bpcc_node_qparams and bpcc_graph_verify read the
-** buffers. What is saved is two nodes per quantize point and their making: on a 1M-node model,
+** the same byte for byte, bpcc_graph_to_json lists them as the nodes they stand for, and the
+** interpreter, bpcc_node_qparams and bpcc_graph_verify read the buffers. What is saved is two nodes per quantize point and their making: on a 1M-node model,
 ** 10 % of the peak memory. What differs: a walk over the node list meets no such get_attr node
 ** (bpcc_graph_n_nodes does not count them, bpcc_graph_find_node does not find them), and a pass
 ** run on the converted graph sees ATTR arguments where it would see nodes. Off for every new

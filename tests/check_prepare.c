@@ -1480,6 +1480,11 @@ static void check_implicit_alike(struct bpcc_graph *g[2], const struct bpcc_conf
     ck_assert_uint_gt(nq[0], 1);
     ck_assert_uint_eq(nq[0], nq[1]);
     ck_assert_msg(!strcmp(text[0], text[1]), "the text differs:\n%s\n---\n%s", text[0], text[1]);
+    /* and the JSON, where the implicit nodes stand where the nodes are, with their users */
+    char *json[2];
+    for (int i = 0; i < 2; i++) ck_assert_int_eq(bpcc_graph_to_json(g[i], 0, &json[i], &d), BPCC_OK);
+    ck_assert_msg(!strcmp(json[0], json[1]), "the JSON differs:\n%s\n---\n%s", json[0], json[1]);
+    for (int i = 0; i < 2; i++) bpcc_free(json[i]);
     /* the same quantize nodes; the qparams read through get_attr nodes and through ATTR arguments */
     uint32_t n_quantize = 0, n_getattr = 0;
     for (const struct bpcc_node *n = bpcc_graph_first(g[0]); n; n = bpcc_node_next(n)) {

@@ -239,6 +239,23 @@ static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint
     return o;
 }
 
+/* The get_attr nodes left implicit in v, an argument of user (BPCC_VAL_ATTR,
+** bpcc_graph_set_implicit_qparams), appended to nodes as the nodes they stand for, in argument
+** order: as the text has them, just before their user. *count: how many. false when out of memory. */
+static bool implicit_json(json_t *nodes, const struct bpcc_node *user, const struct bpcc_value *v, uint32_t *count)
+{
+    if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_SLICE || v->kind == BPCC_VAL_DICT) {
+        for (uint32_t i = 0; i < v->n; i++)
+            if (!implicit_json(nodes, user, &v->u.seq.items[i], count)) return false;
+        return true;
+    }
+    if (v->kind != BPCC_VAL_ATTR) return true;
+    (*count)++;
+    json_t *o = json_pack("{s:s, s:s, s:s, s:[], s:{}, s:[s], s:n}", "name", v->u.attr.name, "op", "get_attr", "target",
+                          v->u.attr.target, "args", "kwargs", "users", user->name, "meta");
+    return o && json_array_append_new(nodes, o) == 0;
+}
+
 enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char **json_out,
                                     struct bpcc_diag *d)
 {
@@ -248,11 +265,13 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
     json_t *root = json_object(), *nodes = json_array(), *mods = json_array();
     json_t *summary = json_object(), *kinds = json_object();
     bool ok = root && nodes && mods && summary && kinds;
-    uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0};
+    uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0}, n_implicit = 0;
     for (const struct bpcc_node *n = g->first; ok && n; n = n->next) {
         kind_count[n->kind]++;
-        ok = json_array_append_new(nodes, node_json(g, n)) == 0;
+        ok = implicit_json(nodes, n, &n->args, &n_implicit) && (!n->kwargs || implicit_json(nodes, n, n->kwargs, &n_implicit)) &&
+             json_array_append_new(nodes, node_json(g, n)) == 0;
     }
+    kind_count[BPCC_NODE_GET_ATTR] += n_implicit;
     uint64_t n_params = 0, bytes = 0, n_tensors = 0;
     for (uint32_t i = 0; ok && i < g->n_modules; i++) {
         n_tensors += g->modules[i]->n_tensors;
@@ -260,7 +279,7 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
     }
     for (int k = 0; ok && k < BPCC_NODE_KIND_COUNT; k++)
         ok = bpcc_json_put(kinds, bpcc_node_kind_name((enum bpcc_node_kind)k), json_integer(kind_count[k]));
-    ok = ok && bpcc_json_put(summary, "nodes", json_integer(g->n_nodes)) &&
+    ok = ok && bpcc_json_put(summary, "nodes", json_integer((json_int_t)g->n_nodes + n_implicit)) &&
          bpcc_json_put(summary, "modules", json_integer(g->n_modules)) &&
          bpcc_json_put(summary, "tensors", json_integer((json_int_t)n_tensors)) &&
          bpcc_json_put(summary, "parameters", json_integer((json_int_t)n_params)) &&
