@@ -583,9 +583,7 @@ const struct bpcc_module *bpcc_exec_observer_at(const struct bpcc_exec *e, uint3
 ** BPCC_ERR_GRAPH when there is none (NULL data: weights not read), BPCC_ERR_NOMEM */
 static enum bpcc_status attr_tensor(const struct bpcc_graph *g, const char *target, struct xval *out)
 {
-    const char *name; /* "a.b.c": module "a.b", tensor "c" */
-    const struct bpcc_module *m = bpcc_graph_attr_owner(g, target, &name);
-    const struct bpcc_tensor *bt = m ? bpcc_module_tensor(m, name) : NULL;
+    const struct bpcc_tensor *bt = bpcc_graph_attr_tensor(g, target);
     enum bpcc_dtype dt = bt ? bt->dtype : BPCC_DTYPE_NONE;
     if (!bt || !bt->data || (dt != BPCC_DTYPE_F32 && !bpcc_dtype_is_integral(dt))) return BPCC_ERR_GRAPH;
     struct xtensor *x = bpcc_xtensor_new(bt->ndim, bt->dims);

@@ -239,21 +239,24 @@ static json_t *module_json(const struct bpcc_module *m, uint64_t *n_params, uint
     return o;
 }
 
-/* The get_attr nodes left implicit in v, an argument of user (BPCC_VAL_ATTR,
-** bpcc_graph_set_implicit_qparams), appended to nodes as the nodes they stand for, in argument
-** order: as the text has them, just before their user. *count: how many. false when out of memory. */
-static bool implicit_json(json_t *nodes, const struct bpcc_node *user, const struct bpcc_value *v, uint32_t *count)
+struct implicit_json {
+    json_t *nodes;
+    const struct bpcc_node *user;
+    uint32_t count;
+    bool ok;
+};
+
+/* A get_attr node left implicit in an argument of the user (BPCC_VAL_ATTR,
+** bpcc_graph_set_implicit_qparams), appended to the nodes as the node it stands for: as the text
+** has it, just before its user. */
+static void implicit_json(const struct bpcc_value *v, void *ud)
 {
-    if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_SLICE || v->kind == BPCC_VAL_DICT) {
-        for (uint32_t i = 0; i < v->n; i++)
-            if (!implicit_json(nodes, user, &v->u.seq.items[i], count)) return false;
-        return true;
-    }
-    if (v->kind != BPCC_VAL_ATTR) return true;
-    (*count)++;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:[], s:{}, s:[s], s:n}", "name", v->u.attr.name, "op", "get_attr", "target",
-                          v->u.attr.target, "args", "kwargs", "users", user->name, "meta");
-    return o && json_array_append_new(nodes, o) == 0;
+    struct implicit_json *c = ud;
+    c->count++;
+    json_t *o = c->ok ? json_pack("{s:s, s:s, s:s, s:[], s:{}, s:[s], s:n}", "name", v->u.attr.name, "op", "get_attr",
+                                  "target", v->u.attr.target, "args", "kwargs", "users", c->user->name, "meta")
+                      : NULL;
+    c->ok = o && json_array_append_new(c->nodes, o) == 0;
 }
 
 enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char **json_out,
@@ -265,12 +268,16 @@ enum bpcc_status bpcc_graph_to_json(const struct bpcc_graph *g, int indent, char
     json_t *root = json_object(), *nodes = json_array(), *mods = json_array();
     json_t *summary = json_object(), *kinds = json_object();
     bool ok = root && nodes && mods && summary && kinds;
-    uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0}, n_implicit = 0;
+    uint32_t kind_count[BPCC_NODE_KIND_COUNT] = {0};
+    struct implicit_json implicit = {.nodes = nodes, .ok = true};
     for (const struct bpcc_node *n = g->first; ok && n; n = n->next) {
         kind_count[n->kind]++;
-        ok = implicit_json(nodes, n, &n->args, &n_implicit) && (!n->kwargs || implicit_json(nodes, n, n->kwargs, &n_implicit)) &&
-             json_array_append_new(nodes, node_json(g, n)) == 0;
+        implicit.user = n;
+        bpcc_value_visit_attrs(&n->args, implicit_json, &implicit);
+        if (n->kwargs) bpcc_value_visit_attrs(n->kwargs, implicit_json, &implicit);
+        ok = implicit.ok && json_array_append_new(nodes, node_json(g, n)) == 0;
     }
+    uint32_t n_implicit = implicit.count;
     kind_count[BPCC_NODE_GET_ATTR] += n_implicit;
     uint64_t n_params = 0, bytes = 0, n_tensors = 0;
     for (uint32_t i = 0; ok && i < g->n_modules; i++) {

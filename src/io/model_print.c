@@ -132,21 +132,15 @@ static void line_done(struct bpcc_buf *b, FILE *sink)
     }
 }
 
-/* the get_attr nodes left implicit in v (BPCC_VAL_ATTR, bpcc_graph_set_implicit_qparams), in
-** argument order: printed just before the node whose arguments they are, where convert would have
-** put them */
-static void print_implicit(struct bpcc_buf *b, const struct bpcc_value *v)
+/* a get_attr node left implicit (BPCC_VAL_ATTR, bpcc_graph_set_implicit_qparams): printed just
+** before the node whose argument it is, where convert would have put it */
+static void print_implicit(const struct bpcc_value *v, void *b)
 {
-    if (v->kind == BPCC_VAL_ATTR) {
-        bpcc_buf_adds(b, "  %");
-        bpcc_buf_adds(b, v->u.attr.name);
-        bpcc_buf_adds(b, " = get_attr ");
-        print_name(b, v->u.attr.target);
-        bpcc_buf_adds(b, " ()\n");
-    } else if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_SLICE ||
-               v->kind == BPCC_VAL_DICT) {
-        for (uint32_t i = 0; i < v->n; i++) print_implicit(b, &v->u.seq.items[i]);
-    }
+    bpcc_buf_adds(b, "  %");
+    bpcc_buf_adds(b, v->u.attr.name);
+    bpcc_buf_adds(b, " = get_attr ");
+    print_name(b, v->u.attr.target);
+    bpcc_buf_adds(b, " ()\n");
 }
 
 /* the text into b, or through b into sink; weights_name as for bpcc_graph_print */
@@ -194,8 +188,8 @@ static enum bpcc_status print_graph(const struct bpcc_graph *g, const char *weig
     if (g->n_modules) bpcc_buf_addc(b, '\n');
     bpcc_buf_adds(b, "graph\n");
     for (const struct bpcc_node *n = g->first; n; n = n->next) {
-        print_implicit(b, &n->args);
-        if (n->kwargs) print_implicit(b, n->kwargs);
+        bpcc_value_visit_attrs(&n->args, print_implicit, b);
+        if (n->kwargs) bpcc_value_visit_attrs(n->kwargs, print_implicit, b);
         bpcc_buf_adds(b, "  %");
         bpcc_buf_adds(b, n->name);
         bpcc_buf_adds(b, " = ");

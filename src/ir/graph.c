@@ -492,10 +492,12 @@ static struct bpcc_node *reuse_erased(struct bpcc_graph *g)
 
 /* The name a new node of kind and target gets after `name` (NULL: after its target), as FX names it:
 ** in *nm, with its intern slot, which has room for the node (bpcc_name_make_room; the slot lasts
-** until the next interning). NULL when out of memory. */
+** until the next interning). `given`: the free slot of `name` (interned) when the caller has it.
+** NULL when out of memory. */
 static void **name_slot(struct bpcc_graph *g, enum bpcc_node_kind kind, const char *name, const char *target,
-                        struct name *nm)
+                        void **given, struct name *nm)
 {
+    if (given) return bpcc_name_make_room(g, given) ? given : NULL;
     void **slot = NULL;
     if (name && bpcc_node_name_valid(name)) {
         *nm = name_of(name);
@@ -540,7 +542,7 @@ static enum bpcc_status node_make(struct bpcc_graph *g, enum bpcc_node_kind kind
     /* the name's intern slot: every name ever given keeps its node there (reserved below, once
     ** nothing can fail; nothing is interned in between, so the slot stays valid) */
     struct name nm = {.s = name};
-    if (slot ? !bpcc_name_make_room(g, slot) : !(slot = name_slot(g, kind, name, target, &nm))) return bpcc_diag_nomem(d);
+    if (!(slot = name_slot(g, kind, name, target, slot, &nm))) return bpcc_diag_nomem(d);
     /* a call_module node named as its module (an observer's) finds the module in its name's slot */
     bpcc_node_resolve_module(n, nm.s == target ? slot : NULL);
     n->name = nm.s;
@@ -600,8 +602,7 @@ enum bpcc_status bpcc_graph_implicit_name(struct bpcc_graph *g, const char *targ
     *out = NULL;
     if (bpcc_undo_failed(g)) return bpcc_diag_nomem(d);
     struct name nm = {.s = target};
-    if (slot ? !bpcc_name_make_room(g, slot) : !(slot = name_slot(g, BPCC_NODE_GET_ATTR, target, target, &nm)))
-        return bpcc_diag_nomem(d);
+    if (!(slot = name_slot(g, BPCC_NODE_GET_ATTR, target, target, slot, &nm))) return bpcc_diag_nomem(d);
     if (!bpcc_undo_name(g, nm.s)) return bpcc_diag_nomem(d);
     bpcc_name_put_node(slot, &implicit_node);
     *out = nm.s;
@@ -742,7 +743,7 @@ enum bpcc_status bpcc_node_remake(struct bpcc_node *n, enum bpcc_node_kind kind,
     if (s) return s;
     const char *t = bpcc_graph_intern(g, target);
     struct name nm = {.s = name};
-    void **slot = t ? name_slot(g, kind, name, t, &nm) : NULL;
+    void **slot = t ? name_slot(g, kind, name, t, NULL, &nm) : NULL;
     if (!slot) return bpcc_diag_nomem(d);
     /* the records first: nothing has changed when one fails (the remembered module is a cache);
     ** the fields replaced lie together, from src_line to scope, and `dead` among them stays false */

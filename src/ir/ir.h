@@ -223,6 +223,10 @@ BPCC_INTERNAL void bpcc_value_visit_nodes(struct bpcc_value *v,
                                           void (*fn)(struct bpcc_value *ref, void *ud),
                                           void *ud);
 BPCC_INTERNAL bool bpcc_value_has_nodes(const struct bpcc_value *v);
+/* Visit every get_attr node left implicit in v (BPCC_VAL_ATTR, bpcc_graph_set_implicit_qparams),
+** depth first, left to right: the order they stand in before the node v is an argument of. */
+BPCC_INTERNAL void bpcc_value_visit_attrs(const struct bpcc_value *v, void (*fn)(const struct bpcc_value *attr, void *ud),
+                                          void *ud);
 
 /* model_print.c */
 BPCC_INTERNAL void bpcc_print_value(struct bpcc_buf *b, const struct bpcc_value *v);
@@ -363,6 +367,8 @@ BPCC_INTERNAL void bpcc_module_reindex_tensors(struct bpcc_module *m);
 ** without dots -> the root module "". NULL when there is no such module. */
 BPCC_INTERNAL struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char *target,
                                                         const char **leaf_out);
+/* The tensor a get_attr target reads ("a.b.c": tensor "c" of module "a.b"), or NULL */
+BPCC_INTERNAL struct bpcc_tensor *bpcc_graph_attr_tensor(const struct bpcc_graph *g, const char *target);
 BPCC_INTERNAL void bpcc_graph_release_modules(struct bpcc_graph *g);
 /* bpcc_graph_add_module where a name in use is no error but *out NULL: a caller looking for a free
 ** name probes the table once per candidate instead of a lookup and then an add */

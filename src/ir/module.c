@@ -316,6 +316,13 @@ struct bpcc_module *bpcc_graph_attr_owner(const struct bpcc_graph *g, const char
     return v ? present(*v) : NULL;
 }
 
+struct bpcc_tensor *bpcc_graph_attr_tensor(const struct bpcc_graph *g, const char *target)
+{
+    const char *leaf;
+    const struct bpcc_module *m = bpcc_graph_attr_owner(g, target, &leaf);
+    return m ? bpcc_module_tensor(m, leaf) : NULL;
+}
+
 uint32_t bpcc_graph_n_modules(const struct bpcc_graph *g) { return g->n_modules; }
 
 struct bpcc_module *bpcc_graph_module(const struct bpcc_graph *g, uint32_t i)

@@ -66,10 +66,7 @@ static const struct bpcc_tensor *arg_tensor(const struct bpcc_graph *g, const st
     const char *target = v->kind == BPCC_VAL_ATTR ? v->u.attr.target
                          : v->kind == BPCC_VAL_NODE && v->u.node->kind == BPCC_NODE_GET_ATTR ? v->u.node->target
                                                                                                : NULL;
-    if (!target) return NULL;
-    const char *leaf;
-    const struct bpcc_module *m = bpcc_graph_attr_owner(g, target, &leaf);
-    return m ? bpcc_module_tensor(m, leaf) : NULL;
+    return target ? bpcc_graph_attr_tensor(g, target) : NULL;
 }
 
 static const struct bpcc_value *arg(const struct bpcc_node *n, uint32_t i, const char *kw)

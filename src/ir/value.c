@@ -164,6 +164,15 @@ void bpcc_value_visit_nodes(struct bpcc_value *v, void (*fn)(struct bpcc_value *
     }
 }
 
+void bpcc_value_visit_attrs(const struct bpcc_value *v, void (*fn)(const struct bpcc_value *attr, void *ud), void *ud)
+{
+    if (v->kind == BPCC_VAL_ATTR) {
+        fn(v, ud);
+    } else if (is_seq(v->kind)) {
+        for (uint32_t i = 0; i < v->n; i++) bpcc_value_visit_attrs(&v->u.seq.items[i], fn, ud);
+    }
+}
+
 bool bpcc_value_has_nodes(const struct bpcc_value *v)
 {
     if (v->kind == BPCC_VAL_NODE) return true;

@@ -56,17 +56,15 @@ static bool attr_resolves(const struct bpcc_graph *g, const char *t)
     return m && (bpcc_module_tensor(m, leaf) || bpcc_module_attr(m, leaf));
 }
 
-/* the implicit get_attr nodes in v (BPCC_VAL_ATTR, bpcc_graph_set_implicit_qparams) read what a
-** module defines */
-static void check_implicit(const struct bpcc_graph *g, const struct bpcc_node *n, const struct bpcc_value *v,
-                           struct bpcc_diag *d)
+/* an implicit get_attr node (BPCC_VAL_ATTR, bpcc_graph_set_implicit_qparams) in an argument of the
+** ref_ctx's node reads what a module defines */
+static void check_implicit(const struct bpcc_value *v, void *ud)
 {
-    if (v->kind == BPCC_VAL_ATTR && !attr_resolves(g, v->u.attr.target))
-        bpcc_diag_error(d, BPCC_ERR_GRAPH, g->source_file, n->src_line, n->src_col,
-                        "node '%s' reads attribute '%s' (its argument '%s'), which no module defines", n->name,
+    const struct ref_ctx *c = ud;
+    if (!attr_resolves(c->g, v->u.attr.target))
+        bpcc_diag_error(c->d, BPCC_ERR_GRAPH, c->g->source_file, c->user->src_line, c->user->src_col,
+                        "node '%s' reads attribute '%s' (its argument '%s'), which no module defines", c->user->name,
                         v->u.attr.target, v->u.attr.name);
-    if (v->kind == BPCC_VAL_LIST || v->kind == BPCC_VAL_TUPLE || v->kind == BPCC_VAL_SLICE || v->kind == BPCC_VAL_DICT)
-        for (uint32_t i = 0; i < v->n; i++) check_implicit(g, n, &v->u.seq.items[i], d);
 }
 
 enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag *d)
@@ -95,8 +93,8 @@ enum bpcc_status bpcc_graph_verify(const struct bpcc_graph *g, struct bpcc_diag 
         bpcc_value_visit_nodes(&n->args, count_ref, &c);
         if (n->kwargs) bpcc_value_visit_nodes(n->kwargs, count_ref, &c);
         bad |= c.bad;
-        check_implicit(g, n, &n->args, d);
-        if (n->kwargs) check_implicit(g, n, n->kwargs, d);
+        bpcc_value_visit_attrs(&n->args, check_implicit, &c);
+        if (n->kwargs) bpcc_value_visit_attrs(n->kwargs, check_implicit, &c);
         switch ((enum bpcc_node_kind)n->kind) {
         case BPCC_NODE_OUTPUT:
             n_outputs++;
